@@ -1,0 +1,172 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/weft-sched/weft/rpc"
+)
+
+func table() *tabwriter.Writer { return tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0) }
+
+func runMembers(args []string) error {
+	var cf clientFlags
+	fs := newFlagSet("members")
+	cf.register(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs(pos, 0, "weft members [-address ADDR] [-json]"); err != nil {
+		return err
+	}
+	var resp rpc.MembersResponse
+	h := cf.header()
+	if err := cf.call("Status.Members", &h, &resp); err != nil {
+		return err
+	}
+	if cf.json {
+		if resp.Members == nil {
+			resp.Members = []rpc.Member{}
+		}
+		return printJSON(resp.Members)
+	}
+	w := table()
+	fmt.Fprintln(w, "NAME\tADDRESS\tROLE\tSTATUS\tTAGS")
+	for _, m := range resp.Members {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", m.Name, m.Address, m.Role, m.Status, formatTags(m.Tags))
+	}
+	return w.Flush()
+}
+
+func formatTags(tags map[string]string) string {
+	keys := make([]string, 0, len(tags))
+	for k := range tags {
+		if k == "role" || k == "id" {
+			continue // already shown as columns
+		}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + tags[k]
+	}
+	return strings.Join(parts, ",")
+}
+
+func runStatus(args []string) error {
+	var cf clientFlags
+	fs := newFlagSet("status")
+	cf.register(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs(pos, 0, "weft status [-address ADDR] [-json] [-stale]"); err != nil {
+		return err
+	}
+	var st rpc.ClusterStatus
+	h := cf.header()
+	if err := cf.call("Status.Cluster", &h, &st); err != nil {
+		return err
+	}
+	if cf.json {
+		if st.Servers == nil {
+			st.Servers = []rpc.RaftServer{}
+		}
+		return printJSON(st)
+	}
+	w := table()
+	leader := st.Leader
+	if leader == "" {
+		leader = "(none)"
+	}
+	fmt.Fprintf(w, "Leader\t%s\n", leader)
+	fmt.Fprintf(w, "Servers\t%d\n", len(st.Servers))
+	fmt.Fprintf(w, "Nodes\t%d ready, %d down\n", st.Nodes.Ready, st.Nodes.Down)
+	fmt.Fprintf(w, "Capacity\t%s\n", st.Capacity)
+	fmt.Fprintf(w, "Used (G)\t%s\n", st.UsedGuaranteed)
+	fmt.Fprintf(w, "Used (O)\t%s\n", st.UsedOpportunistic)
+	states := make([]string, 0, len(st.Apps))
+	for s, n := range st.Apps {
+		states = append(states, fmt.Sprintf("%s=%d", s, n))
+	}
+	sort.Strings(states)
+	if len(states) == 0 {
+		states = []string{"none"}
+	}
+	fmt.Fprintf(w, "Apps\t%s\n", strings.Join(states, " "))
+	if st.StaleNote() != "" {
+		fmt.Fprintf(w, "Note\t%s\n", st.StaleNote())
+	}
+	return w.Flush()
+}
+
+func runOperator(args []string) error {
+	return subcommand("operator", args, map[string]func([]string) error{
+		"raft": func(args []string) error {
+			return subcommand("operator raft", args, map[string]func([]string) error{
+				"list-peers":  runRaftListPeers,
+				"remove-peer": runRaftRemovePeer,
+			})
+		},
+	})
+}
+
+func runRaftListPeers(args []string) error {
+	var cf clientFlags
+	fs := newFlagSet("operator raft list-peers")
+	cf.register(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs(pos, 0, "weft operator raft list-peers [-address ADDR] [-json] [-stale]"); err != nil {
+		return err
+	}
+	var resp rpc.RaftConfigurationResponse
+	h := cf.header()
+	if err := cf.call("Operator.RaftGetConfiguration", &h, &resp); err != nil {
+		return err
+	}
+	if cf.json {
+		if resp.Servers == nil {
+			resp.Servers = []rpc.RaftServer{}
+		}
+		return printJSON(resp.Servers)
+	}
+	w := table()
+	fmt.Fprintln(w, "ID\tADDRESS\tSTATE\tVOTER")
+	for _, s := range resp.Servers {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%v\n", s.ID, s.Address, s.State, s.Voter)
+	}
+	return w.Flush()
+}
+
+func runRaftRemovePeer(args []string) error {
+	var cf clientFlags
+	var req rpc.RaftRemovePeerRequest
+	fs := newFlagSet("operator raft remove-peer")
+	cf.register(fs)
+	fs.StringVar(&req.ID, "id", "", "`ID` of the peer to remove")
+	fs.StringVar(&req.Address, "peer-address", "", "RPC `HOST:PORT` of the peer to remove")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 || (req.ID == "") == (req.Address == "") {
+		return usagef("usage: weft operator raft remove-peer (-id ID | -peer-address HOST:PORT)")
+	}
+	var resp rpc.WriteResponse
+	if err := cf.call("Operator.RaftRemovePeer", &req, &resp); err != nil {
+		return err
+	}
+	if cf.json {
+		return printJSON(resp)
+	}
+	fmt.Fprintf(stdout, "Removed peer %s%s from the Raft configuration\n", req.ID, req.Address)
+	return nil
+}

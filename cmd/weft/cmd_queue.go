@@ -1,0 +1,170 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/weft-sched/weft/cmd/weft/internal/hclconf"
+	"github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
+)
+
+func runQueue(args []string) error {
+	return subcommand("queue", args, map[string]func([]string) error{
+		"apply":  runQueueApply,
+		"list":   runQueueList,
+		"status": runQueueStatus,
+	})
+}
+
+func runQueueApply(args []string) error {
+	var cf clientFlags
+	fs := newFlagSet("queue apply")
+	cf.register(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs(pos, 1, "weft queue apply [-address ADDR] FILE (HCL or JSON; - reads stdin)"); err != nil {
+		return err
+	}
+	name := pos[0]
+	var src []byte
+	if name == "-" {
+		name = "<stdin>"
+		src, err = io.ReadAll(io.LimitReader(os.Stdin, rpc.MaxRequestSize+1))
+	} else {
+		src, err = os.ReadFile(name)
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", name, err)
+	}
+	if len(src) > rpc.MaxRequestSize {
+		return fmt.Errorf("%s is larger than %d MiB", name, rpc.MaxRequestSize>>20)
+	}
+	cfg, err := hclconf.ParseQueueConfig(name, src)
+	if err != nil {
+		return fmt.Errorf("%v; nothing was changed", err)
+	}
+	req := rpc.QueueApplyRequest{Config: cfg}
+	var resp rpc.WriteResponse
+	if err := cf.call("Queue.Apply", &req, &resp); err != nil {
+		return fmt.Errorf("%v; nothing was changed", err)
+	}
+	if cf.json {
+		return printJSON(resp)
+	}
+	leaves := cfg.Leaves()
+	fmt.Fprintf(stdout, "Applied %s at index %d: %d queues, leaves: %s\n",
+		name, resp.Index, len(cfg.Resolve()), strings.Join(leaves, ", "))
+	return nil
+}
+
+func runQueueList(args []string) error {
+	var cf clientFlags
+	fs := newFlagSet("queue list")
+	cf.register(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs(pos, 0, "weft queue list [-address ADDR] [-json] [-stale]"); err != nil {
+		return err
+	}
+	req := rpc.QueueListRequest{RequestHeader: cf.header()}
+	var resp rpc.QueueListResponse
+	if err := cf.call("Queue.List", &req, &resp); err != nil {
+		return err
+	}
+	if cf.json {
+		if resp.Queues == nil {
+			resp.Queues = []rpc.QueueInfo{}
+		}
+		return printJSON(resp.Queues)
+	}
+	s := resp.Scheduler
+	pre := "off"
+	if s.Preemption.Enabled {
+		pre = fmt.Sprintf("on (utilization >= %g, wait_before_kill %s)", s.Preemption.ClusterUtilizationThreshold, s.Preemption.WaitBeforeKill)
+	}
+	fmt.Fprintf(stdout, "Placement: %s   Preemption: %s   Locality delays: node %s, rack %s\n\n",
+		s.Placement, pre, s.Locality.NodeDelay, s.Locality.RackDelay)
+	w := table()
+	fmt.Fprintln(w, "QUEUE\tPOLICY\tWEIGHT\tMIN\tMAX\tMAX APPS\tPREEMPTABLE")
+	for _, q := range resp.Queues {
+		name := strings.Repeat("  ", q.Depth) + q.Name[strings.LastIndex(q.Name, ".")+1:]
+		fmt.Fprintf(w, "%s\t%s\t%g\t%s\t%s\t%s\t%v\n", name, q.Policy, q.Weight,
+			formatMin(q.MinResources), formatMax(q.MaxResources), formatMaxApps(q.MaxRunningApps), q.Preemptable)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if note := resp.StaleNote(); note != "" {
+		fmt.Fprintln(stdout, "\nNote:", note)
+	}
+	return nil
+}
+
+func runQueueStatus(args []string) error {
+	var cf clientFlags
+	fs := newFlagSet("queue status")
+	cf.register(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs(pos, 1, "weft queue status [-address ADDR] [-json] [-stale] QUEUE"); err != nil {
+		return err
+	}
+	req := rpc.QueueStatusRequest{RequestHeader: cf.header(), Name: pos[0]}
+	var resp rpc.QueueStatusResponse
+	if err := cf.call("Queue.Status", &req, &resp); err != nil {
+		return err
+	}
+	if cf.json {
+		return printJSON(resp.Queue)
+	}
+	q := resp.Queue
+	kind := "parent"
+	if q.Leaf {
+		kind = "leaf (apps may be submitted here)"
+	}
+	w := table()
+	fmt.Fprintf(w, "Name\t%s\n", q.Name)
+	fmt.Fprintf(w, "Kind\t%s\n", kind)
+	if len(q.Children) > 0 {
+		fmt.Fprintf(w, "Children\t%s\n", strings.Join(q.Children, ", "))
+	}
+	fmt.Fprintf(w, "Policy\t%s\n", q.Policy)
+	fmt.Fprintf(w, "Weight\t%g\n", q.Weight)
+	fmt.Fprintf(w, "Min resources\t%s\n", formatMin(q.MinResources))
+	fmt.Fprintf(w, "Max resources\t%s\n", formatMax(q.MaxResources))
+	fmt.Fprintf(w, "Max running apps\t%s\n", formatMaxApps(q.MaxRunningApps))
+	fmt.Fprintf(w, "Preemptable\t%v\n", q.Preemptable)
+	fmt.Fprintf(w, "Fair-share preemption\tthreshold %g, timeout %s\n", q.FairSharePreemptionThreshold, q.FairSharePreemptionTimeout)
+	fmt.Fprintf(w, "Min-share preemption\ttimeout %s\n", q.MinSharePreemptionTimeout)
+	return w.Flush()
+}
+
+func formatMin(r scheduler.Resources) string {
+	if r.IsZero() {
+		return "-"
+	}
+	return r.String()
+}
+
+func formatMax(r *scheduler.Resources) string {
+	if r == nil {
+		return "unlimited"
+	}
+	return r.String()
+}
+
+func formatMaxApps(n *int) string {
+	if n == nil {
+		return "unlimited"
+	}
+	return fmt.Sprint(*n)
+}

@@ -1,0 +1,16 @@
+// Package fsm is weft's replicated state machine: the tables every server
+// holds (queue configuration now; apps, containers and nodes as they come),
+// the typed commands that change them, Raft's Apply, and snapshot/restore.
+//
+// A command is one type byte followed by a msgpack body. Apply is
+// deterministic: it never reads the clock, draws random numbers or depends on
+// map order; times arrive inside commands. A command that would break an
+// invariant is rejected on every server alike and the rejection is returned
+// through the apply future. A committed entry that cannot be decoded is a
+// panic with context: the log is corrupt or the binary is wrong, and going on
+// would fork the replicas.
+//
+// Readers never lock: the store publishes immutable State values, so a read
+// (or the scheduler) works on a consistent snapshot while Apply goes on.
+// This package must never do network I/O or reach outside the state it owns.
+package fsm

@@ -1,0 +1,105 @@
+package fsm
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// FSM is weft's raft.BatchingFSM. Apply and ApplyBatch are called by Raft
+// from one goroutine; the Store they publish to is read from anywhere.
+type FSM struct {
+	logger hclog.Logger
+	store  *Store
+}
+
+var _ raft.BatchingFSM = (*FSM)(nil)
+
+// New returns an FSM over a store holding the initial state of a new cluster.
+func New(logger hclog.Logger) *FSM {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	return &FSM{logger: logger.Named("fsm"), store: NewStore()}
+}
+
+// Store returns the store the FSM publishes to.
+func (f *FSM) Store() *Store { return f.store }
+
+// State returns the latest published state.
+func (f *FSM) State() *State { return f.store.Current() }
+
+// Apply applies one committed log entry. The result is nil, or the error
+// that rejected the command, or a command-specific value.
+func (f *FSM) Apply(l *raft.Log) any {
+	t := f.store.begin()
+	res := f.applyOne(t, l)
+	t.commit(l.Index)
+	return res
+}
+
+// ApplyBatch applies committed entries in order and publishes one new state
+// for the whole batch, so that a burst of commands costs one swap.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	if len(logs) == 0 {
+		return out
+	}
+	t := f.store.begin()
+	for i, l := range logs {
+		out[i] = f.applyOne(t, l)
+	}
+	t.commit(logs[len(logs)-1].Index)
+	return out
+}
+
+func (f *FSM) applyOne(t *txn, l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	if len(l.Data) == 0 {
+		panic(fmt.Sprintf("fsm: empty command at index %d", l.Index))
+	}
+	msgType := MessageType(l.Data[0])
+	body := l.Data[1:]
+	switch msgType {
+	case QueueConfigApplyType:
+		var req QueueConfigApplyRequest
+		mustDecode(l, body, &req)
+		if err := t.applyQueueConfig(l.Index, &req); err != nil {
+			return err
+		}
+		return nil
+	}
+	if msgType&IgnoreUnknownTypeFlag != 0 {
+		f.logger.Warn("ignoring unknown command type", "type", uint8(msgType), "index", l.Index)
+		return nil
+	}
+	panic(fmt.Sprintf("fsm: unknown command type %d at index %d: this binary is older than the cluster's log", msgType, l.Index))
+}
+
+func mustDecode(l *raft.Log, body []byte, out any) {
+	if err := decode(body, out); err != nil {
+		panic(fmt.Sprintf("fsm: cannot decode command type %d at index %d: %v", l.Data[0], l.Index, err))
+	}
+}
+
+// Snapshot captures the current state. Because states are immutable this is
+// O(1); the work happens in Persist, concurrently with further Applies.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	return &snapshot{state: f.store.Current()}, nil
+}
+
+// Restore replaces the whole state with the one read from r.
+func (f *FSM) Restore(r io.ReadCloser) error {
+	defer r.Close()
+	s, err := readSnapshot(r)
+	if err != nil {
+		return fmt.Errorf("restore snapshot: %w", err)
+	}
+	f.store.replace(s)
+	f.logger.Info("restored snapshot", "index", s.index)
+	return nil
+}

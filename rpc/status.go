@@ -1,0 +1,76 @@
+package rpc
+
+import "github.com/weft-sched/weft/scheduler"
+
+// Member is one member of the serf pool, as `weft members` shows it.
+type Member struct {
+	Name    string            `json:"name"`
+	Address string            `json:"address"`
+	Role    string            `json:"role"`
+	Status  string            `json:"status"`
+	Tags    map[string]string `json:"tags"`
+}
+
+// MembersResponse answers Status.Members.
+type MembersResponse struct {
+	Members []Member `json:"members"`
+}
+
+// LeaderResponse answers Status.Leader. Both fields are empty when the
+// answering server knows no leader.
+type LeaderResponse struct {
+	ID      string `json:"id"`
+	Address string `json:"address"`
+}
+
+// PeersResponse answers Status.Peers: the RPC addresses in the answering
+// server's Raft configuration (empty on a server that was never bootstrapped).
+type PeersResponse struct {
+	Peers []string `json:"peers"`
+}
+
+// NodeCounts counts agent nodes by state.
+type NodeCounts struct {
+	Ready int `json:"ready"`
+	Down  int `json:"down"`
+}
+
+// ClusterStatus answers Status.Cluster; it is the `weft status -json` shape.
+type ClusterStatus struct {
+	ResponseMeta      `codec:"meta" json:"-"`
+	Leader            string              `json:"leader"`
+	Servers           []RaftServer        `json:"servers"`
+	Nodes             NodeCounts          `json:"nodes"`
+	Capacity          scheduler.Resources `json:"capacity"`
+	UsedGuaranteed    scheduler.Resources `json:"used_guaranteed"`
+	UsedOpportunistic scheduler.Resources `json:"used_opportunistic"`
+	Apps              map[string]int      `json:"apps"`
+}
+
+// RaftServer is one server of the Raft configuration.
+type RaftServer struct {
+	ID      string `json:"id"`
+	Address string `json:"address"`
+	// State is "leader" or "follower" as seen by the answering server.
+	State string `json:"state"`
+	Voter bool   `json:"voter"`
+}
+
+// RaftConfigurationResponse answers Operator.RaftGetConfiguration.
+type RaftConfigurationResponse struct {
+	ResponseMeta `codec:"meta" json:"-"`
+	Servers      []RaftServer `json:"servers"`
+}
+
+// RaftRemovePeerRequest asks the leader to remove a server from the Raft
+// configuration, by ID or by address.
+type RaftRemovePeerRequest struct {
+	RequestHeader
+	ID      string `json:"id"`
+	Address string `json:"address"`
+}
+
+// WriteResponse answers a write: the Raft index at which it was applied.
+type WriteResponse struct {
+	Index uint64 `json:"index"`
+}

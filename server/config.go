@@ -1,0 +1,105 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// Config configures a Server. Zero values take the SPEC defaults.
+type Config struct {
+	// NodeID names the server in serf and Raft. Default: the hostname.
+	NodeID string
+	// DataDir holds Raft's log, stable store and snapshots, and serf's
+	// snapshot. Required.
+	DataDir string
+	// BindAddr is the IP every listener binds and advertises. Default 127.0.0.1.
+	BindAddr string
+	// RPCPort carries msgpack RPC and Raft. Default 8030; -1 picks a free port.
+	RPCPort int
+	// SerfPort carries serf gossip over TCP and UDP. Default 8031; -1 picks a free port.
+	SerfPort int
+	// BootstrapExpect is how many servers to wait for before bootstrapping
+	// Raft; 0 never bootstraps (the server joins an existing cluster), 1
+	// bootstraps this server alone.
+	BootstrapExpect int
+	// Join lists serf addresses (host or host:port) to join at start; the
+	// server keeps retrying until one join succeeds.
+	Join []string
+	// RPCHoldTimeout bounds how long a request waits for a leader. Default 5 s.
+	RPCHoldTimeout time.Duration
+	// ReconcileInterval is how often the leader reconciles Raft peers with
+	// serf in full (it also reacts to each serf event). Default 30 s.
+	ReconcileInterval time.Duration
+	// JoinRetryInterval is the pause between join attempts. Default 2 s.
+	JoinRetryInterval time.Duration
+	// Build is the version string advertised in serf tags.
+	Build string
+	// Logger receives every log line. Default: a null logger.
+	Logger hclog.Logger
+	// RaftConfig overrides Raft's defaults (tests shorten timeouts).
+	// LocalID, Logger and NotifyCh are always set by the server.
+	RaftConfig *raft.Config
+	// SerfFastGossip shortens gossip intervals (tests, weft dev).
+	SerfFastGossip bool
+}
+
+const (
+	// DefaultRPCPort is the server's default RPC (and Raft) port.
+	DefaultRPCPort = 8030
+	// DefaultSerfPort is the server's default serf port.
+	DefaultSerfPort = 8031
+)
+
+func (c *Config) setDefaults() error {
+	if c.NodeID == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("node_id not set and hostname unknown: %w", err)
+		}
+		c.NodeID = h
+	}
+	if c.DataDir == "" {
+		return errors.New("data_dir is required")
+	}
+	if c.BindAddr == "" {
+		c.BindAddr = "127.0.0.1"
+	}
+	if ip := net.ParseIP(c.BindAddr); ip == nil || ip.IsUnspecified() {
+		return fmt.Errorf("bind %q: give the IP address other servers and agents reach this server at", c.BindAddr)
+	}
+	if c.RPCPort == 0 {
+		c.RPCPort = DefaultRPCPort
+	}
+	if c.SerfPort == 0 {
+		c.SerfPort = DefaultSerfPort
+	}
+	if c.BootstrapExpect < 0 {
+		return errors.New("bootstrap_expect must not be negative")
+	}
+	if c.RPCHoldTimeout == 0 {
+		c.RPCHoldTimeout = 5 * time.Second
+	}
+	if c.ReconcileInterval == 0 {
+		c.ReconcileInterval = 30 * time.Second
+	}
+	if c.JoinRetryInterval == 0 {
+		c.JoinRetryInterval = 2 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	return nil
+}
+
+func port(p int) int {
+	if p < 0 {
+		return 0
+	}
+	return p
+}

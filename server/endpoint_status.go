@@ -1,0 +1,115 @@
+package server
+
+import (
+	"net"
+	"sort"
+	"strconv"
+
+	"github.com/hashicorp/raft"
+	"github.com/hashicorp/serf/serf"
+	"github.com/weft-sched/weft/fsm"
+	wrpc "github.com/weft-sched/weft/rpc"
+)
+
+// Status answers questions about the cluster itself. Ping, Leader, Peers
+// and Members are answered by whichever server is asked.
+type Status struct{ srv *Server }
+
+// Ping answers at once; clients use it to check a server is reachable.
+func (e *Status) Ping(args *wrpc.RequestHeader, reply *struct{}) error { return nil }
+
+// Leader returns the leader this server knows of.
+func (e *Status) Leader(args *wrpc.RequestHeader, reply *wrpc.LeaderResponse) error {
+	addr, id := e.srv.raft.LeaderWithID()
+	reply.Address, reply.ID = string(addr), string(id)
+	return nil
+}
+
+// Peers returns the addresses in this server's Raft configuration.
+func (e *Status) Peers(args *wrpc.RequestHeader, reply *wrpc.PeersResponse) error {
+	f := e.srv.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err
+	}
+	for _, s := range f.Configuration().Servers {
+		reply.Peers = append(reply.Peers, string(s.Address))
+	}
+	return nil
+}
+
+// Members lists the serf pool as this server sees it.
+func (e *Status) Members(args *wrpc.RequestHeader, reply *wrpc.MembersResponse) error {
+	for _, m := range e.srv.serf.Members() {
+		reply.Members = append(reply.Members, memberInfo(m))
+	}
+	sort.Slice(reply.Members, func(i, j int) bool {
+		a, b := reply.Members[i], reply.Members[j]
+		if a.Role != b.Role {
+			return a.Role > b.Role // servers first
+		}
+		return a.Name < b.Name
+	})
+	return nil
+}
+
+func memberInfo(m serf.Member) wrpc.Member {
+	status := m.Status.String()
+	switch m.Status {
+	case serf.StatusLeaving:
+		status = "left"
+	case serf.StatusNone:
+		status = "unknown"
+	}
+	tags := make(map[string]string, len(m.Tags))
+	for k, v := range m.Tags {
+		tags[k] = v
+	}
+	return wrpc.Member{
+		Name:    m.Name,
+		Address: net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port))),
+		Role:    m.Tags[TagRole],
+		Status:  status,
+		Tags:    tags,
+	}
+}
+
+// Cluster summarises the cluster for `weft status`.
+func (e *Status) Cluster(args *wrpc.RequestHeader, reply *wrpc.ClusterStatus) error {
+	if done, err := e.srv.forwardRead("Status.Cluster", args, args, reply); done {
+		return err
+	}
+	servers, err := e.srv.raftServers()
+	if err != nil {
+		return err
+	}
+	return e.srv.blockingQuery(args, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+		addr, _ := e.srv.raft.LeaderWithID()
+		reply.Leader = string(addr)
+		reply.Servers = servers
+		reply.Apps = map[string]int{}
+		return st.Index(), nil
+	})
+}
+
+// raftServers describes the Raft configuration as this server sees it.
+func (s *Server) raftServers() ([]wrpc.RaftServer, error) {
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	leader, _ := s.raft.LeaderWithID()
+	var out []wrpc.RaftServer
+	for _, srv := range f.Configuration().Servers {
+		state := "follower"
+		if srv.Address == leader {
+			state = "leader"
+		}
+		out = append(out, wrpc.RaftServer{
+			ID:      string(srv.ID),
+			Address: string(srv.Address),
+			State:   state,
+			Voter:   srv.Suffrage == raft.Voter,
+		})
+	}
+	return out, nil
+}

@@ -1,0 +1,14 @@
+package server
+
+// registerEndpoints exposes every RPC service. Each service type has only
+// RPC methods, so net/rpc registers all of them.
+func (s *Server) registerEndpoints() {
+	must := func(err error) {
+		if err != nil {
+			panic("register RPC endpoint: " + err.Error())
+		}
+	}
+	must(s.rpcServer.RegisterName("Status", &Status{s}))
+	must(s.rpcServer.RegisterName("Operator", &Operator{s}))
+	must(s.rpcServer.RegisterName("Queue", &Queue{s}))
+}

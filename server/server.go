@@ -1,0 +1,290 @@
+package server
+
+import (
+	"fmt"
+	"net"
+	"net/rpc"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/hashicorp/serf/serf"
+	"github.com/weft-sched/weft/fsm"
+	wrpc "github.com/weft-sched/weft/rpc"
+)
+
+// Server is one weft server. Create it with New; stop it with Leave (a
+// graceful departure from the cluster) or Shutdown (a stop that leaves the
+// cluster configuration as it is, as a crash would).
+type Server struct {
+	config *Config
+	logger hclog.Logger
+
+	fsm           *fsm.FSM
+	raft          *raft.Raft
+	raftStore     *raftboltdb.BoltStore
+	raftTransport *raft.NetworkTransport
+	raftLayer     *raftLayer
+	raftNotifyCh  chan bool
+	// hadRaftState records whether Raft found state on disk at start; such
+	// a server never bootstraps.
+	hadRaftState bool
+
+	serf        *serf.Serf
+	serfEventCh chan serf.Event
+
+	listener  net.Listener
+	rpcAddr   string
+	rpcServer *rpc.Server
+	pool      *wrpc.Pool
+	connsMu   sync.Mutex
+	conns     map[net.Conn]struct{}
+
+	// leaderReady is true on the leader once it has applied a barrier in
+	// its term, so consistent reads never see state older than the term.
+	leaderReady  atomic.Bool
+	bootstrapped atomic.Bool
+	reconcileCh  chan serf.Member
+
+	shutdownMu sync.Mutex
+	shutdown   bool
+	shutdownCh chan struct{}
+	wg         sync.WaitGroup
+}
+
+// New starts a server: it opens the stores in the data dir, starts Raft,
+// the RPC listener and serf, and begins joining and bootstrapping.
+func New(config *Config) (*Server, error) {
+	if err := config.setDefaults(); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		config:       config,
+		logger:       config.Logger.Named("server").With("node_id", config.NodeID),
+		raftNotifyCh: make(chan bool, 16),
+		serfEventCh:  make(chan serf.Event, 2048),
+		reconcileCh:  make(chan serf.Member, 64),
+		conns:        map[net.Conn]struct{}{},
+		shutdownCh:   make(chan struct{}),
+		pool:         wrpc.NewPool(config.Logger),
+	}
+	s.fsm = fsm.New(config.Logger)
+	if err := os.MkdirAll(config.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+
+	ln, err := net.Listen("tcp", net.JoinHostPort(config.BindAddr, strconv.Itoa(port(config.RPCPort))))
+	if err != nil {
+		return nil, fmt.Errorf("listen for RPC: %w", err)
+	}
+	s.listener = ln
+	s.rpcAddr = ln.Addr().String()
+	s.rpcServer = rpc.NewServer()
+	s.registerEndpoints()
+	s.raftLayer = newRaftLayer(ln.Addr())
+
+	if err := s.setupRaft(); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	s.wg.Add(1)
+	go s.acceptLoop()
+
+	if err := s.setupSerf(); err != nil {
+		s.Shutdown()
+		return nil, err
+	}
+	s.wg.Add(2)
+	go s.serfEventLoop()
+	go s.monitorLeadership()
+	if len(config.Join) > 0 {
+		s.wg.Add(1)
+		go s.joinLoop(config.Join)
+	}
+	s.logger.Info("server started", "rpc_addr", s.rpcAddr, "serf_addr", s.SerfAddr(),
+		"bootstrap_expect", config.BootstrapExpect, "raft_state_on_disk", s.hadRaftState)
+	return s, nil
+}
+
+func (s *Server) setupRaft() error {
+	dir := filepath.Join(s.config.DataDir, "raft")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create raft dir: %w", err)
+	}
+	conf := raft.DefaultConfig()
+	if s.config.RaftConfig != nil {
+		c := *s.config.RaftConfig
+		conf = &c
+	}
+	conf.LocalID = raft.ServerID(s.config.NodeID)
+	conf.Logger = s.config.Logger.Named("raft")
+	conf.NotifyCh = s.raftNotifyCh
+	conf.BatchApplyCh = true
+
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+	if err != nil {
+		return fmt.Errorf("open raft store: %w", err)
+	}
+	s.raftStore = store
+	logs, err := raft.NewLogCache(512, store)
+	if err != nil {
+		return err
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, s.config.Logger.Named("raft"))
+	if err != nil {
+		store.Close()
+		return fmt.Errorf("open snapshot store: %w", err)
+	}
+	s.raftTransport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  s.raftLayer,
+		MaxPool: 3,
+		Timeout: 10 * time.Second,
+		Logger:  s.config.Logger.Named("raft_transport"),
+	})
+	s.hadRaftState, err = raft.HasExistingState(logs, store, snaps)
+	if err != nil {
+		store.Close()
+		return fmt.Errorf("inspect raft state: %w", err)
+	}
+	if s.hadRaftState {
+		s.bootstrapped.Store(true)
+	} else if s.config.BootstrapExpect == 1 {
+		cfg := raft.Configuration{Servers: []raft.Server{{
+			ID: conf.LocalID, Address: raft.ServerAddress(s.rpcAddr), Suffrage: raft.Voter,
+		}}}
+		if err := raft.BootstrapCluster(conf, logs, store, snaps, s.raftTransport, cfg); err != nil {
+			store.Close()
+			return fmt.Errorf("bootstrap single-server cluster: %w", err)
+		}
+		s.bootstrapped.Store(true)
+	}
+	s.raft, err = raft.NewRaft(conf, s.fsm, logs, store, snaps, s.raftTransport)
+	if err != nil {
+		store.Close()
+		return fmt.Errorf("start raft: %w", err)
+	}
+	return nil
+}
+
+// RPCAddr returns the address of the RPC (and Raft) listener.
+func (s *Server) RPCAddr() string { return s.rpcAddr }
+
+// SerfAddr returns the address serf gossips on.
+func (s *Server) SerfAddr() string {
+	if s.serf == nil {
+		return ""
+	}
+	n := s.serf.Memberlist().LocalNode()
+	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
+}
+
+// NodeID returns the server's node ID.
+func (s *Server) NodeID() string { return s.config.NodeID }
+
+// IsLeader reports whether this server is the Raft leader.
+func (s *Server) IsLeader() bool { return s.raft.State() == raft.Leader }
+
+// State returns the latest replicated state this server has applied.
+func (s *Server) State() *fsm.State { return s.fsm.State() }
+
+// Leave departs gracefully: a leader hands over by removing itself from the
+// Raft configuration, then the server announces its departure in serf (so
+// the leader removes it), waits to be removed, and shuts down.
+func (s *Server) Leave() error {
+	s.logger.Info("leaving the cluster")
+	numPeers := 0
+	if f := s.raft.GetConfiguration(); f.Error() == nil {
+		numPeers = len(f.Configuration().Servers)
+	}
+	isLeader := s.IsLeader()
+	if isLeader && numPeers > 1 {
+		if err := s.raft.RemoveServer(raft.ServerID(s.config.NodeID), 0, 0).Error(); err != nil {
+			s.logger.Error("failed to remove self from raft configuration", "error", err)
+		}
+	}
+	if s.serf != nil {
+		if err := s.serf.Leave(); err != nil {
+			s.logger.Error("failed to leave serf", "error", err)
+		}
+	}
+	if !isLeader && numPeers > 1 {
+		s.awaitRemoval(10 * time.Second)
+	}
+	return s.Shutdown()
+}
+
+// awaitRemoval waits until this server is no longer in its own copy of the
+// Raft configuration, or the timeout passes.
+func (s *Server) awaitRemoval(timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		f := s.raft.GetConfiguration()
+		if f.Error() != nil {
+			return
+		}
+		found := false
+		for _, srv := range f.Configuration().Servers {
+			if srv.ID == raft.ServerID(s.config.NodeID) {
+				found = true
+			}
+		}
+		if !found {
+			return
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-s.shutdownCh:
+			return
+		}
+	}
+	s.logger.Warn("leader did not remove this server from raft in time; shutting down anyway")
+}
+
+// Shutdown stops the server without leaving: its peers see it fail.
+func (s *Server) Shutdown() error {
+	s.shutdownMu.Lock()
+	if s.shutdown {
+		s.shutdownMu.Unlock()
+		return nil
+	}
+	s.shutdown = true
+	close(s.shutdownCh)
+	s.shutdownMu.Unlock()
+
+	if s.serf != nil {
+		s.serf.Shutdown()
+	}
+	if s.raft != nil {
+		if err := s.raft.Shutdown().Error(); err != nil {
+			s.logger.Error("raft shutdown", "error", err)
+		}
+		s.raftTransport.Close()
+		s.raftStore.Close()
+	}
+	s.raftLayer.Close()
+	s.listener.Close()
+	s.connsMu.Lock()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.connsMu.Unlock()
+	s.pool.Shutdown()
+	s.wg.Wait()
+	s.logger.Info("server stopped")
+	return nil
+}
+
+func (s *Server) isShutdown() bool {
+	select {
+	case <-s.shutdownCh:
+		return true
+	default:
+		return false
+	}
+}
