@@ -73,7 +73,9 @@ func run(args []string) int {
 	return 1
 }
 
-func oneLine(s string) string { return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ") }
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
+}
 
 func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: weft COMMAND [flags] [args]")
