@@ -35,8 +35,6 @@ var msgpackHandle = func() *codec.MsgpackHandle {
 	h := &codec.MsgpackHandle{}
 	h.RawToString = true
 	h.WriteExt = true
-	h.MapType = nil
-	h.MaxInitLen = 4096
 	return h
 }()
 

@@ -20,14 +20,15 @@ const MaxRequestSize = 8 << 20
 var ErrRequestTooLarge = fmt.Errorf("request exceeds the %d MiB limit", MaxRequestSize>>20)
 
 // MsgpackHandle is the codec configuration shared by every weft RPC peer.
-// MaxInitLen bounds what a declared length may pre-allocate, so a message
-// that claims a huge collection cannot allocate more than it sends;
+// MaxInitLen is left at the codec's default, which pre-allocates at most
+// 256 KiB for any declared length and grows only as bytes actually arrive,
+// so a message that claims a huge string or collection cannot allocate more
+// than it sends (a smaller value makes large byte strings quadratic).
 // MaxDepth bounds nesting so hostile input cannot exhaust the stack.
 var MsgpackHandle = func() *codec.MsgpackHandle {
 	h := &codec.MsgpackHandle{}
 	h.RawToString = true
 	h.WriteExt = true
-	h.MaxInitLen = 4096
 	h.MaxDepth = 64
 	return h
 }()

@@ -1,0 +1,131 @@
+package hclconf
+
+import (
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weft-sched/weft/scheduler"
+)
+
+const exampleJSON = `{
+  "scheduler": {
+    "placement": "spread",
+    "preemption": {"enabled": true, "cluster_utilization_threshold": 0.8, "wait_before_kill": "15s"}
+  },
+  "queue": {"root": {
+    "policy": "drf",
+    "queue": {
+      "prod": {
+        "weight": 3,
+        "min_resources": {"memory_mb": 4096, "vcores": 4},
+        "preemptable": false,
+        "fair_share_preemption_threshold": 0.8,
+        "fair_share_preemption_timeout": "5s"
+      },
+      "dev": {"weight": 1},
+      "default": {}
+    }
+  }}
+}`
+
+func TestExampleFileParses(t *testing.T) {
+	src, err := os.ReadFile("../../../../examples/queues.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseQueueConfig("queues.hcl", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Scheduler.Preemption.Enabled || cfg.Scheduler.Preemption.WaitBeforeKill != 15*time.Second {
+		t.Fatalf("scheduler = %+v", cfg.Scheduler)
+	}
+	prod := cfg.Root.Children[0]
+	if cfg.Root.Policy != scheduler.PolicyDRF || prod.Name != "prod" || prod.Weight != 3 ||
+		prod.MinResources.MemoryMB != 4096 || prod.MinResources.Vcores != 4 ||
+		prod.Preemptable == nil || *prod.Preemptable || *prod.FairSharePreemptionTimeout != 5*time.Second {
+		t.Fatalf("prod = %+v", prod)
+	}
+	if got := cfg.Leaves(); strings.Join(got, " ") != "root.prod root.dev root.default" {
+		t.Fatalf("leaves = %v", got)
+	}
+	// The same configuration in JSON decodes to the same value.
+	fromJSON, err := ParseQueueConfig("queues.json", []byte(exampleJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(cfg.Resolve(), fromJSON.Resolve()) || !reflect.DeepEqual(cfg.Scheduler, fromJSON.Scheduler) {
+		t.Fatalf("JSON and HCL differ:\n%+v\n%+v", cfg.Resolve(), fromJSON.Resolve())
+	}
+}
+
+func TestErrorsNameFileLineAndField(t *testing.T) {
+	cases := []struct {
+		name, src string
+		want      []string
+	}{
+		{"syntax", "queue \"root\" {\n  weight = \n}\n", []string{"f.hcl:2,"}},
+		{"unknown field", "queue \"root\" {\n  wieght = 2\n}\n", []string{"f.hcl:2,3", `"wieght"`, `Did you mean "weight"`}},
+		{"wrong type", "queue \"root\" {\n  weight = \"heavy\"\n}\n", []string{"f.hcl:2,3", "weight must be a number"}},
+		{"bad duration", "queue \"root\" {\n  queue \"a\" {\n    min_share_preemption_timeout = \"5 min\"\n  }\n}\n",
+			[]string{"f.hcl:3,5", "min_share_preemption_timeout", `"5 min"`}},
+		{"fractional int", "queue \"root\" {\n  max_running_apps = 2.5\n}\n", []string{"f.hcl:2,3", "max_running_apps must be a whole number"}},
+		{"bad resource", "queue \"root\" {\n  min_resources = { memory_mb = 1, GPU = 1 }\n}\n", []string{"f.hcl:2,3", "lower-case"}},
+		{"negative weight", "queue \"root\" {\n  queue \"a\" {\n    weight = -1\n  }\n}\n", []string{"f.hcl:3,5", "queue root.a: weight"}},
+		{"min above max", "queue \"root\" {\n  queue \"b\" {\n    min_resources = { memory_mb = 10 }\n    max_resources = { memory_mb = 5 }\n  }\n}\n",
+			[]string{"f.hcl:3,5", "root.b: min_resources"}},
+		{"duplicate", "queue \"root\" {\n  queue \"a\" {}\n  queue \"a\" {}\n}\n", []string{"f.hcl:3,3", "root.a", "defined twice"}},
+		{"bad name", "queue \"root\" {\n  queue \"a.b\" {}\n}\n", []string{"f.hcl:2,9", "a.b"}},
+		{"wrong root", "queue \"top\" {}\n", []string{"f.hcl:1,7", `named "root"`}},
+		{"no root", "scheduler {\n  placement = \"spread\"\n}\n", []string{"f.hcl:1,1", "must define queue"}},
+		{"placement", "scheduler {\n  placement = \"random\"\n}\nqueue \"root\" {}\n", []string{"f.hcl:2,3", "placement"}},
+		{"delay", "scheduler {\n  locality {\n    node_delay = true\n  }\n}\nqueue \"root\" {}\n", []string{"f.hcl:3,5", "node_delay"}},
+		{"json", `{"queue": {"root": {"queue": {"x": {"weight": 0}}}}}`, []string{"f.hcl:1,", "root.x: weight"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := ParseQueueConfig("f.hcl", []byte(c.src))
+			if err == nil {
+				t.Fatalf("accepted: %+v", cfg)
+			}
+			if cfg != nil {
+				t.Fatalf("returned a config alongside an error")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestEveryProblemIsReported(t *testing.T) {
+	src := "queue \"root\" {\n  weight = -1\n  queue \"a\" { policy = \"lifo\" }\n  queue \"b\" { weight = 0 }\n}\n"
+	_, err := ParseQueueConfig("f.hcl", []byte(src))
+	e, ok := err.(*Error)
+	if !ok || len(e.Problems) != 3 {
+		t.Fatalf("want 3 problems, got %v", err)
+	}
+	for i, line := range []string{"f.hcl:2,", "f.hcl:3,", "f.hcl:4,"} {
+		if !strings.HasPrefix(e.Problems[i], line) {
+			t.Errorf("problem %d = %q, want it at %s", i, e.Problems[i], line)
+		}
+	}
+}
+
+func TestServerFile(t *testing.T) {
+	f, err := ParseServerFile("s.hcl", []byte("node_id = \"s1\"\nbootstrap_expect = 3\njoin = [\"127.0.0.2\", \"127.0.0.3\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.NodeID != "s1" || f.BootstrapExpect != 3 || len(f.Join) != 2 {
+		t.Fatalf("parsed %+v", f)
+	}
+	if _, err := ParseServerFile("s.hcl", []byte("bootstrap_expect = \"three\"\n")); err == nil || !strings.Contains(err.Error(), "s.hcl:1") {
+		t.Fatalf("bad server file: %v", err)
+	}
+}

@@ -1,0 +1,113 @@
+package rpc
+
+import (
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestPoolReusesStreamsConcurrently(t *testing.T) {
+	ts := startTestServer(t, "a")
+	p := NewPool(nil)
+	defer p.Shutdown()
+	var wg sync.WaitGroup
+	errs := make(chan error, 200)
+	for i := 0; i < 200; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			var reply EchoReply
+			text := strings.Repeat("x", i)
+			if err := p.Call(ts.Addr(), "Echo.Echo", &EchoArgs{Text: text}, &reply); err != nil {
+				errs <- err
+			} else if reply.Text != text {
+				errs <- &mismatch{text, reply.Text}
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	n := len(p.sessions)
+	p.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("pool holds %d sessions to one server, want 1", n)
+	}
+}
+
+type mismatch struct{ want, got string }
+
+func (m *mismatch) Error() string { return "reply " + m.got + " for " + m.want }
+
+func TestClientRotatesPastDeadServers(t *testing.T) {
+	a := startTestServer(t, "a")
+	// An address nobody listens on.
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead := ln.Addr().String()
+	ln.Close()
+
+	c := NewClient([]string{dead, a.Addr()}, nil)
+	defer c.Close()
+	var reply EchoReply
+	if err := c.Call("Echo.Echo", &EchoArgs{Text: "hi"}, &reply); err != nil || reply.From != "a" {
+		t.Fatalf("call = %v, %+v", err, reply)
+	}
+	// Sticks to the live server.
+	if addr, _ := c.current(); addr != a.Addr() {
+		t.Fatalf("client did not stick to the live server: %s", addr)
+	}
+	// Server answers are not retried elsewhere.
+	if err := c.Call("Echo.Fail", &EchoArgs{Text: "x"}, &reply); err == nil || IsRetryable(err) {
+		t.Fatalf("server error = %v", err)
+	}
+}
+
+func TestClientFailsFastWhenAllServersAreDown(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead := ln.Addr().String()
+	ln.Close()
+	c := NewClient([]string{dead}, nil)
+	defer c.Close()
+	start := time.Now()
+	err := c.Call("Echo.Echo", &EchoArgs{}, &EchoReply{})
+	if err == nil || IsServerError(err) {
+		t.Fatalf("want a connection error, got %v", err)
+	}
+	if time.Since(start) > c.RetryBudget {
+		t.Fatalf("client spent its whole retry budget on unreachable servers")
+	}
+}
+
+func TestClientRetriesNoLeaderOnOtherServers(t *testing.T) {
+	a, b := startTestServer(t, "a"), startTestServer(t, "b")
+	c := NewClient([]string{a.Addr(), b.Addr()}, nil)
+	c.RetryBudget = 300 * time.Millisecond
+	defer c.Close()
+	err := c.Call("Echo.NoLeader", &EchoArgs{}, &EchoReply{})
+	if !IsNoLeader(err) {
+		t.Fatalf("want ErrNoLeader after the retry budget, got %v", err)
+	}
+}
+
+func TestErrorHelpers(t *testing.T) {
+	if !IsRetryable(&net.OpError{Op: "dial"}) {
+		t.Fatal("connection error not retryable")
+	}
+	for _, e := range []error{ErrNoLeader, ErrLeaderNotReady} {
+		wire := serverError(e.Error())
+		if !IsNoLeader(wire) || !IsRetryable(wire) {
+			t.Fatalf("%v over the wire not recognised", e)
+		}
+	}
+	if IsRetryable(nil) || IsRetryable(serverError("invalid queue configuration: x")) {
+		t.Fatal("non-retryable error called retryable")
+	}
+	if !IsNotFound(serverError("queue root.x not found; ...")) {
+		t.Fatal("not-found over the wire not recognised")
+	}
+}
