@@ -1,0 +1,218 @@
+package server
+
+import (
+	"net"
+	"net/rpc"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	wrpc "github.com/weft-sched/weft/rpc"
+)
+
+// testLogWriter routes logs to t.Log until the test ends, and lets a test
+// wait for a line to appear.
+type testLogWriter struct {
+	t    testing.TB
+	mu   sync.Mutex
+	done bool
+	seen []string
+}
+
+func (w *testLogWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, string(p))
+	if !w.done {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func (w *testLogWriter) contains(s string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, l := range w.seen {
+		if strings.Contains(l, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func newTestLogger(t testing.TB) (hclog.Logger, *testLogWriter) {
+	w := &testLogWriter{t: t}
+	// Registered first, so it runs last: after every server has stopped.
+	t.Cleanup(func() {
+		w.mu.Lock()
+		w.done = true
+		w.mu.Unlock()
+	})
+	return hclog.New(&hclog.LoggerOptions{Output: w, Level: hclog.Info}), w
+}
+
+func fastRaftConfig() *raft.Config {
+	c := raft.DefaultConfig()
+	c.HeartbeatTimeout = 300 * time.Millisecond
+	c.ElectionTimeout = 300 * time.Millisecond
+	c.LeaderLeaseTimeout = 150 * time.Millisecond
+	c.CommitTimeout = 5 * time.Millisecond
+	return c
+}
+
+// testCluster is a set of in-process servers with real TCP, real gossip
+// and real bolt stores in temporary directories.
+type testCluster struct {
+	t       *testing.T
+	logger  hclog.Logger
+	logs    *testLogWriter
+	servers map[string]*Server
+	configs map[string]*Config
+	pool    *wrpc.Pool
+}
+
+func newTestCluster(t *testing.T) *testCluster {
+	logger, logs := newTestLogger(t)
+	c := &testCluster{t: t, logger: logger, logs: logs, servers: map[string]*Server{}, configs: map[string]*Config{}, pool: wrpc.NewPool(nil)}
+	t.Cleanup(func() {
+		c.pool.Shutdown()
+		for _, s := range c.servers {
+			s.Shutdown()
+		}
+	})
+	return c
+}
+
+// start starts (or restarts, on the same data dir and ports) server id.
+func (c *testCluster) start(id string, expect int, join ...string) *Server {
+	c.t.Helper()
+	cfg, ok := c.configs[id]
+	if !ok {
+		cfg = &Config{
+			NodeID:            id,
+			DataDir:           c.t.TempDir(),
+			BindAddr:          "127.0.0.1",
+			RPCPort:           -1,
+			SerfPort:          -1,
+			BootstrapExpect:   expect,
+			RPCHoldTimeout:    2 * time.Second,
+			ReconcileInterval: 500 * time.Millisecond,
+			JoinRetryInterval: 100 * time.Millisecond,
+			SerfFastGossip:    true,
+		}
+		c.configs[id] = cfg
+	}
+	run := *cfg
+	run.Join = join
+	run.Logger = c.logger.Named(id)
+	run.RaftConfig = fastRaftConfig()
+	s, err := New(&run)
+	if err != nil {
+		c.t.Fatalf("start %s: %v", id, err)
+	}
+	// Restarts reuse the ports: the Raft address must stay the same, and
+	// memberlist lets a failed node reclaim its name only at its old address.
+	cfg.RPCPort = s.listener.Addr().(*net.TCPAddr).Port
+	cfg.SerfPort = int(s.serf.Memberlist().LocalNode().Port)
+	c.servers[id] = s
+	return s
+}
+
+func (c *testCluster) stop(id string) {
+	c.servers[id].Shutdown()
+	delete(c.servers, id)
+}
+
+func (c *testCluster) leader() *Server {
+	for _, s := range c.servers {
+		if s.IsLeader() && s.leaderReady.Load() {
+			return s
+		}
+	}
+	return nil
+}
+
+func (c *testCluster) waitForLeader() *Server {
+	c.t.Helper()
+	var l *Server
+	waitFor(c.t, 15*time.Second, func() bool { l = c.leader(); return l != nil })
+	return l
+}
+
+func (c *testCluster) follower() *Server {
+	for _, s := range c.servers {
+		if !s.IsLeader() {
+			return s
+		}
+	}
+	return nil
+}
+
+// waitForVoters waits until the leader's Raft configuration holds exactly ids.
+func (c *testCluster) waitForVoters(ids ...string) {
+	c.t.Helper()
+	want := strings.Join(sortedCopy(ids), ",")
+	var got string
+	ok := waitForErr(15*time.Second, func() bool {
+		l := c.leader()
+		if l == nil {
+			return false
+		}
+		servers, err := l.raftServers()
+		if err != nil {
+			return false
+		}
+		var have []string
+		for _, s := range servers {
+			if s.Voter {
+				have = append(have, s.ID)
+			}
+		}
+		got = strings.Join(sortedCopy(have), ",")
+		return got == want
+	})
+	if !ok {
+		c.t.Fatalf("raft voters = [%s], want [%s]", got, want)
+	}
+}
+
+func (c *testCluster) call(s *Server, method string, args, reply any) error {
+	return c.pool.Call(s.RPCAddr(), method, args, reply)
+}
+
+func sortedCopy(in []string) []string {
+	out := append([]string(nil), in...)
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+func waitForErr(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
+
+func waitFor(t testing.TB, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	if !waitForErr(timeout, cond) {
+		t.Fatalf("condition not met within %s", timeout)
+	}
+}
+
+func newRawClient(conn net.Conn) *rpc.Client {
+	return rpc.NewClientWithCodec(wrpc.NewClientCodec(conn))
+}
