@@ -150,17 +150,7 @@ func TestLeaderFailoverAndRestartOnDataDir(t *testing.T) {
 
 func TestGracefulLeaveRemovesPeerAndRestartRejoins(t *testing.T) {
 	c := startThree(t)
-	f := c.follower()
-	id := f.NodeID()
-	if err := f.Leave(); err != nil {
-		t.Fatal(err)
-	}
-	delete(c.servers, id)
-	var others []string
-	for oid := range c.servers {
-		others = append(others, oid)
-	}
-	c.waitForVoters(others...)
+	id := c.leave(c.follower())
 
 	// Restarted on its data dir, it rejoins (serf's snapshot knows the pool)
 	// and the leader adds it back as a voter.
@@ -173,17 +163,7 @@ func TestGracefulLeaveRemovesPeerAndRestartRejoins(t *testing.T) {
 
 func TestLeaderLeaveHandsOver(t *testing.T) {
 	c := startThree(t)
-	l := c.leader()
-	id := l.NodeID()
-	if err := l.Leave(); err != nil {
-		t.Fatal(err)
-	}
-	delete(c.servers, id)
-	var others []string
-	for oid := range c.servers {
-		others = append(others, oid)
-	}
-	c.waitForVoters(others...)
+	id := c.leave(c.leader())
 	if c.leader().NodeID() == id {
 		t.Fatalf("departed server still leads")
 	}
@@ -348,11 +328,7 @@ func TestRemovePeer(t *testing.T) {
 	if err := c.call(c.leader(), "Operator.RaftRemovePeer", &wrpc.RaftRemovePeerRequest{ID: id}, &wr); err != nil {
 		t.Fatal(err)
 	}
-	var others []string
-	for oid := range c.servers {
-		others = append(others, oid)
-	}
-	c.waitForVoters(others...)
+	c.waitForVoters(c.ids()...)
 }
 
 // assertClosedByServer fails unless the server closes conn (EOF or reset)

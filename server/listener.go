@@ -62,20 +62,17 @@ func (s *Server) handleConn(conn net.Conn) {
 	switch wrpc.ConnType(b[0]) {
 	case wrpc.ConnRaft:
 		s.raftLayer.handoff(conn)
-	case wrpc.ConnRPC:
+	case wrpc.ConnRPC, wrpc.ConnMultiplex:
 		if !s.track(conn) {
 			conn.Close()
 			return
 		}
 		defer s.untrack(conn)
-		s.serveRPC(conn)
-	case wrpc.ConnMultiplex:
-		if !s.track(conn) {
-			conn.Close()
-			return
+		if wrpc.ConnType(b[0]) == wrpc.ConnRPC {
+			s.serveRPC(conn)
+		} else {
+			s.serveMultiplex(conn)
 		}
-		defer s.untrack(conn)
-		s.serveMultiplex(conn)
 	default:
 		s.logger.Warn("closing connection with unknown type byte", "remote", conn.RemoteAddr(), "byte", b[0])
 		conn.Close()

@@ -126,6 +126,28 @@ func (c *testCluster) stop(id string) {
 	delete(c.servers, id)
 }
 
+// ids returns the IDs of the running servers.
+func (c *testCluster) ids() []string {
+	var out []string
+	for id := range c.servers {
+		out = append(out, id)
+	}
+	return out
+}
+
+// leave makes s leave gracefully and waits until the remaining servers'
+// leader has dropped it from the Raft voters. It returns s's ID.
+func (c *testCluster) leave(s *Server) string {
+	c.t.Helper()
+	id := s.NodeID()
+	if err := s.Leave(); err != nil {
+		c.t.Fatal(err)
+	}
+	delete(c.servers, id)
+	c.waitForVoters(c.ids()...)
+	return id
+}
+
 func (c *testCluster) leader() *Server {
 	for _, s := range c.servers {
 		if s.IsLeader() && s.leaderReady.Load() {

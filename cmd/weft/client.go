@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -21,9 +22,12 @@ type clientFlags struct {
 	stale   bool
 }
 
+// newFlagSet returns a flag set that stays quiet on errors (parseArgs
+// reports them in one line) and prints its flags only for -h.
 func newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("weft "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	return fs
 }
 
@@ -74,9 +78,12 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintf(stderr, "Usage of %s:\n", fs.Name())
+				fs.SetOutput(stderr)
+				fs.PrintDefaults()
 				return nil, err
 			}
-			return nil, &usageError{err.Error()}
+			return nil, usagef("%v; run '%s -h' for its flags", err, fs.Name())
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -90,12 +97,31 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// wantArgs checks the number of positional arguments.
-func wantArgs(pos []string, n int, usage string) error {
-	if len(pos) != n {
-		return usagef("usage: %s", usage)
+// clientCommand parses a client command's arguments: the global client
+// flags plus any that extra registers, and exactly nargs positionals.
+func clientCommand(name string, args []string, nargs int, usage string, extra func(*flag.FlagSet)) (*clientFlags, []string, error) {
+	cf := &clientFlags{}
+	fs := newFlagSet(name)
+	cf.register(fs)
+	if extra != nil {
+		extra(fs)
 	}
-	return nil
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(pos) != nargs {
+		return nil, nil, usagef("usage: %s", usage)
+	}
+	return cf, pos, nil
+}
+
+// orEmpty makes a nil list print as [] rather than null in JSON.
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 func printJSON(v any) error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"sort"
 	"strings"
@@ -12,14 +13,8 @@ import (
 func table() *tabwriter.Writer { return tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0) }
 
 func runMembers(args []string) error {
-	var cf clientFlags
-	fs := newFlagSet("members")
-	cf.register(fs)
-	pos, err := parseArgs(fs, args)
+	cf, _, err := clientCommand("members", args, 0, "weft members [-address ADDR] [-json]", nil)
 	if err != nil {
-		return err
-	}
-	if err := wantArgs(pos, 0, "weft members [-address ADDR] [-json]"); err != nil {
 		return err
 	}
 	var resp rpc.MembersResponse
@@ -28,10 +23,7 @@ func runMembers(args []string) error {
 		return err
 	}
 	if cf.json {
-		if resp.Members == nil {
-			resp.Members = []rpc.Member{}
-		}
-		return printJSON(resp.Members)
+		return printJSON(orEmpty(resp.Members))
 	}
 	w := table()
 	fmt.Fprintln(w, "NAME\tADDRESS\tROLE\tSTATUS\tTAGS")
@@ -58,14 +50,8 @@ func formatTags(tags map[string]string) string {
 }
 
 func runStatus(args []string) error {
-	var cf clientFlags
-	fs := newFlagSet("status")
-	cf.register(fs)
-	pos, err := parseArgs(fs, args)
+	cf, _, err := clientCommand("status", args, 0, "weft status [-address ADDR] [-json] [-stale]", nil)
 	if err != nil {
-		return err
-	}
-	if err := wantArgs(pos, 0, "weft status [-address ADDR] [-json] [-stale]"); err != nil {
 		return err
 	}
 	var st rpc.ClusterStatus
@@ -74,9 +60,7 @@ func runStatus(args []string) error {
 		return err
 	}
 	if cf.json {
-		if st.Servers == nil {
-			st.Servers = []rpc.RaftServer{}
-		}
+		st.Servers = orEmpty(st.Servers)
 		return printJSON(st)
 	}
 	w := table()
@@ -117,14 +101,8 @@ func runOperator(args []string) error {
 }
 
 func runRaftListPeers(args []string) error {
-	var cf clientFlags
-	fs := newFlagSet("operator raft list-peers")
-	cf.register(fs)
-	pos, err := parseArgs(fs, args)
+	cf, _, err := clientCommand("operator raft list-peers", args, 0, "weft operator raft list-peers [-address ADDR] [-json] [-stale]", nil)
 	if err != nil {
-		return err
-	}
-	if err := wantArgs(pos, 0, "weft operator raft list-peers [-address ADDR] [-json] [-stale]"); err != nil {
 		return err
 	}
 	var resp rpc.RaftConfigurationResponse
@@ -133,10 +111,7 @@ func runRaftListPeers(args []string) error {
 		return err
 	}
 	if cf.json {
-		if resp.Servers == nil {
-			resp.Servers = []rpc.RaftServer{}
-		}
-		return printJSON(resp.Servers)
+		return printJSON(orEmpty(resp.Servers))
 	}
 	w := table()
 	fmt.Fprintln(w, "ID\tADDRESS\tSTATE\tVOTER")
@@ -147,18 +122,17 @@ func runRaftListPeers(args []string) error {
 }
 
 func runRaftRemovePeer(args []string) error {
-	var cf clientFlags
 	var req rpc.RaftRemovePeerRequest
-	fs := newFlagSet("operator raft remove-peer")
-	cf.register(fs)
-	fs.StringVar(&req.ID, "id", "", "`ID` of the peer to remove")
-	fs.StringVar(&req.Address, "peer-address", "", "RPC `HOST:PORT` of the peer to remove")
-	pos, err := parseArgs(fs, args)
+	const usage = "weft operator raft remove-peer (-id ID | -peer-address HOST:PORT)"
+	cf, _, err := clientCommand("operator raft remove-peer", args, 0, usage, func(fs *flag.FlagSet) {
+		fs.StringVar(&req.ID, "id", "", "`ID` of the peer to remove")
+		fs.StringVar(&req.Address, "peer-address", "", "RPC `HOST:PORT` of the peer to remove")
+	})
 	if err != nil {
 		return err
 	}
-	if len(pos) != 0 || (req.ID == "") == (req.Address == "") {
-		return usagef("usage: weft operator raft remove-peer (-id ID | -peer-address HOST:PORT)")
+	if (req.ID == "") == (req.Address == "") {
+		return usagef("usage: %s", usage)
 	}
 	var resp rpc.WriteResponse
 	if err := cf.call("Operator.RaftRemovePeer", &req, &resp); err != nil {

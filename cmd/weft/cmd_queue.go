@@ -20,14 +20,8 @@ func runQueue(args []string) error {
 }
 
 func runQueueApply(args []string) error {
-	var cf clientFlags
-	fs := newFlagSet("queue apply")
-	cf.register(fs)
-	pos, err := parseArgs(fs, args)
+	cf, pos, err := clientCommand("queue apply", args, 1, "weft queue apply [-address ADDR] FILE (HCL or JSON; - reads stdin)", nil)
 	if err != nil {
-		return err
-	}
-	if err := wantArgs(pos, 1, "weft queue apply [-address ADDR] FILE (HCL or JSON; - reads stdin)"); err != nil {
 		return err
 	}
 	name := pos[0]
@@ -63,14 +57,8 @@ func runQueueApply(args []string) error {
 }
 
 func runQueueList(args []string) error {
-	var cf clientFlags
-	fs := newFlagSet("queue list")
-	cf.register(fs)
-	pos, err := parseArgs(fs, args)
+	cf, _, err := clientCommand("queue list", args, 0, "weft queue list [-address ADDR] [-json] [-stale]", nil)
 	if err != nil {
-		return err
-	}
-	if err := wantArgs(pos, 0, "weft queue list [-address ADDR] [-json] [-stale]"); err != nil {
 		return err
 	}
 	req := rpc.QueueListRequest{RequestHeader: cf.header()}
@@ -79,10 +67,7 @@ func runQueueList(args []string) error {
 		return err
 	}
 	if cf.json {
-		if resp.Queues == nil {
-			resp.Queues = []rpc.QueueInfo{}
-		}
-		return printJSON(resp.Queues)
+		return printJSON(orEmpty(resp.Queues))
 	}
 	s := resp.Scheduler
 	pre := "off"
@@ -108,14 +93,8 @@ func runQueueList(args []string) error {
 }
 
 func runQueueStatus(args []string) error {
-	var cf clientFlags
-	fs := newFlagSet("queue status")
-	cf.register(fs)
-	pos, err := parseArgs(fs, args)
+	cf, pos, err := clientCommand("queue status", args, 1, "weft queue status [-address ADDR] [-json] [-stale] QUEUE", nil)
 	if err != nil {
-		return err
-	}
-	if err := wantArgs(pos, 1, "weft queue status [-address ADDR] [-json] [-stale] QUEUE"); err != nil {
 		return err
 	}
 	req := rpc.QueueStatusRequest{RequestHeader: cf.header(), Name: pos[0]}

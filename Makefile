@@ -1,0 +1,48 @@
+# weft — build, run and test. Needs only Go (found on PATH or in /usr/local/go)
+# and a C compiler for the race detector; modules come from the Go proxy.
+
+GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+BIN     := bin/weft
+
+# Packages with concurrency run under the race detector.
+RACE_PKGS := ./fsm/... ./rpc/... ./server/... ./scheduler/... ./cmd/...
+
+.PHONY: all build dev test lint unit e2e bench fuzz clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/weft
+
+## dev: one server in one process on 127.0.0.1:8030, ready for client commands.
+dev: build
+	./$(BIN) dev
+
+## test: formatting, vet, unit and in-process cluster tests under -race, then e2e.
+test: lint unit e2e
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -race -count=1 $(RACE_PKGS)
+
+e2e:
+	$(GO) test -count=1 -timeout 10m ./e2e/...
+
+## bench: benchmarks; raw results go to bench/latest.txt (summary: docs/benchmarks.md).
+bench:
+	@mkdir -p bench
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./fsm/... ./server/... | tee bench/latest.txt
+
+## fuzz: fuzz the RPC decode path for a while (FUZZTIME, default 60s).
+FUZZTIME ?= 60s
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzServerCodec -fuzztime $(FUZZTIME) ./rpc
+
+clean:
+	rm -rf bin

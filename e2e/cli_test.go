@@ -1,0 +1,145 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startDev runs `weft dev` on free ports and waits until it prints that it
+// is running; it returns the RPC address.
+func startDev(t *testing.T) (*proc, string) {
+	rpcPort, serfPort := freePort(t, "127.0.0.1"), freePort(t, "127.0.0.1")
+	p := startProc(t, "dev", "dev", "-rpc-port", strconv.Itoa(rpcPort), "-serf-port", strconv.Itoa(serfPort))
+	addr := "127.0.0.1:" + strconv.Itoa(rpcPort)
+	waitFor(t, 20*time.Second, "weft dev to print its banner", func() error {
+		b, _ := os.ReadFile(p.log)
+		if !strings.Contains(string(b), "weft dev is running") {
+			return os.ErrNotExist
+		}
+		return nil
+	})
+	waitFor(t, 20*time.Second, "weft dev to elect itself", func() error {
+		_, errOut, code := cli(t, "queue", "list", "-address", addr)
+		if code != 0 {
+			return &exitErr{code, errOut}
+		}
+		return nil
+	})
+	return p, addr
+}
+
+type exitErr struct {
+	code int
+	msg  string
+}
+
+func (e *exitErr) Error() string { return strconv.Itoa(e.code) + ": " + e.msg }
+
+func TestDevAndCommandLineContract(t *testing.T) {
+	dev, addr := startDev(t)
+
+	// The banner says what to try next.
+	banner, _ := os.ReadFile(dev.log)
+	for _, want := range []string{"weft members", "weft queue apply", "Ctrl-C"} {
+		if !strings.Contains(string(banner), want) {
+			t.Errorf("banner lacks %q:\n%s", want, banner)
+		}
+	}
+
+	// status -json has the SPEC §14 shape.
+	stdout, _, code := cli(t, "status", "-json", "-address", addr)
+	if code != 0 {
+		t.Fatalf("status exit %d", code)
+	}
+	var st map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(stdout), &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"leader", "servers", "nodes", "capacity", "used_guaranteed", "used_opportunistic", "apps"} {
+		if _, ok := st[k]; !ok {
+			t.Errorf("status -json lacks %q: %s", k, stdout)
+		}
+	}
+
+	// queue list -json: the SPEC §14 fields.
+	var queues []map[string]json.RawMessage
+	if err := cliJSON(t, &queues, "queue", "list", "-address", addr); err != nil {
+		t.Fatal(err)
+	}
+	if len(queues) != 2 {
+		t.Fatalf("default queues: %d", len(queues))
+	}
+	for _, k := range []string{"name", "weight", "policy", "min_resources", "max_resources", "steady_fair_share",
+		"instantaneous_fair_share", "used", "pending", "running_apps"} {
+		if _, ok := queues[1][k]; !ok {
+			t.Errorf("queue list -json lacks %q", k)
+		}
+	}
+
+	// A bad file: exit 1, one line naming file, line and field; nothing changes.
+	bad := filepath.Join(t.TempDir(), "bad.hcl")
+	os.WriteFile(bad, []byte("queue \"root\" {\n  queue \"a\" {\n    weight = 0\n  }\n}\n"), 0o644)
+	_, errOut, code := cli(t, "queue", "apply", "-address", addr, bad)
+	if code != 1 || strings.Count(strings.TrimSpace(errOut), "\n") != 0 ||
+		!strings.Contains(errOut, "bad.hcl:3,5") || !strings.Contains(errOut, "weight") || !strings.Contains(errOut, "nothing was changed") {
+		t.Fatalf("bad file: exit %d, stderr %q", code, errOut)
+	}
+	var after []map[string]json.RawMessage
+	if err := cliJSON(t, &after, "queue", "list", "-address", addr); err != nil || len(after) != 2 {
+		t.Fatalf("a refused file changed the queues: %v %d", err, len(after))
+	}
+
+	// The example file from the README applies, and status shows it.
+	out, errOut, code := cli(t, "queue", "apply", "-address", addr, "../examples/queues.hcl")
+	if code != 0 || !strings.Contains(out, "root.prod, root.dev, root.default") {
+		t.Fatalf("apply example: exit %d %s %s", code, out, errOut)
+	}
+	out, _, code = cli(t, "queue", "status", "root.prod", "-address", addr) // flags after the argument
+	if code != 0 || !strings.Contains(out, "memory_mb=4096,vcores=4") || !strings.Contains(out, "threshold 0.8, timeout 5s") {
+		t.Fatalf("queue status: exit %d\n%s", code, out)
+	}
+	// The text tree indents children under root.
+	out, _, _ = cli(t, "queue", "list", "-address", addr)
+	sc := bufio.NewScanner(strings.NewReader(out))
+	var tree []string
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) > 0 && (strings.HasPrefix(sc.Text(), "root") || strings.HasPrefix(sc.Text(), "  ")) {
+			tree = append(tree, sc.Text())
+		}
+	}
+	if len(tree) != 4 || !strings.HasPrefix(tree[1], "  prod") {
+		t.Fatalf("queue list tree:\n%s", out)
+	}
+
+	// Usage errors exit 2; unknown queues and unreachable servers exit 1.
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"queue"}, 2, "needs a subcommand"},
+		{[]string{"queue", "apply", "-address", addr}, 2, "usage: weft queue apply"},
+		{[]string{"queue", "list", "-bogus"}, 2, "flag provided but not defined"},
+		{[]string{"frobnicate"}, 2, "unknown command"},
+		{[]string{"queue", "status", "nope", "-address", addr}, 1, "root.nope not found"},
+		{[]string{"members", "-address", "127.0.0.1:1"}, 1, "cannot reach a weft server"},
+		{[]string{"server"}, 2, "needs -data-dir"},
+	} {
+		_, errOut, code := cli(t, c.args...)
+		if code != c.code || !strings.Contains(errOut, c.want) || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+			t.Errorf("weft %v: exit %d, stderr %q; want exit %d mentioning %q", c.args, code, errOut, c.code, c.want)
+		}
+	}
+
+	// Ctrl-C stops weft dev cleanly.
+	if err := dev.stop(syscall.SIGINT, 20*time.Second); err != nil {
+		t.Fatalf("weft dev exit: %v", err)
+	}
+}

@@ -1,0 +1,207 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// weftBin is the binary under test, built once by TestMain (or taken from
+// $WEFT_BINARY).
+var weftBin string
+
+func TestMain(m *testing.M) {
+	if b := os.Getenv("WEFT_BINARY"); b != "" {
+		weftBin = b
+		os.Exit(m.Run())
+	}
+	dir, err := os.MkdirTemp("", "weft-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	weftBin = filepath.Join(dir, "weft")
+	build := exec.Command("go", "build", "-o", weftBin, "../cmd/weft")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build weft:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// freePort finds a port free for TCP and UDP on every given IP.
+func freePort(t *testing.T, ips ...string) int {
+	t.Helper()
+	for attempt := 0; attempt < 50; attempt++ {
+		ln, err := net.Listen("tcp", net.JoinHostPort(ips[0], "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		var closers []func() error
+		closers = append(closers, ln.Close)
+		ok := true
+		for i, ip := range ips {
+			if i > 0 {
+				l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+				if err != nil {
+					ok = false
+					break
+				}
+				closers = append(closers, l.Close)
+			}
+			u, err := net.ListenPacket("udp", net.JoinHostPort(ip, strconv.Itoa(port)))
+			if err != nil {
+				ok = false
+				break
+			}
+			closers = append(closers, u.Close)
+		}
+		for _, c := range closers {
+			c()
+		}
+		if ok {
+			return port
+		}
+	}
+	t.Fatal("no free port")
+	return 0
+}
+
+// proc is one running weft process.
+type proc struct {
+	t    *testing.T
+	name string
+	args []string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	err  error
+}
+
+func startProc(t *testing.T, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, name: name, args: args, log: filepath.Join(t.TempDir(), name+".log")}
+	p.start()
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			if b, err := os.ReadFile(p.log); err == nil {
+				t.Logf("---- %s log (last 4 KiB) ----\n%s", p.name, tail(b, 4096))
+			}
+		}
+	})
+	return p
+}
+
+func (p *proc) start() {
+	p.t.Helper()
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.cmd = exec.Command(weftBin, p.args...)
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatalf("start %s: %v", p.name, err)
+	}
+	p.done = make(chan struct{})
+	go func() {
+		p.err = p.cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+}
+
+func (p *proc) running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (p *proc) kill() {
+	if p.cmd != nil && p.running() {
+		p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// stop sends sig and waits for the process to exit; it returns the exit error.
+func (p *proc) stop(sig syscall.Signal, timeout time.Duration) error {
+	p.t.Helper()
+	p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(timeout):
+		p.t.Fatalf("%s did not exit within %s of %s", p.name, timeout, sig)
+		return nil
+	}
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// cli runs a weft client command and returns stdout, stderr and the exit code.
+func cli(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(weftBin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Env = append(os.Environ(), "WEFT_ADDR=")
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run weft %v: %v", args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// cliJSON runs a client command with -json and decodes its output.
+func cliJSON(t *testing.T, out any, args ...string) error {
+	t.Helper()
+	stdout, stderr, code := cli(t, append(args, "-json")...)
+	if code != 0 {
+		return fmt.Errorf("weft %s: exit %d: %s", strings.Join(args, " "), code, strings.TrimSpace(stderr))
+	}
+	if err := json.Unmarshal([]byte(stdout), out); err != nil {
+		return fmt.Errorf("weft %s: bad JSON %q: %v", strings.Join(args, " "), stdout, err)
+	}
+	return nil
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
