@@ -63,7 +63,7 @@ func TestRequestOverLimitIsRefused(t *testing.T) {
 	}
 	// The server dropped the connection and said why.
 	waitFor(t, 5*time.Second, func() bool { return len(ts.dropped()) > 0 })
-	if got := ts.dropped()[0].Error(); !strings.Contains(got, "exceeds the 8 MiB limit") {
+	if got := ts.dropped()[0]; !strings.Contains(got, "exceeds the 8 MiB limit") {
 		t.Fatalf("drop reason = %q", got)
 	}
 	if err := client.Call("Echo.Echo", &EchoArgs{}, &reply); err == nil {

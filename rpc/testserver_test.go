@@ -2,13 +2,13 @@ package rpc
 
 import (
 	"errors"
-	"io"
 	"net"
 	"net/rpc"
+	"strings"
 	"sync"
 	"testing"
 
-	"github.com/hashicorp/yamux"
+	"github.com/hashicorp/go-hclog"
 )
 
 // EchoArgs exercises the decoder with nested and variable-length fields.
@@ -50,15 +50,27 @@ func newRPCServer(name string) *rpc.Server {
 	return s
 }
 
-// testServer speaks the server side of the connection-type handshake for
-// ConnRPC and ConnMultiplex, like server.Server does.
+// testServer serves the Echo service on a real TCP port through Listener,
+// recording why it dropped connections.
 type testServer struct {
-	t    testing.TB
 	ln   net.Listener
-	rpc  *rpc.Server
+	lis  *Listener
+	logs *dropLog
+}
+
+// dropLog collects the "dropping RPC connection" reasons a Listener logs.
+type dropLog struct {
 	mu   sync.Mutex
-	errs []error
-	wg   sync.WaitGroup
+	errs []string
+}
+
+func (d *dropLog) Write(p []byte) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s := string(p); strings.Contains(s, "dropping RPC connection") {
+		d.errs = append(d.errs, s)
+	}
+	return len(p), nil
 }
 
 func startTestServer(t testing.TB, name string) *testServer {
@@ -67,70 +79,22 @@ func startTestServer(t testing.TB, name string) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := &testServer{t: t, ln: ln, rpc: newRPCServer(name)}
-	ts.wg.Add(1)
-	go func() {
-		defer ts.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			ts.wg.Add(1)
-			go func() {
-				defer ts.wg.Done()
-				ts.handle(c)
-			}()
-		}
-	}()
-	t.Cleanup(ts.Close)
+	logs := &dropLog{}
+	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn})
+	ts := &testServer{ln: ln, lis: NewListener(newRPCServer(name), logger, nil), logs: logs}
+	go ts.lis.Serve(ln)
+	t.Cleanup(func() {
+		ln.Close()
+		ts.lis.Close()
+	})
 	return ts
 }
 
 func (ts *testServer) Addr() string { return ts.ln.Addr().String() }
 
-func (ts *testServer) Close() {
-	ts.ln.Close()
-}
-
-func (ts *testServer) dropped() []error {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	return append([]error(nil), ts.errs...)
-}
-
-func (ts *testServer) serve(c io.ReadWriteCloser) {
-	ts.rpc.ServeCodec(NewServerCodec(c, func(err error) {
-		ts.mu.Lock()
-		ts.errs = append(ts.errs, err)
-		ts.mu.Unlock()
-	}))
-}
-
-func (ts *testServer) handle(c net.Conn) {
-	var b [1]byte
-	if _, err := io.ReadFull(c, b[:]); err != nil {
-		c.Close()
-		return
-	}
-	switch ConnType(b[0]) {
-	case ConnRPC:
-		ts.serve(c)
-	case ConnMultiplex:
-		sess, err := yamux.Server(c, YamuxConfig())
-		if err != nil {
-			c.Close()
-			return
-		}
-		defer sess.Close()
-		for {
-			st, err := sess.Accept()
-			if err != nil {
-				return
-			}
-			go ts.serve(st)
-		}
-	default:
-		c.Close()
-	}
+// dropped returns the logged reasons for dropped connections.
+func (ts *testServer) dropped() []string {
+	ts.logs.mu.Lock()
+	defer ts.logs.mu.Unlock()
+	return append([]string(nil), ts.logs.errs...)
 }

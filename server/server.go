@@ -42,9 +42,8 @@ type Server struct {
 	listener  net.Listener
 	rpcAddr   string
 	rpcServer *rpc.Server
+	rpcConns  *wrpc.Listener
 	pool      *wrpc.Pool
-	connsMu   sync.Mutex
-	conns     map[net.Conn]struct{}
 
 	// leaderReady is true on the leader once it has applied a barrier in
 	// its term, so consistent reads never see state older than the term.
@@ -70,7 +69,6 @@ func New(config *Config) (*Server, error) {
 		raftNotifyCh: make(chan bool, 16),
 		serfEventCh:  make(chan serf.Event, 2048),
 		reconcileCh:  make(chan serf.Member, 64),
-		conns:        map[net.Conn]struct{}{},
 		shutdownCh:   make(chan struct{}),
 		pool:         wrpc.NewPool(config.Logger),
 	}
@@ -93,8 +91,12 @@ func New(config *Config) (*Server, error) {
 		ln.Close()
 		return nil, err
 	}
+	s.rpcConns = wrpc.NewListener(s.rpcServer, s.logger, s.raftLayer.handoff)
 	s.wg.Add(1)
-	go s.acceptLoop()
+	go func() {
+		defer s.wg.Done()
+		s.rpcConns.Serve(ln)
+	}()
 
 	if err := s.setupSerf(); err != nil {
 		s.Shutdown()
@@ -269,11 +271,7 @@ func (s *Server) Shutdown() error {
 	}
 	s.raftLayer.Close()
 	s.listener.Close()
-	s.connsMu.Lock()
-	for c := range s.conns {
-		c.Close()
-	}
-	s.connsMu.Unlock()
+	s.rpcConns.Close()
 	s.pool.Shutdown()
 	s.wg.Wait()
 	s.logger.Info("server stopped")
