@@ -34,13 +34,13 @@ const (
 // Valid reports whether p names a known policy.
 func (p Policy) Valid() bool { return p == PolicyFIFO || p == PolicyFair || p == PolicyDRF }
 
-// Placement chooses among nodes that can take a guaranteed container.
-type Placement string
+// PlacementPolicy chooses among nodes that can take a guaranteed container.
+type PlacementPolicy string
 
 // Placement strategies: spread prefers the least allocated node, binpack the most.
 const (
-	PlacementSpread  Placement = "spread"
-	PlacementBinpack Placement = "binpack"
+	PlacementSpread  PlacementPolicy = "spread"
+	PlacementBinpack PlacementPolicy = "binpack"
 )
 
 // QueueConfig is the whole queue configuration: global scheduler settings
@@ -52,7 +52,7 @@ type QueueConfig struct {
 
 // SchedulerConfig holds the global scheduler settings of SPEC §7.
 type SchedulerConfig struct {
-	Placement  Placement        `codec:"placement"`
+	Placement  PlacementPolicy  `codec:"placement"`
 	Preemption PreemptionConfig `codec:"preemption"`
 	Locality   LocalityConfig   `codec:"locality"`
 }

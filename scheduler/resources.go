@@ -238,3 +238,15 @@ func (r *Resources) UnmarshalJSON(b []byte) error {
 	}
 	return nil
 }
+
+// Scale returns r multiplied by n.
+func (r Resources) Scale(n int64) Resources {
+	out := Resources{MemoryMB: r.MemoryMB * n, Vcores: r.Vcores * n}
+	if len(r.Extended) > 0 && n != 0 {
+		out.Extended = make(map[string]int64, len(r.Extended))
+		for k, v := range r.Extended {
+			out.Extended[k] = v * n
+		}
+	}
+	return out
+}

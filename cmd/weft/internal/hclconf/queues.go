@@ -112,7 +112,7 @@ func (d *queueDecoder) decodeScheduler(b *hcl.Block, s *scheduler.SchedulerConfi
 		d.note("", "placement", a.Range)
 		v, diags := asString(a)
 		if d.add(diags) {
-			s.Placement = scheduler.Placement(v)
+			s.Placement = scheduler.PlacementPolicy(v)
 		}
 	}
 	for _, blk := range content.Blocks {

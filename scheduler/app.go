@@ -1,0 +1,205 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// AppState is an application's state (SPEC §8).
+type AppState string
+
+// App states.
+const (
+	AppSubmitted AppState = "SUBMITTED"
+	AppAccepted  AppState = "ACCEPTED" // waiting for AM resources (or max_running_apps)
+	AppRunning   AppState = "RUNNING"  // an AM attempt has registered
+	AppFinished  AppState = "FINISHED"
+	AppFailed    AppState = "FAILED"
+	AppKilled    AppState = "KILLED"
+)
+
+// Terminal reports whether s is a final state.
+func (s AppState) Terminal() bool { return s == AppFinished || s == AppFailed || s == AppKilled }
+
+// AMType names an application master. "dshell" is the built-in
+// distributed shell.
+const AMTypeDShell = "dshell"
+
+// Defaults and limits of an app spec.
+const (
+	DefaultAMMemoryMB    = 256
+	DefaultAMVcores      = 1
+	DefaultMaxAMAttempts = 2
+	MaxNumContainers     = 100000
+	MaxAppNameLength     = 256
+)
+
+// AppSpec is what a user submits.
+type AppSpec struct {
+	Name          string    `codec:"name"`
+	Queue         string    `codec:"queue"`
+	User          string    `codec:"user"`
+	Priority      int32     `codec:"priority"`
+	AMType        string    `codec:"am_type"`
+	AMResources   Resources `codec:"am_resources"`
+	MaxAMAttempts int       `codec:"max_am_attempts"`
+	DShell        DShell    `codec:"dshell"`
+}
+
+// DShell is the work of the built-in distributed-shell AM: run Command in
+// NumContainers containers of Resources and ExecutionType.
+type DShell struct {
+	NumContainers                  int               `codec:"num_containers"`
+	Resources                      Resources         `codec:"resources"`
+	ExecutionType                  ExecutionType     `codec:"execution_type"`
+	Command                        []string          `codec:"command"`
+	Env                            map[string]string `codec:"env"`
+	PromoteOpportunisticAfterStart bool              `codec:"promote_opportunistic_after_start"`
+	EnforceExecutionType           bool              `codec:"enforce_execution_type"`
+}
+
+// SetDefaults fills unset fields with the SPEC defaults.
+func (s *AppSpec) SetDefaults() {
+	if s.AMType == "" {
+		s.AMType = AMTypeDShell
+	}
+	if s.AMResources.IsZero() {
+		s.AMResources = Resources{MemoryMB: DefaultAMMemoryMB, Vcores: DefaultAMVcores}
+	}
+	if s.MaxAMAttempts == 0 {
+		s.MaxAMAttempts = DefaultMaxAMAttempts
+	}
+	if s.DShell.ExecutionType == "" {
+		s.DShell.ExecutionType = Guaranteed
+	}
+	if s.DShell.Resources.IsZero() {
+		s.DShell.Resources = Resources{MemoryMB: 128, Vcores: 1}
+	}
+	if s.Name == "" && len(s.DShell.Command) > 0 {
+		s.Name = s.DShell.Command[0]
+	}
+}
+
+// Validate checks a spec (after SetDefaults) and names the first bad field.
+func (s *AppSpec) Validate() error {
+	var errs []string
+	add := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
+	if len(s.Name) > MaxAppNameLength {
+		add("name: longer than %d characters", MaxAppNameLength)
+	}
+	if s.AMType != AMTypeDShell {
+		add("am_type: %q is not a known application master (want %q)", s.AMType, AMTypeDShell)
+	}
+	if err := s.AMResources.Validate(); err != nil {
+		add("am_resources: %v", err)
+	} else if s.AMResources.MemoryMB <= 0 || s.AMResources.Vcores <= 0 {
+		add("am_resources: memory_mb and vcores must be positive")
+	}
+	if s.MaxAMAttempts < 1 || s.MaxAMAttempts > 100 {
+		add("max_am_attempts: must be between 1 and 100, not %d", s.MaxAMAttempts)
+	}
+	d := s.DShell
+	if d.NumContainers < 1 || d.NumContainers > MaxNumContainers {
+		add("num_containers: must be between 1 and %d, not %d", MaxNumContainers, d.NumContainers)
+	}
+	if err := d.Resources.Validate(); err != nil {
+		add("resources: %v", err)
+	} else if d.Resources.MemoryMB <= 0 || d.Resources.Vcores <= 0 {
+		add("resources: memory_mb and vcores must be positive")
+	}
+	if !d.ExecutionType.Valid() {
+		add("container_type: must be GUARANTEED or OPPORTUNISTIC, not %q", d.ExecutionType)
+	}
+	if len(d.Command) == 0 || d.Command[0] == "" {
+		add("command: give the command to run in each container")
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// Locality constrains where an ask may be placed.
+type Locality struct {
+	Nodes []string `codec:"nodes"`
+	Racks []string `codec:"racks"`
+	Relax bool     `codec:"relax"`
+}
+
+// Ask is an AM's request for containers (SPEC §8). Count is how many
+// containers of this ask are still wanted.
+type Ask struct {
+	AskID                uint64        `codec:"ask_id"`
+	Count                int           `codec:"count"`
+	Resources            Resources     `codec:"resources"`
+	ExecutionType        ExecutionType `codec:"execution_type"`
+	EnforceExecutionType bool          `codec:"enforce_execution_type"`
+	Priority             int32         `codec:"priority"`
+	Locality             Locality      `codec:"locality"`
+}
+
+// AMAskID is the ask ID of an app's AM container.
+const AMAskID = 0
+
+// Attempt is one run of an app's AM.
+type Attempt struct {
+	Attempt     int    `codec:"attempt"`
+	ContainerID string `codec:"container_id"`
+	NodeID      string `codec:"node_id"`
+	StartedAt   int64  `codec:"started_at"`
+	FinishedAt  int64  `codec:"finished_at"`
+	Diagnostics string `codec:"diagnostics"`
+}
+
+// App is an application as the servers hold it.
+type App struct {
+	ID          string   `codec:"id"`
+	Spec        AppSpec  `codec:"spec"`
+	Queue       string   `codec:"queue"` // resolved leaf path
+	State       AppState `codec:"state"`
+	Diagnostics string   `codec:"diagnostics"`
+	SubmittedAt int64    `codec:"submitted_at"`
+	FinishedAt  int64    `codec:"finished_at"`
+	// Attempts lists AM attempts, the current one last.
+	Attempts []Attempt `codec:"attempts"`
+	// AMPending is true while the current attempt needs an AM container.
+	AMPending bool `codec:"am_pending"`
+	// Asks are the current attempt's outstanding guaranteed asks.
+	Asks        []Ask  `codec:"asks"`
+	CreateIndex uint64 `codec:"create_index"`
+	ModifyIndex uint64 `codec:"modify_index"`
+}
+
+// Copy returns a copy of a whose slices may be modified.
+func (a *App) Copy() *App {
+	n := *a
+	n.Attempts = append([]Attempt(nil), a.Attempts...)
+	n.Asks = append([]Ask(nil), a.Asks...)
+	return &n
+}
+
+// CurrentAttempt returns the number of the current AM attempt (0 before the
+// first AM container is placed).
+func (a *App) CurrentAttempt() int {
+	if len(a.Attempts) == 0 {
+		return 0
+	}
+	return a.Attempts[len(a.Attempts)-1].Attempt
+}
+
+// Pending returns the resources the app still asks for: its AM container
+// while that is unplaced, plus its outstanding guaranteed asks.
+func (a *App) Pending() Resources {
+	var r Resources
+	if a.State.Terminal() {
+		return r
+	}
+	if a.AMPending {
+		r = r.Add(a.Spec.AMResources)
+	}
+	for _, ask := range a.Asks {
+		r = r.Add(ask.Resources.Scale(int64(ask.Count)))
+	}
+	return r
+}

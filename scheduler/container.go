@@ -1,0 +1,99 @@
+package scheduler
+
+import "fmt"
+
+// ExecutionType says whether a container's resources are guaranteed by the
+// leader or used opportunistically at an agent (SPEC §10).
+type ExecutionType string
+
+// Execution types.
+const (
+	Guaranteed    ExecutionType = "GUARANTEED"
+	Opportunistic ExecutionType = "OPPORTUNISTIC"
+)
+
+// Valid reports whether t is a known execution type.
+func (t ExecutionType) Valid() bool { return t == Guaranteed || t == Opportunistic }
+
+// ContainerState is where a container is in its life (SPEC §12).
+type ContainerState string
+
+// Container states.
+const (
+	ContainerAllocated ContainerState = "ALLOCATED" // placed, not started yet
+	ContainerQueued    ContainerState = "QUEUED"    // waiting at an agent
+	ContainerRunning   ContainerState = "RUNNING"
+	ContainerCompleted ContainerState = "COMPLETED"
+)
+
+// Live reports whether a container in state s holds or may soon hold
+// resources on its node.
+func (s ContainerState) Live() bool { return s != ContainerCompleted }
+
+// ExitReason says why a container completed (SPEC §12).
+type ExitReason string
+
+// Exit reasons.
+const (
+	ReasonExited    ExitReason = "exited"    // the process ended by itself
+	ReasonKilled    ExitReason = "killed"    // by its AM or a user
+	ReasonPreempted ExitReason = "preempted" // fair-share preemption
+	ReasonEvicted   ExitReason = "evicted"   // opportunistic, killed for a guaranteed arrival
+	ReasonShed      ExitReason = "shed"      // dropped from an agent queue by rebalancing
+	ReasonRejected  ExitReason = "rejected"  // agent queue full
+	ReasonLost      ExitReason = "lost"      // its node went down
+	ReasonExpired   ExitReason = "expired"   // allocated but never started in time
+	ReasonFailed    ExitReason = "failed"    // the agent could not start it
+)
+
+// Retryable reports whether work in a container that completed for this
+// reason should be run again: the container was taken away, it did not fail.
+func (r ExitReason) Retryable() bool {
+	switch r {
+	case ReasonPreempted, ReasonEvicted, ReasonShed, ReasonRejected, ReasonLost, ReasonExpired:
+		return true
+	}
+	return false
+}
+
+// Container is one allocation: resources on a node for an app.
+type Container struct {
+	ID            string         `codec:"id"`
+	AppID         string         `codec:"app_id"`
+	Attempt       int            `codec:"attempt"` // the AM attempt that owns it
+	NodeID        string         `codec:"node_id"`
+	AskID         uint64         `codec:"ask_id"`
+	Resources     Resources      `codec:"resources"`
+	ExecutionType ExecutionType  `codec:"execution_type"`
+	IsAM          bool           `codec:"is_am"`
+	State         ContainerState `codec:"state"`
+	// KillRequested asks the node's agent to stop the container.
+	KillRequested bool       `codec:"kill_requested"`
+	KillReason    ExitReason `codec:"kill_reason"`
+	ExitCode      *int       `codec:"exit_code"`
+	Reason        ExitReason `codec:"reason"`
+	Diagnostics   string     `codec:"diagnostics"`
+	AllocatedAt   int64      `codec:"allocated_at"` // Unix ns
+	StartedAt     int64      `codec:"started_at"`
+	FinishedAt    int64      `codec:"finished_at"`
+	// CreateIndex and ModifyIndex are the Raft indexes of the container's
+	// creation and last change; AMs use them to see what is new.
+	CreateIndex uint64 `codec:"create_index"`
+	ModifyIndex uint64 `codec:"modify_index"`
+}
+
+// Copy returns a copy of c that may be modified.
+func (c *Container) Copy() *Container {
+	n := *c
+	if c.ExitCode != nil {
+		v := *c.ExitCode
+		n.ExitCode = &v
+	}
+	return &n
+}
+
+// GuaranteedContainerID is the ID of the pos-th placement of the plan
+// committed at Raft index: unique across leader changes by construction.
+func GuaranteedContainerID(index uint64, pos int) string {
+	return fmt.Sprintf("c-%d-%d", index, pos)
+}
