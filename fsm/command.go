@@ -15,6 +15,15 @@ type MessageType uint8
 // renumber one.
 const (
 	QueueConfigApplyType MessageType = 1
+	NodeRegisterType     MessageType = 2
+	NodeStatusType       MessageType = 3
+	AppSubmitType        MessageType = 4
+	AppRegisterType      MessageType = 5
+	AppFinishType        MessageType = 6
+	AskUpdateType        MessageType = 7
+	PlanApplyType        MessageType = 8
+	ContainerUpdateType  MessageType = 9
+	ContainerStopType    MessageType = 10
 )
 
 // IgnoreUnknownTypeFlag marks a command that a server which does not know
@@ -28,6 +37,105 @@ type QueueConfigApplyRequest struct {
 	// Now is the leader's clock when it proposed the command, in Unix
 	// nanoseconds; Apply uses it instead of reading a clock.
 	Now int64 `codec:"now"`
+}
+
+// NodeRegisterRequest registers (or re-registers) an agent. The result is
+// the node's new epoch (uint64).
+type NodeRegisterRequest struct {
+	ID       string              `codec:"id"`
+	Address  string              `codec:"address"`
+	Rack     string              `codec:"rack"`
+	Capacity scheduler.Resources `codec:"capacity"`
+	Now      int64               `codec:"now"`
+}
+
+// NodeStatusRequest changes a node's status (for example to DOWN). It
+// applies only if the node is still at Epoch, so a decision about an old
+// registration never touches a new one.
+type NodeStatusRequest struct {
+	ID     string               `codec:"id"`
+	Epoch  uint64               `codec:"epoch"`
+	Status scheduler.NodeStatus `codec:"status"`
+	Reason string               `codec:"reason"`
+	Now    int64                `codec:"now"`
+}
+
+// AppSubmitRequest submits an app. The result is the new app's ID (string),
+// derived from the Raft index so that it never repeats.
+type AppSubmitRequest struct {
+	Spec scheduler.AppSpec `codec:"spec"`
+	Now  int64             `codec:"now"`
+}
+
+// AppRegisterRequest records that an AM attempt registered: the app runs.
+type AppRegisterRequest struct {
+	AppID   string `codec:"app_id"`
+	Attempt int    `codec:"attempt"`
+	Now     int64  `codec:"now"`
+}
+
+// AppFinishRequest ends an app: FINISHED or FAILED from its AM (Attempt set),
+// or KILLED by a user (Attempt 0). Live containers are stopped.
+type AppFinishRequest struct {
+	AppID       string             `codec:"app_id"`
+	Attempt     int                `codec:"attempt"`
+	State       scheduler.AppState `codec:"state"`
+	Diagnostics string             `codec:"diagnostics"`
+	Now         int64              `codec:"now"`
+}
+
+// AskUpdateRequest sets an attempt's outstanding guaranteed asks. Each ask's
+// Count is what the AM still wants as of SeenIndex, the newest state it has
+// seen: containers placed for that ask after SeenIndex are subtracted, so an
+// AM that has not yet heard of a placement never gets it twice.
+type AskUpdateRequest struct {
+	AppID     string          `codec:"app_id"`
+	Attempt   int             `codec:"attempt"`
+	Asks      []scheduler.Ask `codec:"asks"`
+	SeenIndex uint64          `codec:"seen_index"`
+}
+
+// PlanApplyRequest commits the leader's placements. Each is re-checked
+// against its node's free guaranteed capacity, the app's state and its
+// outstanding asks; the result is a *PlanResult.
+type PlanApplyRequest struct {
+	Placements []scheduler.Placement `codec:"placements"`
+	Now        int64                 `codec:"now"`
+}
+
+// PlanResult says, per placement, the container ID it got or why it was
+// refused (ID empty).
+type PlanResult struct {
+	IDs     []string `codec:"ids"`
+	Refused []string `codec:"refused"`
+}
+
+// ContainerStatus is an agent's report of one container.
+type ContainerStatus struct {
+	ID          string                   `codec:"id"`
+	State       scheduler.ContainerState `codec:"state"`
+	ExitCode    *int                     `codec:"exit_code"`
+	Reason      scheduler.ExitReason     `codec:"reason"`
+	Diagnostics string                   `codec:"diagnostics"`
+	At          int64                    `codec:"at"`
+}
+
+// ContainerUpdateRequest records state changes reported by a node's agent.
+// Reports for containers not on that node, or older than what is recorded,
+// are ignored.
+type ContainerUpdateRequest struct {
+	NodeID  string            `codec:"node_id"`
+	Updates []ContainerStatus `codec:"updates"`
+}
+
+// ContainerStopRequest stops containers: released by their AM, killed by a
+// user, expired or lost. Containers that never started complete at once;
+// started ones are marked for their agent to kill.
+type ContainerStopRequest struct {
+	AppID  string               `codec:"app_id"` // if set, every ID must belong to it
+	IDs    []string             `codec:"ids"`
+	Reason scheduler.ExitReason `codec:"reason"`
+	Now    int64                `codec:"now"`
 }
 
 // msgpackHandle is the codec for commands and snapshot records.

@@ -62,22 +62,72 @@ func (f *FSM) applyOne(t *txn, l *raft.Log) any {
 	if len(l.Data) == 0 {
 		panic(fmt.Sprintf("fsm: empty command at index %d", l.Index))
 	}
+	t.index = l.Index
 	msgType := MessageType(l.Data[0])
 	body := l.Data[1:]
 	switch msgType {
 	case QueueConfigApplyType:
 		var req QueueConfigApplyRequest
 		mustDecode(l, body, &req)
-		if err := t.applyQueueConfig(l.Index, &req); err != nil {
-			return err
-		}
-		return nil
+		return errOrNil(t.applyQueueConfig(l.Index, &req))
+	case NodeRegisterType:
+		var req NodeRegisterRequest
+		mustDecode(l, body, &req)
+		return result(t.applyNodeRegister(&req))
+	case NodeStatusType:
+		var req NodeStatusRequest
+		mustDecode(l, body, &req)
+		return errOrNil(t.applyNodeStatus(&req))
+	case AppSubmitType:
+		var req AppSubmitRequest
+		mustDecode(l, body, &req)
+		return result(t.applyAppSubmit(&req))
+	case AppRegisterType:
+		var req AppRegisterRequest
+		mustDecode(l, body, &req)
+		return errOrNil(t.applyAppRegister(&req))
+	case AppFinishType:
+		var req AppFinishRequest
+		mustDecode(l, body, &req)
+		return errOrNil(t.applyAppFinish(&req))
+	case AskUpdateType:
+		var req AskUpdateRequest
+		mustDecode(l, body, &req)
+		return errOrNil(t.applyAskUpdate(&req))
+	case PlanApplyType:
+		var req PlanApplyRequest
+		mustDecode(l, body, &req)
+		return t.applyPlan(&req)
+	case ContainerUpdateType:
+		var req ContainerUpdateRequest
+		mustDecode(l, body, &req)
+		return errOrNil(t.applyContainerUpdate(&req))
+	case ContainerStopType:
+		var req ContainerStopRequest
+		mustDecode(l, body, &req)
+		return errOrNil(t.applyContainerStop(&req))
 	}
 	if msgType&IgnoreUnknownTypeFlag != 0 {
 		f.logger.Warn("ignoring unknown command type", "type", uint8(msgType), "index", l.Index)
 		return nil
 	}
 	panic(fmt.Sprintf("fsm: unknown command type %d at index %d: this binary is older than the cluster's log", msgType, l.Index))
+}
+
+// errOrNil keeps a nil error an untyped nil in the apply future.
+func errOrNil(err error) any {
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+// result returns the error if there is one, else the value.
+func result[T any](v T, err error) any {
+	if err != nil {
+		return err
+	}
+	return v
 }
 
 func mustDecode(l *raft.Log, body []byte, out any) {

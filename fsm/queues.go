@@ -20,6 +20,15 @@ func (t *txn) applyQueueConfig(index uint64, req *QueueConfigApplyRequest) error
 		}
 		return fmt.Errorf("%w: %s", ErrInvalidQueueConfig, strings.Join(msgs, "; "))
 	}
+	leaves := map[string]bool{}
+	for _, q := range req.Config.Leaves() {
+		leaves[q] = true
+	}
+	for _, a := range t.active() {
+		if !leaves[a.Queue] {
+			return fmt.Errorf("%w: queue %s has active apps (e.g. %s); it must stay a leaf until they finish", ErrInvalidQueueConfig, a.Queue, a.ID)
+		}
+	}
 	t.next.setQueues(req.Config)
 	t.next.tableIndex[TableQueues] = index
 	return nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	iradix "github.com/hashicorp/go-immutable-radix/v2"
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
 	"github.com/weft-sched/weft/scheduler"
@@ -25,6 +26,9 @@ type recordType uint8
 
 const (
 	recordQueueConfig recordType = 1
+	recordNode        recordType = 2
+	recordApp         recordType = 3
+	recordContainer   recordType = 4
 	recordEnd         recordType = 0x7f
 )
 
@@ -68,10 +72,29 @@ func writeSnapshot(w io.Writer, st *State) error {
 	if err := record(recordQueueConfig, st.queues); err != nil {
 		return fmt.Errorf("write queue configuration: %w", err)
 	}
+	if err := writeTable(st.nodes, recordNode, record); err != nil {
+		return fmt.Errorf("write nodes: %w", err)
+	}
+	if err := writeTable(st.apps, recordApp, record); err != nil {
+		return fmt.Errorf("write apps: %w", err)
+	}
+	if err := writeTable(st.containers, recordContainer, record); err != nil {
+		return fmt.Errorf("write containers: %w", err)
+	}
 	if err := bw.WriteByte(byte(recordEnd)); err != nil {
 		return err
 	}
 	return bw.Flush()
+}
+
+func writeTable[T any](tree *iradix.Tree[T], t recordType, record func(recordType, any) error) error {
+	it := tree.Root().Iterator()
+	for _, v, ok := it.Next(); ok; _, v, ok = it.Next() {
+		if err := record(t, v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func readSnapshot(r io.Reader) (*State, error) {
@@ -94,6 +117,8 @@ func readSnapshot(r io.Reader) (*State, error) {
 	s := newState()
 	s.index = hdr.Index
 	copy(s.tableIndex[:], hdr.TableIndex)
+	nodes, apps, active := s.nodes.Txn(), s.apps.Txn(), s.activeApps.Txn()
+	containers, byApp, live := s.containers.Txn(), s.byApp.Txn(), s.liveByNode.Txn()
 	for {
 		b, err := br.ReadByte()
 		if err != nil {
@@ -101,7 +126,34 @@ func readSnapshot(r io.Reader) (*State, error) {
 		}
 		switch t := recordType(b); t {
 		case recordEnd:
+			s.nodes, s.apps, s.activeApps = nodes.CommitOnly(), apps.CommitOnly(), active.CommitOnly()
+			s.containers, s.byApp, s.liveByNode = containers.CommitOnly(), byApp.CommitOnly(), live.CommitOnly()
 			return s, nil
+		case recordNode:
+			n := new(scheduler.Node)
+			if err := dec.Decode(n); err != nil {
+				return nil, fmt.Errorf("read node: %w", err)
+			}
+			nodes.Insert([]byte(n.ID), n)
+		case recordApp:
+			a := new(scheduler.App)
+			if err := dec.Decode(a); err != nil {
+				return nil, fmt.Errorf("read app: %w", err)
+			}
+			apps.Insert([]byte(a.ID), a)
+			if !a.State.Terminal() {
+				active.Insert(indexKey(a.CreateIndex), a)
+			}
+		case recordContainer:
+			c := new(scheduler.Container)
+			if err := dec.Decode(c); err != nil {
+				return nil, fmt.Errorf("read container: %w", err)
+			}
+			containers.Insert([]byte(c.ID), c)
+			byApp.Insert(pairKey(c.AppID, c.ID), c)
+			if c.State.Live() {
+				live.Insert(pairKey(c.NodeID, c.ID), c)
+			}
 		case recordQueueConfig:
 			var c scheduler.QueueConfig
 			if err := dec.Decode(&c); err != nil {

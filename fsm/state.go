@@ -1,8 +1,10 @@
 package fsm
 
 import (
+	"encoding/binary"
 	"sync/atomic"
 
+	iradix "github.com/hashicorp/go-immutable-radix/v2"
 	"github.com/weft-sched/weft/scheduler"
 )
 
@@ -13,28 +15,38 @@ type Table uint8
 // Tables. Values appear in snapshots: never renumber one.
 const (
 	TableQueues Table = iota
+	TableNodes
+	TableApps
+	TableContainers
 	numTables
 )
 
 // String returns the table's name.
 func (t Table) String() string {
-	switch t {
-	case TableQueues:
-		return "queues"
-	}
-	return "unknown"
+	return [...]string{"queues", "nodes", "apps", "containers", "unknown"}[min(int(t), int(numTables))]
 }
 
 // State is an immutable snapshot of the replicated state. Every method is
 // safe to call from any goroutine; nothing reachable from a State is ever
-// modified after it is published.
+// modified after it is published, and callers must not modify what they
+// get from it.
 type State struct {
 	index      uint64
 	tableIndex [numTables]uint64
 	queues     *scheduler.QueueConfig
 	resolved   []*scheduler.Queue
-	changed    chan struct{}
+
+	nodes      *iradix.Tree[*scheduler.Node]      // node ID
+	apps       *iradix.Tree[*scheduler.App]       // app ID
+	activeApps *iradix.Tree[*scheduler.App]       // big-endian create index, non-terminal apps only
+	containers *iradix.Tree[*scheduler.Container] // container ID
+	byApp      *iradix.Tree[*scheduler.Container] // app ID \x00 container ID
+	liveByNode *iradix.Tree[*scheduler.Container] // node ID \x00 container ID, live containers only
+
+	changed chan struct{}
 }
+
+var _ scheduler.State = (*State)(nil)
 
 // Index returns the Raft index of the last entry applied to this state.
 func (s *State) Index() uint64 { return s.index }
@@ -42,18 +54,78 @@ func (s *State) Index() uint64 { return s.index }
 // TableIndex returns the Raft index of the last change to table t.
 func (s *State) TableIndex(t Table) uint64 { return s.tableIndex[t] }
 
-// QueueConfig returns the queue configuration. Callers must not modify it.
+// QueueConfig returns the queue configuration.
 func (s *State) QueueConfig() *scheduler.QueueConfig { return s.queues }
 
 // Queues returns the resolved queue tree, parents before children.
-// Callers must not modify it.
 func (s *State) Queues() []*scheduler.Queue { return s.resolved }
 
 // Changed returns a channel that is closed when a newer state is published.
 func (s *State) Changed() <-chan struct{} { return s.changed }
 
+// Node returns a node by ID.
+func (s *State) Node(id string) (*scheduler.Node, bool) { return s.nodes.Get([]byte(id)) }
+
+// Nodes returns every registered node in ID order.
+func (s *State) Nodes() []*scheduler.Node { return collect(s.nodes, nil) }
+
+// App returns an app by ID.
+func (s *State) App(id string) (*scheduler.App, bool) { return s.apps.Get([]byte(id)) }
+
+// Apps returns every app in ID order.
+func (s *State) Apps() []*scheduler.App { return collect(s.apps, nil) }
+
+// ActiveApps returns the apps that are not finished, in submission order.
+func (s *State) ActiveApps() []*scheduler.App { return collect(s.activeApps, nil) }
+
+// Container returns a container by ID.
+func (s *State) Container(id string) (*scheduler.Container, bool) {
+	return s.containers.Get([]byte(id))
+}
+
+// Containers returns every container in ID order.
+func (s *State) Containers() []*scheduler.Container { return collect(s.containers, nil) }
+
+// AppContainers returns every container of an app.
+func (s *State) AppContainers(appID string) []*scheduler.Container {
+	return collect(s.byApp, []byte(appID+"\x00"))
+}
+
+// NodeLiveContainers returns the containers on a node that are not completed.
+func (s *State) NodeLiveContainers(nodeID string) []*scheduler.Container {
+	return collect(s.liveByNode, []byte(nodeID+"\x00"))
+}
+
+func collect[T any](t *iradix.Tree[T], prefix []byte) []T {
+	var out []T
+	it := t.Root().Iterator()
+	if prefix != nil {
+		it.SeekPrefix(prefix)
+	}
+	for _, v, ok := it.Next(); ok; _, v, ok = it.Next() {
+		out = append(out, v)
+	}
+	return out
+}
+
+func indexKey(i uint64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], i)
+	return b[:]
+}
+
+func pairKey(a, b string) []byte { return []byte(a + "\x00" + b) }
+
 func newState() *State {
-	s := &State{changed: make(chan struct{})}
+	s := &State{
+		changed:    make(chan struct{}),
+		nodes:      iradix.New[*scheduler.Node](),
+		apps:       iradix.New[*scheduler.App](),
+		activeApps: iradix.New[*scheduler.App](),
+		containers: iradix.New[*scheduler.Container](),
+		byApp:      iradix.New[*scheduler.Container](),
+		liveByNode: iradix.New[*scheduler.Container](),
+	}
 	s.setQueues(scheduler.DefaultQueueConfig())
 	return s
 }
@@ -78,30 +150,6 @@ func NewStore() *Store {
 
 // Current returns the latest published state.
 func (st *Store) Current() *State { return st.cur.Load() }
-
-// txn is a copy-on-write change to the store. Table values in it must be
-// replaced, never mutated, because the previous State shares them.
-type txn struct {
-	st   *Store
-	prev *State
-	next State
-}
-
-func (st *Store) begin() *txn {
-	prev := st.cur.Load()
-	t := &txn{st: st, prev: prev, next: *prev}
-	return t
-}
-
-// commit publishes the new state at the given Raft index and wakes every
-// watcher of the previous one.
-func (t *txn) commit(index uint64) {
-	t.next.index = index
-	t.next.changed = make(chan struct{})
-	n := t.next
-	t.st.cur.Store(&n)
-	close(t.prev.changed)
-}
 
 // replace publishes s wholesale (restore) and wakes every watcher.
 func (st *Store) replace(s *State) {

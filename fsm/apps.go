@@ -1,0 +1,210 @@
+package fsm
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/weft-sched/weft/scheduler"
+)
+
+// AppID is the ID of the app submitted at a Raft index.
+func AppID(index uint64) string { return fmt.Sprintf("app-%d", index) }
+
+// applyAppSubmit accepts an app into a leaf queue.
+func (t *txn) applyAppSubmit(req *AppSubmitRequest) (string, error) {
+	spec := req.Spec
+	spec.SetDefaults()
+	if err := spec.Validate(); err != nil {
+		return "", err
+	}
+	queue, err := t.next.queues.CheckSubmitQueue(spec.Queue)
+	if err != nil {
+		return "", err
+	}
+	id := AppID(t.index)
+	t.putApp(&scheduler.App{
+		ID:          id,
+		Spec:        spec,
+		Queue:       queue,
+		State:       scheduler.AppAccepted,
+		Diagnostics: "waiting for an AM container",
+		SubmittedAt: req.Now,
+		AMPending:   true,
+		CreateIndex: t.index,
+	})
+	return id, nil
+}
+
+func (t *txn) currentApp(id string, attempt int) (*scheduler.App, error) {
+	app, ok := t.app(id)
+	if !ok {
+		return nil, fmt.Errorf("app %s not found", id)
+	}
+	if app.State.Terminal() {
+		return nil, fmt.Errorf("app %s is %s", id, app.State)
+	}
+	if attempt != app.CurrentAttempt() || app.AMPending {
+		return nil, fmt.Errorf("attempt %d of app %s is not its current attempt", attempt, id)
+	}
+	return app, nil
+}
+
+// applyAppRegister marks the app RUNNING when its current AM registers.
+func (t *txn) applyAppRegister(req *AppRegisterRequest) error {
+	app, err := t.currentApp(req.AppID, req.Attempt)
+	if err != nil {
+		return err
+	}
+	if app.State == scheduler.AppRunning {
+		return nil
+	}
+	a := app.Copy()
+	a.State = scheduler.AppRunning
+	a.Diagnostics = ""
+	t.putApp(a)
+	return nil
+}
+
+// applyAppFinish ends an app and stops its live containers (an AM that
+// reports its own end keeps its container: it exits by itself).
+func (t *txn) applyAppFinish(req *AppFinishRequest) error {
+	app, ok := t.app(req.AppID)
+	if !ok {
+		return fmt.Errorf("app %s not found", req.AppID)
+	}
+	if app.State.Terminal() {
+		if app.State == req.State {
+			return nil
+		}
+		return fmt.Errorf("app %s is already %s", req.AppID, app.State)
+	}
+	switch {
+	case req.Attempt == 0 && req.State == scheduler.AppKilled:
+	case req.Attempt != 0 && (req.State == scheduler.AppFinished || req.State == scheduler.AppFailed):
+		if _, err := t.currentApp(req.AppID, req.Attempt); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("an app cannot be ended as %s here", req.State)
+	}
+	a := app.Copy()
+	a.State = req.State
+	a.Diagnostics = req.Diagnostics
+	a.FinishedAt = req.Now
+	a.AMPending = false
+	a.Asks = nil
+	if n := len(a.Attempts); n > 0 && req.Attempt != 0 {
+		a.Attempts[n-1].FinishedAt = req.Now
+	}
+	t.putApp(a)
+	for _, c := range t.appContainers(req.AppID) {
+		if c.IsAM && req.Attempt != 0 && c.Attempt == req.Attempt {
+			continue
+		}
+		t.stopContainer(c, scheduler.ReasonKilled, req.Now)
+	}
+	return nil
+}
+
+// amCompleted handles the end of an AM container: if it was the current
+// attempt of an active app, the attempt failed; the app retries with a new
+// attempt or fails when max_am_attempts are used up. Either way the old
+// attempt's containers are stopped.
+func (t *txn) amCompleted(c *scheduler.Container, now int64) {
+	app, ok := t.app(c.AppID)
+	if !ok || app.State.Terminal() || c.Attempt != app.CurrentAttempt() || app.AMPending {
+		return
+	}
+	a := app.Copy()
+	why := fmt.Sprintf("AM attempt %d ended without finishing the app (container %s %s", c.Attempt, c.ID, c.Reason)
+	if c.ExitCode != nil {
+		why += fmt.Sprintf(", exit code %d", *c.ExitCode)
+	}
+	why += ")"
+	a.Attempts[len(a.Attempts)-1].FinishedAt = now
+	a.Attempts[len(a.Attempts)-1].Diagnostics = why
+	a.Asks = nil
+	if len(a.Attempts) < a.Spec.MaxAMAttempts {
+		a.State = scheduler.AppAccepted
+		a.AMPending = true
+		a.Diagnostics = why + "; starting a new attempt"
+	} else {
+		a.State = scheduler.AppFailed
+		a.FinishedAt = now
+		a.Diagnostics = fmt.Sprintf("%s; no attempts left (max_am_attempts %d)", why, a.Spec.MaxAMAttempts)
+	}
+	t.putApp(a)
+	for _, other := range t.appContainers(c.AppID) {
+		if other.Attempt == c.Attempt {
+			t.stopContainer(other, scheduler.ReasonKilled, now)
+		}
+	}
+}
+
+// applyAskUpdate sets the current attempt's outstanding guaranteed asks.
+func (t *txn) applyAskUpdate(req *AskUpdateRequest) error {
+	app, err := t.currentApp(req.AppID, req.Attempt)
+	if err != nil {
+		return err
+	}
+	if app.State != scheduler.AppRunning {
+		return fmt.Errorf("app %s has not registered its AM", req.AppID)
+	}
+	for _, ask := range req.Asks {
+		if err := ValidateAsk(&ask); err != nil {
+			return err
+		}
+	}
+	placedAfter := map[uint64]int{}
+	for _, c := range t.appContainers(req.AppID) {
+		if c.Attempt == req.Attempt && !c.IsAM && c.CreateIndex > req.SeenIndex {
+			placedAfter[c.AskID]++
+		}
+	}
+	a := app.Copy()
+	changed := false
+	for _, ask := range req.Asks {
+		want := max(0, ask.Count-placedAfter[ask.AskID])
+		k := askIndex(a.Asks, ask.AskID)
+		ask.Count = want
+		switch {
+		case k < 0 && want > 0:
+			a.Asks = append(a.Asks, ask)
+			changed = true
+		case k >= 0 && want == 0:
+			a.Asks = append(a.Asks[:k], a.Asks[k+1:]...)
+			changed = true
+		case k >= 0 && !sameAsk(a.Asks[k], ask):
+			a.Asks[k] = ask
+			changed = true
+		}
+	}
+	if changed {
+		sort.Slice(a.Asks, func(i, j int) bool { return a.Asks[i].AskID < a.Asks[j].AskID })
+		t.putApp(a)
+	}
+	return nil
+}
+
+func sameAsk(a, b scheduler.Ask) bool {
+	return a.Count == b.Count && a.Priority == b.Priority && a.Resources.String() == b.Resources.String() &&
+		a.ExecutionType == b.ExecutionType && a.Locality.Relax == b.Locality.Relax &&
+		fmt.Sprint(a.Locality.Nodes, a.Locality.Racks) == fmt.Sprint(b.Locality.Nodes, b.Locality.Racks)
+}
+
+// ValidateAsk checks one guaranteed ask and names the bad field.
+func ValidateAsk(a *scheduler.Ask) error {
+	switch {
+	case a.AskID == scheduler.AMAskID:
+		return fmt.Errorf("ask_id 0 is reserved for the AM container")
+	case a.Count < 0:
+		return fmt.Errorf("ask %d: count must not be negative", a.AskID)
+	case a.ExecutionType != scheduler.Guaranteed:
+		return fmt.Errorf("ask %d: execution_type must be GUARANTEED here, not %q", a.AskID, a.ExecutionType)
+	case a.Resources.Validate() != nil:
+		return fmt.Errorf("ask %d: resources: %v", a.AskID, a.Resources.Validate())
+	case a.Resources.MemoryMB <= 0 || a.Resources.Vcores <= 0:
+		return fmt.Errorf("ask %d: resources: memory_mb and vcores must be positive", a.AskID)
+	}
+	return nil
+}

@@ -1,0 +1,62 @@
+package fsm
+
+import (
+	"fmt"
+
+	"github.com/weft-sched/weft/scheduler"
+)
+
+// applyNodeRegister registers a node at a new epoch. Containers of its
+// previous registration are lost: the agent that held them is gone.
+func (t *txn) applyNodeRegister(req *NodeRegisterRequest) (uint64, error) {
+	if req.ID == "" {
+		return 0, fmt.Errorf("node id is empty")
+	}
+	if err := req.Capacity.Validate(); err != nil {
+		return 0, fmt.Errorf("node %s capacity: %w", req.ID, err)
+	}
+	epoch := uint64(1)
+	if old, ok := t.node(req.ID); ok {
+		epoch = old.Epoch + 1
+		for _, c := range t.liveOnNode(req.ID) {
+			t.completeContainer(c, scheduler.ReasonLost, nil, "its node re-registered (the agent restarted)", req.Now)
+		}
+	}
+	t.putNode(&scheduler.Node{
+		ID:           req.ID,
+		Address:      req.Address,
+		Rack:         req.Rack,
+		Capacity:     req.Capacity,
+		Status:       scheduler.NodeReady,
+		Epoch:        epoch,
+		RegisteredAt: req.Now,
+	})
+	return epoch, nil
+}
+
+// applyNodeStatus changes a node's status; DOWN loses its live containers.
+func (t *txn) applyNodeStatus(req *NodeStatusRequest) error {
+	n, ok := t.node(req.ID)
+	if !ok {
+		return fmt.Errorf("node %s is not registered", req.ID)
+	}
+	if n.Epoch != req.Epoch || n.Status == req.Status {
+		return nil // about an older registration, or nothing to change
+	}
+	switch req.Status {
+	case scheduler.NodeReady, scheduler.NodeDraining, scheduler.NodeDown:
+	default:
+		return fmt.Errorf("node status %q is not READY, DRAINING or DOWN", req.Status)
+	}
+	if req.Status == scheduler.NodeDown {
+		for _, c := range t.liveOnNode(req.ID) {
+			t.completeContainer(c, scheduler.ReasonLost, nil, "node "+req.ID+" is down: "+req.Reason, req.Now)
+		}
+		n, _ = t.node(req.ID) // accounting changed
+	}
+	n = n.Copy()
+	n.Status = req.Status
+	n.StatusReason = req.Reason
+	t.putNode(n)
+	return nil
+}

@@ -1,0 +1,182 @@
+package fsm
+
+import (
+	iradix "github.com/hashicorp/go-immutable-radix/v2"
+	"github.com/weft-sched/weft/scheduler"
+)
+
+// txn is a copy-on-write change to the store, spanning one log entry or a
+// whole batch. Values stored in tables are never mutated: a change stores a
+// modified copy. Reads inside a txn see its own writes.
+type txn struct {
+	st    *Store
+	prev  *State
+	next  State
+	index uint64 // Raft index of the entry being applied
+
+	nodes      *iradix.Txn[*scheduler.Node]
+	apps       *iradix.Txn[*scheduler.App]
+	activeApps *iradix.Txn[*scheduler.App]
+	containers *iradix.Txn[*scheduler.Container]
+	byApp      *iradix.Txn[*scheduler.Container]
+	liveByNode *iradix.Txn[*scheduler.Container]
+}
+
+func (st *Store) begin() *txn {
+	prev := st.cur.Load()
+	return &txn{st: st, prev: prev, next: *prev}
+}
+
+func lazy[T any](tx **iradix.Txn[T], tree *iradix.Tree[T]) *iradix.Txn[T] {
+	if *tx == nil {
+		*tx = tree.Txn()
+	}
+	return *tx
+}
+
+func (t *txn) touch(tab Table) { t.next.tableIndex[tab] = t.index }
+
+func (t *txn) node(id string) (*scheduler.Node, bool) {
+	if t.nodes != nil {
+		return t.nodes.Get([]byte(id))
+	}
+	return t.next.nodes.Get([]byte(id))
+}
+
+func (t *txn) putNode(n *scheduler.Node) {
+	lazy(&t.nodes, t.next.nodes).Insert([]byte(n.ID), n)
+	t.touch(TableNodes)
+}
+
+func (t *txn) app(id string) (*scheduler.App, bool) {
+	if t.apps != nil {
+		return t.apps.Get([]byte(id))
+	}
+	return t.next.apps.Get([]byte(id))
+}
+
+func (t *txn) putApp(a *scheduler.App) {
+	a.ModifyIndex = t.index
+	lazy(&t.apps, t.next.apps).Insert([]byte(a.ID), a)
+	active := lazy(&t.activeApps, t.next.activeApps)
+	if a.State.Terminal() {
+		active.Delete(indexKey(a.CreateIndex))
+	} else {
+		active.Insert(indexKey(a.CreateIndex), a)
+	}
+	t.touch(TableApps)
+}
+
+func (t *txn) container(id string) (*scheduler.Container, bool) {
+	if t.containers != nil {
+		return t.containers.Get([]byte(id))
+	}
+	return t.next.containers.Get([]byte(id))
+}
+
+// putContainer stores c and keeps the indexes and its node's accounting in
+// step with the change from the previous version of c (if any).
+func (t *txn) putContainer(c *scheduler.Container) {
+	old, existed := t.container(c.ID)
+	c.ModifyIndex = t.index
+	lazy(&t.containers, t.next.containers).Insert([]byte(c.ID), c)
+	lazy(&t.byApp, t.next.byApp).Insert(pairKey(c.AppID, c.ID), c)
+	live := lazy(&t.liveByNode, t.next.liveByNode)
+	if c.State.Live() {
+		live.Insert(pairKey(c.NodeID, c.ID), c)
+	} else {
+		live.Delete(pairKey(c.NodeID, c.ID))
+	}
+	if n, ok := t.node(c.NodeID); ok {
+		n = n.Copy()
+		if existed {
+			account(n, old, -1)
+		}
+		account(n, c, 1)
+		t.putNode(n)
+	}
+	t.touch(TableContainers)
+}
+
+// account adds (sign 1) or removes (sign -1) c's share of node n's usage.
+func account(n *scheduler.Node, c *scheduler.Container, sign int64) {
+	if !c.State.Live() {
+		return
+	}
+	r := c.Resources.Scale(sign)
+	running := 0
+	if c.State == scheduler.ContainerRunning {
+		running = int(sign)
+	}
+	if c.ExecutionType == scheduler.Opportunistic {
+		n.AllocatedOpportunistic = n.AllocatedOpportunistic.Add(r)
+		n.RunningOpportunistic += running
+	} else {
+		n.AllocatedGuaranteed = n.AllocatedGuaranteed.Add(r)
+		n.RunningGuaranteed += running
+	}
+}
+
+// liveOnNode returns the live containers on a node as of this txn.
+func (t *txn) liveOnNode(nodeID string) []*scheduler.Container {
+	if t.liveByNode != nil {
+		return collectTxn(t.liveByNode, []byte(nodeID+"\x00"))
+	}
+	return collect(t.next.liveByNode, []byte(nodeID+"\x00"))
+}
+
+// active returns the active apps as of this txn, in submission order.
+func (t *txn) active() []*scheduler.App {
+	if t.activeApps != nil {
+		return collectTxn(t.activeApps, nil)
+	}
+	return collect(t.next.activeApps, nil)
+}
+
+// appContainers returns an app's containers as of this txn.
+func (t *txn) appContainers(appID string) []*scheduler.Container {
+	if t.byApp != nil {
+		return collectTxn(t.byApp, []byte(appID+"\x00"))
+	}
+	return collect(t.next.byApp, []byte(appID+"\x00"))
+}
+
+func collectTxn[T any](tx *iradix.Txn[T], prefix []byte) []T {
+	var out []T
+	it := tx.Root().Iterator()
+	if prefix != nil {
+		it.SeekPrefix(prefix)
+	}
+	for _, v, ok := it.Next(); ok; _, v, ok = it.Next() {
+		out = append(out, v)
+	}
+	return out
+}
+
+// commit publishes the new state at the given Raft index and wakes every
+// watcher of the previous one.
+func (t *txn) commit(index uint64) {
+	if t.nodes != nil {
+		t.next.nodes = t.nodes.CommitOnly()
+	}
+	if t.apps != nil {
+		t.next.apps = t.apps.CommitOnly()
+	}
+	if t.activeApps != nil {
+		t.next.activeApps = t.activeApps.CommitOnly()
+	}
+	if t.containers != nil {
+		t.next.containers = t.containers.CommitOnly()
+	}
+	if t.byApp != nil {
+		t.next.byApp = t.byApp.CommitOnly()
+	}
+	if t.liveByNode != nil {
+		t.next.liveByNode = t.liveByNode.CommitOnly()
+	}
+	t.next.index = index
+	t.next.changed = make(chan struct{})
+	n := t.next
+	t.st.cur.Store(&n)
+	close(t.prev.changed)
+}
