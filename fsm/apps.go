@@ -208,3 +208,14 @@ func ValidateAsk(a *scheduler.Ask) error {
 	}
 	return nil
 }
+
+// AskUpdateChanges reports whether applying req to s would change anything
+// (or be refused), so the leader proposes ask updates only when they matter.
+func (s *State) AskUpdateChanges(req *AskUpdateRequest) bool {
+	t := &txn{prev: s, next: *s, index: s.index + 1}
+	before := t.next.tableIndex[TableApps]
+	if err := t.applyAskUpdate(req); err != nil {
+		return true // let the FSM refuse it, with its reason
+	}
+	return t.next.tableIndex[TableApps] != before
+}

@@ -36,6 +36,9 @@ type Config struct {
 	// ReconcileInterval is how often the leader reconciles Raft peers with
 	// serf in full (it also reacts to each serf event). Default 30 s.
 	ReconcileInterval time.Duration
+	// NodeTTL is how long an agent may go without a heartbeat before the
+	// leader marks it DOWN. Default 10 s.
+	NodeTTL time.Duration
 	// JoinRetryInterval is the pause between join attempts. Default 2 s.
 	JoinRetryInterval time.Duration
 	// Build is the version string advertised in serf tags.
@@ -87,6 +90,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.ReconcileInterval == 0 {
 		c.ReconcileInterval = 30 * time.Second
+	}
+	if c.NodeTTL == 0 {
+		c.NodeTTL = DefaultNodeTTL
 	}
 	if c.JoinRetryInterval == 0 {
 		c.JoinRetryInterval = 2 * time.Second

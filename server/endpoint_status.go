@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/serf/serf"
 	"github.com/weft-sched/weft/fsm"
 	wrpc "github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
 )
 
 // Status answers questions about the cluster itself. Ping, Leader, Peers
@@ -86,7 +87,22 @@ func (e *Status) Cluster(args *wrpc.RequestHeader, reply *wrpc.ClusterStatus) er
 		addr, _ := e.srv.raft.LeaderWithID()
 		reply.Leader = string(addr)
 		reply.Servers = servers
+		reply.Nodes = wrpc.NodeCounts{}
+		reply.Capacity, reply.UsedGuaranteed, reply.UsedOpportunistic = scheduler.Resources{}, scheduler.Resources{}, scheduler.Resources{}
+		for _, n := range st.Nodes() {
+			if n.Status == scheduler.NodeDown {
+				reply.Nodes.Down++
+				continue
+			}
+			reply.Nodes.Ready++
+			reply.Capacity = reply.Capacity.Add(n.Capacity)
+			reply.UsedGuaranteed = reply.UsedGuaranteed.Add(n.AllocatedGuaranteed)
+			reply.UsedOpportunistic = reply.UsedOpportunistic.Add(n.AllocatedOpportunistic)
+		}
 		reply.Apps = map[string]int{}
+		for _, a := range st.Apps() {
+			reply.Apps[string(a.State)]++
+		}
 		return st.Index(), nil
 	})
 }

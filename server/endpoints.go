@@ -11,4 +11,8 @@ func (s *Server) registerEndpoints() {
 	must(s.rpcServer.RegisterName("Status", &Status{s}))
 	must(s.rpcServer.RegisterName("Operator", &Operator{s}))
 	must(s.rpcServer.RegisterName("Queue", &Queue{s}))
+	must(s.rpcServer.RegisterName("Node", &Node{s}))
+	must(s.rpcServer.RegisterName("App", &App{s}))
+	must(s.rpcServer.RegisterName("Container", &Container{s}))
+	must(s.rpcServer.RegisterName("AM", &AM{s}))
 }

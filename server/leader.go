@@ -1,10 +1,12 @@
 package server
 
 import (
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
+	"github.com/weft-sched/weft/scheduler"
 )
 
 // barrierTimeout bounds one attempt at the new leader's barrier.
@@ -66,6 +68,18 @@ func (s *Server) leaderLoop(stopCh chan struct{}) {
 	s.leaderReady.Store(true)
 	s.logger.Info("leader is ready", "index", s.fsm.State().Index())
 
+	var duties sync.WaitGroup
+	duties.Add(2)
+	go func() {
+		defer duties.Done()
+		s.scheduleLoop(stopCh)
+	}()
+	go func() {
+		defer duties.Done()
+		s.livenessLoop(stopCh)
+	}()
+	defer duties.Wait()
+
 	s.reconcileAll()
 	ticker := time.NewTicker(s.config.ReconcileInterval)
 	defer ticker.Stop()
@@ -73,6 +87,10 @@ func (s *Server) leaderLoop(stopCh chan struct{}) {
 		select {
 		case m := <-s.reconcileCh:
 			s.reconcileMember(m)
+		case m := <-s.nodeEventCh:
+			if n, ok := s.fsm.State().Node(m.Tags[TagID]); ok && n.Status != scheduler.NodeDown {
+				s.markNodeDown(n, "gossip reports the agent "+m.Status.String())
+			}
 		case <-ticker.C:
 			s.reconcileAll()
 		case <-stopCh:

@@ -156,6 +156,13 @@ func (s *Server) serfEventLoop() {
 				continue
 			}
 			for _, m := range me.Members {
+				if m.Tags[TagRole] == RoleAgent && (me.Type == serf.EventMemberFailed || me.Type == serf.EventMemberLeave) && s.IsLeader() {
+					select {
+					case s.nodeEventCh <- m:
+					default: // the heartbeat TTL will catch it
+					}
+					continue
+				}
 				if _, ok := parseServer(m); !ok {
 					continue
 				}

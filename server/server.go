@@ -47,6 +47,10 @@ type Server struct {
 
 	// leaderReady is true on the leader once it has applied a barrier in
 	// its term, so consistent reads never see state older than the term.
+	liveness *liveness
+	// nodeEventCh carries serf events about agents to the leader.
+	nodeEventCh chan serf.Member
+
 	leaderReady  atomic.Bool
 	bootstrapped atomic.Bool
 	reconcileCh  chan serf.Member
@@ -69,6 +73,8 @@ func New(config *Config) (*Server, error) {
 		raftNotifyCh: make(chan bool, 16),
 		serfEventCh:  make(chan serf.Event, 2048),
 		reconcileCh:  make(chan serf.Member, 64),
+		nodeEventCh:  make(chan serf.Member, 256),
+		liveness:     newLiveness(),
 		shutdownCh:   make(chan struct{}),
 		pool:         wrpc.NewPool(config.Logger),
 	}

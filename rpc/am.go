@@ -1,0 +1,61 @@
+package rpc
+
+import "github.com/weft-sched/weft/scheduler"
+
+// AMRegisterRequest registers an AM attempt (AM.Register). The AMRMProxy on
+// the AM's node relays it to the servers.
+type AMRegisterRequest struct {
+	RequestHeader
+	AppID   string `codec:"app_id"`
+	Attempt int    `codec:"attempt"`
+	Token   string `codec:"token"`
+}
+
+// AMRegisterResponse gives the AM its app's spec and the cluster's size.
+type AMRegisterResponse struct {
+	Spec            scheduler.AppSpec   `codec:"spec"`
+	Queue           string              `codec:"queue"`
+	ClusterCapacity scheduler.Resources `codec:"cluster_capacity"`
+	// MaxContainer is the largest container any node could hold.
+	MaxContainer scheduler.Resources `codec:"max_container"`
+	Index        uint64              `codec:"index"`
+}
+
+// AMAllocateRequest is an AM's heartbeat (AM.Allocate): its outstanding
+// asks (Count is what it still wants), containers it releases, opportunistic
+// containers it wants promoted, and its progress. MinQueryIndex is the
+// Index of the AM's previous response: the call returns what changed
+// since then, blocking up to MaxWait if nothing has.
+type AMAllocateRequest struct {
+	RequestHeader
+	AppID      string          `codec:"app_id"`
+	Attempt    int             `codec:"attempt"`
+	Token      string          `codec:"token"`
+	Asks       []scheduler.Ask `codec:"asks"`
+	Releases   []string        `codec:"releases"`
+	Promotions []string        `codec:"promotions"`
+	Progress   float32         `codec:"progress"`
+}
+
+// AMAllocateResponse carries containers allocated and completed since the
+// request's MinQueryIndex.
+type AMAllocateResponse struct {
+	Index     uint64          `codec:"index"`
+	AppState  string          `codec:"app_state"`
+	Allocated []ContainerInfo `codec:"allocated"`
+	Completed []ContainerInfo `codec:"completed"`
+	// PreemptionWarnings lists containers that will be killed after the
+	// preemption wait.
+	PreemptionWarnings []string `codec:"preemption_warnings"`
+	Promoted           []string `codec:"promoted"`
+}
+
+// AMFinishRequest ends the app (AM.Finish): FINISHED or FAILED.
+type AMFinishRequest struct {
+	RequestHeader
+	AppID       string `codec:"app_id"`
+	Attempt     int    `codec:"attempt"`
+	Token       string `codec:"token"`
+	FinalState  string `codec:"final_state"`
+	Diagnostics string `codec:"diagnostics"`
+}

@@ -1,0 +1,101 @@
+package rpc
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Environment variables an AM container is started with (SPEC §8), and
+// every container (SPEC §12).
+const (
+	EnvAppID         = "WEFT_APP_ID"
+	EnvAppAttempt    = "WEFT_APP_ATTEMPT"
+	EnvAMRMAddr      = "WEFT_AMRM_ADDR"
+	EnvAMToken       = "WEFT_AM_TOKEN"
+	EnvContainerID   = "WEFT_CONTAINER_ID"
+	EnvNodeID        = "WEFT_NODE_ID"
+	EnvExecutionType = "WEFT_EXECUTION_TYPE"
+)
+
+// AMClient is the client side of the AM protocol (to the AMRMProxy on the
+// AM's node) and of the container-management protocol (to the nodes its
+// containers are on). Frameworks write their own AMs with it. It remembers
+// the index of the last Allocate answer, so each Allocate returns only what
+// is new. It is not safe for concurrent use.
+type AMClient struct {
+	AppID   string
+	Attempt int
+	Token   string
+
+	amrm  *Client
+	nodes *Pool
+	index uint64
+}
+
+// NewAMClient returns a client for the given app attempt whose AMRMProxy is
+// at amrmAddr.
+func NewAMClient(appID string, attempt int, token, amrmAddr string) *AMClient {
+	nodes := NewPool(nil)
+	amrm := NewClient([]string{amrmAddr}, nodes)
+	amrm.RetryBudget = time.Minute // ride out a server failover behind the proxy
+	return &AMClient{AppID: appID, Attempt: attempt, Token: token, amrm: amrm, nodes: nodes}
+}
+
+// NewAMClientFromEnv builds a client from the environment an AM container
+// is started with.
+func NewAMClientFromEnv() (*AMClient, error) {
+	id, addr := os.Getenv(EnvAppID), os.Getenv(EnvAMRMAddr)
+	attempt, err := strconv.Atoi(os.Getenv(EnvAppAttempt))
+	if id == "" || addr == "" || err != nil {
+		return nil, fmt.Errorf("not running as an AM: %s, %s and %s must be set", EnvAppID, EnvAppAttempt, EnvAMRMAddr)
+	}
+	return NewAMClient(id, attempt, os.Getenv(EnvAMToken), addr), nil
+}
+
+// Register registers the attempt and returns the app's spec.
+func (c *AMClient) Register() (*AMRegisterResponse, error) {
+	var resp AMRegisterResponse
+	err := c.amrm.Call("AM.Register", &AMRegisterRequest{AppID: c.AppID, Attempt: c.Attempt, Token: c.Token}, &resp)
+	return &resp, err
+}
+
+// Allocate sends asks, releases and promotions and returns what was
+// allocated or completed since the previous call, waiting up to maxWait
+// for something to happen.
+func (c *AMClient) Allocate(req AMAllocateRequest, maxWait time.Duration) (*AMAllocateResponse, error) {
+	req.AppID, req.Attempt, req.Token = c.AppID, c.Attempt, c.Token
+	req.MinQueryIndex = c.index
+	req.MaxWait = maxWait
+	var resp AMAllocateResponse
+	if err := c.amrm.Call("AM.Allocate", &req, &resp); err != nil {
+		return nil, err
+	}
+	if resp.Index > c.index {
+		c.index = resp.Index
+	}
+	return &resp, nil
+}
+
+// Finish ends the app as FINISHED or FAILED.
+func (c *AMClient) Finish(finalState, diagnostics string) error {
+	var resp WriteResponse
+	return c.amrm.Call("AM.Finish", &AMFinishRequest{AppID: c.AppID, Attempt: c.Attempt, Token: c.Token,
+		FinalState: finalState, Diagnostics: diagnostics}, &resp)
+}
+
+// StartContainer asks the container's node to run launch in it.
+func (c *AMClient) StartContainer(ci ContainerInfo, launch LaunchSpec) (*ContainerStartResponse, error) {
+	var resp ContainerStartResponse
+	err := c.nodes.Call(ci.NodeAddress, "Container.Start", &ContainerStartRequest{Token: ci.Token, Container: ci, Launch: launch}, &resp)
+	return &resp, err
+}
+
+// StopContainer asks the container's node to stop it.
+func (c *AMClient) StopContainer(ci ContainerInfo) error {
+	return c.nodes.Call(ci.NodeAddress, "Container.Stop", &ContainerIDRequest{ID: ci.ID}, &struct{}{})
+}
+
+// Close releases the client's connections.
+func (c *AMClient) Close() { c.nodes.Shutdown() }

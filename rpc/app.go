@@ -1,0 +1,107 @@
+package rpc
+
+import "github.com/weft-sched/weft/scheduler"
+
+// AppSubmitRequest submits an app (App.Submit).
+type AppSubmitRequest struct {
+	RequestHeader
+	Spec scheduler.AppSpec `codec:"spec"`
+}
+
+// AppSubmitResponse answers App.Submit; it is the `weft app submit -json` shape.
+type AppSubmitResponse struct {
+	AppID string `json:"app_id"`
+	Index uint64 `json:"-"`
+}
+
+// AppListRequest lists apps, optionally by queue and state (App.List).
+type AppListRequest struct {
+	RequestHeader
+	Queue string `json:"queue"`
+	State string `json:"state"`
+}
+
+// AppListResponse answers App.List.
+type AppListResponse struct {
+	ResponseMeta `codec:"meta" json:"-"`
+	Apps         []AppInfo `json:"apps"`
+}
+
+// AppRequest names one app (App.Status, App.Kill).
+type AppRequest struct {
+	RequestHeader
+	AppID string `json:"app_id"`
+}
+
+// AppStatusResponse answers App.Status.
+type AppStatusResponse struct {
+	ResponseMeta `codec:"meta" json:"-"`
+	App          AppInfo `json:"app"`
+}
+
+// AttemptInfo is one AM attempt.
+type AttemptInfo struct {
+	Attempt     int    `json:"attempt"`
+	ContainerID string `json:"container_id"`
+	NodeID      string `json:"node_id"`
+	Diagnostics string `json:"diagnostics,omitempty"`
+}
+
+// Preemption records one container taken from an app (SPEC §11).
+type Preemption struct {
+	ContainerID string `json:"container_id"`
+	Reason      string `json:"reason"`
+	ForApp      string `json:"for_app"`
+}
+
+// AppInfo is one app as `weft app status -json` shows it.
+type AppInfo struct {
+	ID          string              `json:"id"`
+	Name        string              `json:"name"`
+	Queue       string              `json:"queue"`
+	User        string              `json:"user"`
+	Priority    int32               `json:"priority"`
+	State       string              `json:"state"`
+	Diagnostics string              `json:"diagnostics"`
+	AMAttempts  int                 `json:"am_attempts"`
+	Attempts    []AttemptInfo       `json:"attempts"`
+	Preemptions []Preemption        `json:"preemptions"`
+	SubmittedAt int64               `json:"submitted_at"`
+	FinishedAt  int64               `json:"finished_at,omitempty"`
+	Pending     scheduler.Resources `json:"pending"`
+	Containers  ContainerCounts     `json:"containers"`
+}
+
+// ContainerCounts counts an app's containers by state.
+type ContainerCounts struct {
+	Allocated int `json:"allocated"`
+	Queued    int `json:"queued"`
+	Running   int `json:"running"`
+	Completed int `json:"completed"`
+}
+
+// NewAppInfo describes an app and its containers.
+func NewAppInfo(a *scheduler.App, containers []*scheduler.Container) AppInfo {
+	info := AppInfo{
+		ID: a.ID, Name: a.Spec.Name, Queue: a.Queue, User: a.Spec.User, Priority: a.Spec.Priority,
+		State: string(a.State), Diagnostics: a.Diagnostics, AMAttempts: len(a.Attempts),
+		Attempts: []AttemptInfo{}, Preemptions: []Preemption{},
+		SubmittedAt: a.SubmittedAt, FinishedAt: a.FinishedAt, Pending: a.Pending(),
+	}
+	for _, at := range a.Attempts {
+		info.Attempts = append(info.Attempts, AttemptInfo{Attempt: at.Attempt, ContainerID: at.ContainerID, NodeID: at.NodeID, Diagnostics: at.Diagnostics})
+	}
+	for _, c := range containers {
+		switch c.State {
+		case scheduler.ContainerAllocated:
+			info.Containers.Allocated++
+		case scheduler.ContainerQueued:
+			info.Containers.Queued++
+		case scheduler.ContainerRunning:
+			info.Containers.Running++
+		default:
+			info.Containers.Completed++
+		}
+	}
+	return info
+}

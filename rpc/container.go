@@ -1,0 +1,121 @@
+package rpc
+
+import "github.com/weft-sched/weft/scheduler"
+
+// ContainerInfo is one container as `weft container list -json` shows it
+// and as AMs receive allocations.
+type ContainerInfo struct {
+	ID            string              `json:"id"`
+	AppID         string              `json:"app_id"`
+	Attempt       int                 `json:"attempt"`
+	NodeID        string              `json:"node_id"`
+	NodeAddress   string              `json:"node_address"`
+	AskID         uint64              `json:"ask_id"`
+	ExecutionType string              `json:"execution_type"`
+	State         string              `json:"state"`
+	ExitCode      *int                `json:"exit_code"`
+	Reason        string              `json:"reason"`
+	Diagnostics   string              `json:"diagnostics,omitempty"`
+	IsAM          bool                `json:"is_am"`
+	Resources     scheduler.Resources `json:"resources"`
+	// Token authorises starting the container on its node (checked once
+	// authentication exists).
+	Token       string `json:"-"`
+	AllocatedAt int64  `json:"allocated_at"`
+	StartedAt   int64  `json:"started_at,omitempty"`
+	FinishedAt  int64  `json:"finished_at,omitempty"`
+}
+
+// NewContainerInfo describes a container; nodeAddr is its node's RPC address.
+func NewContainerInfo(c *scheduler.Container, nodeAddr string) ContainerInfo {
+	return ContainerInfo{
+		ID: c.ID, AppID: c.AppID, Attempt: c.Attempt, NodeID: c.NodeID, NodeAddress: nodeAddr, AskID: c.AskID,
+		ExecutionType: string(c.ExecutionType), State: string(c.State), ExitCode: c.ExitCode,
+		Reason: string(c.Reason), Diagnostics: c.Diagnostics, IsAM: c.IsAM, Resources: c.Resources,
+		Token: c.ID, AllocatedAt: c.AllocatedAt, StartedAt: c.StartedAt, FinishedAt: c.FinishedAt,
+	}
+}
+
+// ContainerListRequest lists containers by app and/or node (Container.List
+// on servers).
+type ContainerListRequest struct {
+	RequestHeader
+	AppID  string `json:"app_id"`
+	NodeID string `json:"node_id"`
+}
+
+// ContainerListResponse answers Container.List.
+type ContainerListResponse struct {
+	ResponseMeta `codec:"meta" json:"-"`
+	Containers   []ContainerInfo `json:"containers"`
+}
+
+// LaunchSpec is what to run in a container.
+type LaunchSpec struct {
+	Command []string          `codec:"command"`
+	Env     map[string]string `codec:"env"`
+	// WorkingDir is relative to the container's own directory; empty means
+	// the container's directory itself.
+	WorkingDir string `codec:"working_dir"`
+}
+
+// ContainerStartRequest asks an agent to start a container placed on it
+// (Container.Start on agents).
+type ContainerStartRequest struct {
+	RequestHeader
+	Token     string        `codec:"token"`
+	Container ContainerInfo `codec:"container"`
+	Launch    LaunchSpec    `codec:"launch"`
+}
+
+// ContainerStartResponse says what became of the start: RUNNING, QUEUED, or
+// COMPLETED with a reason (rejected, failed).
+type ContainerStartResponse struct {
+	State  string `codec:"state"`
+	Reason string `codec:"reason"`
+}
+
+// ContainerIDRequest names a container (Container.Stop on agents).
+type ContainerIDRequest struct {
+	RequestHeader
+	ID string `codec:"id"`
+}
+
+// ContainerStatusRequest asks an agent about containers (Container.Status).
+type ContainerStatusRequest struct {
+	RequestHeader
+	IDs []string `codec:"ids"`
+}
+
+// ContainerStatusResponse answers Container.Status.
+type ContainerStatusResponse struct {
+	Containers []ContainerReport `codec:"containers"`
+}
+
+// Log streams.
+const (
+	StreamStdout = "stdout"
+	StreamStderr = "stderr"
+)
+
+// MaxLogChunk is the most a single Container.Logs call returns.
+const MaxLogChunk = 1 << 20
+
+// ContainerLogsRequest reads a container's output from Offset
+// (Container.Logs on agents; on servers it is relayed to the node).
+type ContainerLogsRequest struct {
+	RequestHeader
+	ID     string `codec:"id"`
+	Stream string `codec:"stream"`
+	Offset int64  `codec:"offset"`
+	Limit  int    `codec:"limit"`
+}
+
+// ContainerLogsResponse holds up to Limit bytes and the offset after them.
+type ContainerLogsResponse struct {
+	Data       []byte `codec:"data"`
+	NextOffset int64  `codec:"next_offset"`
+	// Done is true when the container has completed and NextOffset is the
+	// end of the stream.
+	Done bool `codec:"done"`
+}

@@ -1,0 +1,155 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/weft-sched/weft/fsm"
+	wrpc "github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
+)
+
+// AM is the server side of the AM protocol; agents' AMRMProxies relay AMs'
+// calls here.
+type AM struct{ srv *Server }
+
+// ErrNotCurrentAttempt is returned to an AM whose attempt is over.
+var ErrNotCurrentAttempt = errors.New("not the app's current AM attempt")
+
+// currentAttempt checks that (appID, attempt, token) is the app's current,
+// placed attempt. It returns the app even when that app is finished.
+func currentAttempt(st *fsm.State, appID string, attempt int, token string) (*scheduler.App, error) {
+	app, ok := st.App(appID)
+	if !ok {
+		return nil, fmt.Errorf("app %s %w", appID, wrpc.ErrNotFound)
+	}
+	if app.AMPending || attempt != app.CurrentAttempt() {
+		return app, fmt.Errorf("app %s attempt %d: %w (current is %d)", appID, attempt, ErrNotCurrentAttempt, app.CurrentAttempt())
+	}
+	if token != app.Attempts[len(app.Attempts)-1].ContainerID {
+		return app, fmt.Errorf("app %s attempt %d: the AM token does not match", appID, attempt)
+	}
+	return app, nil
+}
+
+// Register records that the AM runs (the app becomes RUNNING) and returns
+// the app's spec and the cluster's size.
+func (e *AM) Register(args *wrpc.AMRegisterRequest, reply *wrpc.AMRegisterResponse) error {
+	if done, err := e.srv.forwardWrite("AM.Register", args, reply); done {
+		return err
+	}
+	st := e.srv.fsm.State()
+	app, err := currentAttempt(st, args.AppID, args.Attempt, args.Token)
+	if err != nil {
+		return err
+	}
+	if _, _, err := e.srv.raftApply(fsm.AppRegisterType, &fsm.AppRegisterRequest{AppID: args.AppID, Attempt: args.Attempt, Now: time.Now().UnixNano()}); err != nil {
+		return err
+	}
+	reply.Spec, reply.Queue = app.Spec, app.Queue
+	for _, n := range st.Nodes() {
+		if n.Status == scheduler.NodeReady {
+			reply.ClusterCapacity = reply.ClusterCapacity.Add(n.Capacity)
+			if n.Capacity.MemoryMB > reply.MaxContainer.MemoryMB {
+				reply.MaxContainer = n.Capacity
+			}
+		}
+	}
+	reply.Index = e.srv.fsm.State().Index()
+	return nil
+}
+
+// Allocate records the AM's asks and releases, then returns the containers
+// allocated to and completed for its attempt since MinQueryIndex, waiting
+// up to MaxWait when there is nothing new.
+func (e *AM) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateResponse) error {
+	if done, err := e.srv.forwardWrite("AM.Allocate", args, reply); done {
+		return err
+	}
+	st := e.srv.fsm.State()
+	app, err := currentAttempt(st, args.AppID, args.Attempt, args.Token)
+	if err != nil {
+		if app != nil && app.State.Terminal() {
+			reply.AppState = string(app.State)
+			return nil
+		}
+		return err
+	}
+	now := time.Now().UnixNano()
+	if len(args.Releases) > 0 {
+		if _, _, err := e.srv.raftApply(fsm.ContainerStopType, &fsm.ContainerStopRequest{
+			AppID: args.AppID, IDs: args.Releases, Reason: scheduler.ReasonKilled, Now: now,
+		}); err != nil {
+			return err
+		}
+	}
+	var asks []scheduler.Ask
+	for _, a := range args.Asks {
+		if a.ExecutionType == "" {
+			a.ExecutionType = scheduler.Guaranteed
+		}
+		if a.ExecutionType != scheduler.Guaranteed {
+			return fmt.Errorf("ask %d: opportunistic containers are allocated by the AMRMProxy on the AM's node, not by servers", a.AskID)
+		}
+		asks = append(asks, a)
+	}
+	if len(asks) > 0 && app.State == scheduler.AppRunning {
+		req := &fsm.AskUpdateRequest{AppID: args.AppID, Attempt: args.Attempt, Asks: asks, SeenIndex: args.MinQueryIndex}
+		if e.srv.fsm.State().AskUpdateChanges(req) {
+			if _, _, err := e.srv.raftApply(fsm.AskUpdateType, req); err != nil {
+				return err
+			}
+		}
+	}
+	hdr := args.RequestHeader
+	return e.srv.blockingQuery(&hdr, &wrpc.ResponseMeta{}, func(st *fsm.State) (uint64, error) {
+		reply.Allocated, reply.Completed = reply.Allocated[:0], reply.Completed[:0]
+		app, ok := st.App(args.AppID)
+		if !ok {
+			return 0, fmt.Errorf("app %s %w", args.AppID, wrpc.ErrNotFound)
+		}
+		reply.AppState = string(app.State)
+		index := app.CreateIndex
+		if app.State.Terminal() {
+			index = app.ModifyIndex
+		}
+		for _, c := range st.AppContainers(args.AppID) {
+			if c.IsAM || c.Attempt != args.Attempt {
+				continue
+			}
+			index = max(index, c.ModifyIndex)
+			addr := ""
+			if n, ok := st.Node(c.NodeID); ok {
+				addr = n.Address
+			}
+			if c.CreateIndex > args.MinQueryIndex {
+				reply.Allocated = append(reply.Allocated, wrpc.NewContainerInfo(c, addr))
+			}
+			if c.State == scheduler.ContainerCompleted && c.ModifyIndex > args.MinQueryIndex {
+				reply.Completed = append(reply.Completed, wrpc.NewContainerInfo(c, addr))
+			}
+		}
+		reply.Index = index
+		return index, nil
+	})
+}
+
+// Finish ends the app as FINISHED or FAILED.
+func (e *AM) Finish(args *wrpc.AMFinishRequest, reply *wrpc.WriteResponse) error {
+	if done, err := e.srv.forwardWrite("AM.Finish", args, reply); done {
+		return err
+	}
+	if _, err := currentAttempt(e.srv.fsm.State(), args.AppID, args.Attempt, args.Token); err != nil {
+		return err
+	}
+	state := scheduler.AppState(args.FinalState)
+	if state != scheduler.AppFinished && state != scheduler.AppFailed {
+		return fmt.Errorf("final_state must be FINISHED or FAILED, not %q", args.FinalState)
+	}
+	_, index, err := e.srv.raftApply(fsm.AppFinishType, &fsm.AppFinishRequest{
+		AppID: args.AppID, Attempt: args.Attempt, State: state, Diagnostics: args.Diagnostics, Now: time.Now().UnixNano(),
+	})
+	reply.Index = index
+	return err
+}

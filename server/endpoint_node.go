@@ -1,0 +1,153 @@
+package server
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/weft-sched/weft/fsm"
+	wrpc "github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
+)
+
+// Node holds the agent-facing endpoints (registration and heartbeats) and
+// the node listings.
+type Node struct{ srv *Server }
+
+// Register records an agent at a new epoch.
+func (e *Node) Register(args *wrpc.NodeRegisterRequest, reply *wrpc.NodeRegisterResponse) error {
+	if done, err := e.srv.forwardWrite("Node.Register", args, reply); done {
+		return err
+	}
+	res, _, err := e.srv.raftApply(fsm.NodeRegisterType, &fsm.NodeRegisterRequest{
+		ID: args.ID, Address: args.Address, Rack: args.Rack, Capacity: args.Capacity, Now: time.Now().UnixNano(),
+	})
+	if err != nil {
+		return err
+	}
+	reply.Epoch = res.(uint64)
+	reply.Servers = e.srv.serverAddrs()
+	e.srv.liveness.seen(args.ID, reply.Epoch, time.Now())
+	e.srv.logger.Info("node registered", "node", args.ID, "epoch", reply.Epoch, "capacity", args.Capacity.String(), "rack", args.Rack)
+	return nil
+}
+
+// Heartbeat keeps a node alive and reconciles its containers. It writes to
+// Raft only when a container changed state.
+func (e *Node) Heartbeat(args *wrpc.HeartbeatRequest, reply *wrpc.HeartbeatResponse) error {
+	if done, err := e.srv.forwardWrite("Node.Heartbeat", args, reply); done {
+		return err
+	}
+	st := e.srv.fsm.State()
+	node, ok := st.Node(args.NodeID)
+	if !ok || node.Epoch != args.Epoch || node.Status == scheduler.NodeDown {
+		reply.ReRegister = true
+		return nil
+	}
+	now := time.Now()
+	e.srv.liveness.seen(args.NodeID, args.Epoch, now)
+	e.srv.liveness.setLoad(args.NodeID, args.Load)
+
+	updates := containerUpdates(st, args)
+	if len(updates) > 0 {
+		if _, _, err := e.srv.raftApply(fsm.ContainerUpdateType, &fsm.ContainerUpdateRequest{NodeID: args.NodeID, Updates: updates}); err != nil {
+			return fmt.Errorf("record container updates: %w", err)
+		}
+		st = e.srv.fsm.State()
+	}
+	for _, r := range args.Containers {
+		if r.State != scheduler.ContainerCompleted {
+			continue
+		}
+		if c, ok := st.Container(r.ID); !ok || c.State == scheduler.ContainerCompleted {
+			reply.Acked = append(reply.Acked, r.ID)
+		}
+	}
+	for _, c := range st.NodeLiveContainers(args.NodeID) {
+		switch {
+		case c.KillRequested:
+			reply.Kill = append(reply.Kill, wrpc.KillOrder{ID: c.ID, Reason: c.KillReason})
+		case c.IsAM && c.State == scheduler.ContainerAllocated:
+			app, ok := st.App(c.AppID)
+			if !ok {
+				continue
+			}
+			reply.LaunchAMs = append(reply.LaunchAMs, wrpc.AMLaunch{
+				Container: wrpc.NewContainerInfo(c, node.Address), AppName: app.Spec.Name, AMType: app.Spec.AMType, Token: c.ID,
+			})
+		}
+	}
+	reply.Servers = e.srv.serverAddrs()
+	return nil
+}
+
+// containerUpdates compares an agent's report with the replicated state and
+// returns only the changes: new states, and live containers the agent no
+// longer knows (which are lost).
+func containerUpdates(st *fsm.State, args *wrpc.HeartbeatRequest) []fsm.ContainerStatus {
+	var out []fsm.ContainerStatus
+	reported := make(map[string]bool, len(args.Containers))
+	for _, r := range args.Containers {
+		reported[r.ID] = true
+		c, ok := st.Container(r.ID)
+		if !ok || c.NodeID != args.NodeID || !c.State.Live() || c.State == r.State {
+			continue
+		}
+		out = append(out, fsm.ContainerStatus{ID: r.ID, State: r.State, ExitCode: r.ExitCode, Reason: r.Reason, Diagnostics: r.Diagnostics, At: r.At})
+	}
+	for _, c := range st.NodeLiveContainers(args.NodeID) {
+		if !reported[c.ID] && (c.State == scheduler.ContainerRunning || c.State == scheduler.ContainerQueued) {
+			out = append(out, fsm.ContainerStatus{ID: c.ID, State: scheduler.ContainerCompleted, Reason: scheduler.ReasonLost,
+				Diagnostics: "its agent no longer knows it", At: time.Now().UnixNano()})
+		}
+	}
+	return out
+}
+
+// List returns every node.
+func (e *Node) List(args *wrpc.RequestHeader, reply *wrpc.NodeListResponse) error {
+	if done, err := e.srv.forwardRead("Node.List", args, args, reply); done {
+		return err
+	}
+	return e.srv.blockingQuery(args, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+		reply.Nodes = reply.Nodes[:0]
+		for _, n := range st.Nodes() {
+			info := wrpc.NewNodeInfo(n)
+			info.Queued = e.srv.liveness.queued(n.ID)
+			reply.Nodes = append(reply.Nodes, info)
+		}
+		return st.TableIndex(fsm.TableNodes), nil
+	})
+}
+
+// Status returns one node and its live containers.
+func (e *Node) Status(args *wrpc.NodeStatusRequest, reply *wrpc.NodeStatusResponse) error {
+	if done, err := e.srv.forwardRead("Node.Status", &args.RequestHeader, args, reply); done {
+		return err
+	}
+	return e.srv.blockingQuery(&args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+		n, ok := st.Node(args.ID)
+		if !ok {
+			return 0, fmt.Errorf("node %s %w", args.ID, wrpc.ErrNotFound)
+		}
+		reply.Node = wrpc.NewNodeInfo(n)
+		reply.Node.Queued = e.srv.liveness.queued(n.ID)
+		reply.Containers = reply.Containers[:0]
+		for _, c := range st.NodeLiveContainers(n.ID) {
+			reply.Containers = append(reply.Containers, wrpc.NewContainerInfo(c, n.Address))
+		}
+		return max(st.TableIndex(fsm.TableNodes), st.TableIndex(fsm.TableContainers)), nil
+	})
+}
+
+// serverAddrs returns the RPC addresses of the Raft servers.
+func (s *Server) serverAddrs() []string {
+	servers, err := s.raftServers()
+	if err != nil {
+		return nil
+	}
+	out := make([]string, len(servers))
+	for i, srv := range servers {
+		out[i] = srv.Address
+	}
+	return out
+}
