@@ -11,7 +11,7 @@ type AppSubmitRequest struct {
 // AppSubmitResponse answers App.Submit; it is the `weft app submit -json` shape.
 type AppSubmitResponse struct {
 	AppID string `json:"app_id"`
-	Index uint64 `json:"-"`
+	Index uint64 `codec:"index" json:"-"`
 }
 
 // AppListRequest lists apps, optionally by queue and state (App.List).

@@ -20,7 +20,7 @@ type ContainerInfo struct {
 	Resources     scheduler.Resources `json:"resources"`
 	// Token authorises starting the container on its node (checked once
 	// authentication exists).
-	Token       string `json:"-"`
+	Token       string `codec:"token" json:"-"`
 	AllocatedAt int64  `json:"allocated_at"`
 	StartedAt   int64  `json:"started_at,omitempty"`
 	FinishedAt  int64  `json:"finished_at,omitempty"`
@@ -71,8 +71,9 @@ type ContainerStartRequest struct {
 // ContainerStartResponse says what became of the start: RUNNING, QUEUED, or
 // COMPLETED with a reason (rejected, failed).
 type ContainerStartResponse struct {
-	State  string `codec:"state"`
-	Reason string `codec:"reason"`
+	State       string `codec:"state"`
+	Reason      string `codec:"reason"`
+	Diagnostics string `codec:"diagnostics"`
 }
 
 // ContainerIDRequest names a container (Container.Stop on agents).

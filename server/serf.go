@@ -2,31 +2,24 @@ package server
 
 import (
 	"fmt"
-	"net"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
+	"github.com/weft-sched/weft/internal/gossip"
 	wrpc "github.com/weft-sched/weft/rpc"
 )
 
-// Serf tags every member carries (SPEC §3).
+// Tag names and roles, re-exported for the server's own use.
 const (
-	TagRole    = "role"
-	TagRPCAddr = "rpc_addr"
-	TagID      = "id"
-	TagExpect  = "expect"
-	TagRack    = "rack"
-	TagBuild   = "build"
-
-	RoleServer = "server"
-	RoleAgent  = "agent"
+	TagRole    = gossip.TagRole
+	TagRPCAddr = gossip.TagRPCAddr
+	TagID      = gossip.TagID
+	TagExpect  = gossip.TagExpect
+	RoleServer = gossip.RoleServer
+	RoleAgent  = gossip.RoleAgent
 )
 
 // serverMember is a serf member that is a weft server.
@@ -56,53 +49,20 @@ func parseServer(m serf.Member) (serverMember, bool) {
 	return p, true
 }
 
-// SerfConfig builds the serf configuration shared by servers and agents.
-func SerfConfig(nodeID, bindAddr string, port int, dataDir string, tags map[string]string, fast bool, logger hclog.Logger, eventCh chan serf.Event) (*serf.Config, error) {
-	conf := serf.DefaultConfig()
-	conf.Init()
-	conf.NodeName = nodeID
-	conf.Tags = tags
-	conf.EventCh = eventCh
-	conf.RejoinAfterLeave = true
-	std := logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
-	conf.Logger = std
-	ml := memberlist.DefaultLANConfig()
-	ml.Name = nodeID
-	ml.BindAddr = bindAddr
-	ml.BindPort = port
-	ml.AdvertiseAddr = bindAddr
-	ml.AdvertisePort = port
-	ml.Logger = std
-	if fast {
-		ml.GossipInterval = 50 * time.Millisecond
-		ml.ProbeInterval = 500 * time.Millisecond
-		ml.ProbeTimeout = 250 * time.Millisecond
-		ml.SuspicionMult = 2
-		conf.ReapInterval = time.Second
-	}
-	conf.MemberlistConfig = ml
-	if dataDir != "" {
-		dir := filepath.Join(dataDir, "serf")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("create serf dir: %w", err)
-		}
-		conf.SnapshotPath = filepath.Join(dir, "local.snapshot")
-	}
-	return conf, nil
-}
-
 func (s *Server) setupSerf() error {
 	tags := map[string]string{
-		TagRole:    RoleServer,
-		TagRPCAddr: s.rpcAddr,
-		TagID:      s.config.NodeID,
-		TagBuild:   s.config.Build,
+		TagRole:         RoleServer,
+		TagRPCAddr:      s.rpcAddr,
+		TagID:           s.config.NodeID,
+		gossip.TagBuild: s.config.Build,
 	}
 	if s.config.BootstrapExpect > 0 {
 		tags[TagExpect] = strconv.Itoa(s.config.BootstrapExpect)
 	}
-	conf, err := SerfConfig(s.config.NodeID, s.config.BindAddr, port(s.config.SerfPort), s.config.DataDir,
-		tags, s.config.SerfFastGossip, s.config.Logger.Named("serf"), s.serfEventCh)
+	conf, err := gossip.Serf(gossip.Config{
+		NodeID: s.config.NodeID, BindAddr: s.config.BindAddr, Port: port(s.config.SerfPort), DataDir: s.config.DataDir,
+		Tags: tags, Fast: s.config.SerfFastGossip, Logger: s.config.Logger.Named("serf"), EventCh: s.serfEventCh,
+	})
 	if err != nil {
 		return err
 	}
@@ -116,30 +76,7 @@ func (s *Server) setupSerf() error {
 // joinLoop joins the given serf addresses, retrying until one succeeds.
 func (s *Server) joinLoop(addrs []string) {
 	defer s.wg.Done()
-	full := make([]string, len(addrs))
-	for i, a := range addrs {
-		full[i] = withDefaultPort(a, DefaultSerfPort)
-	}
-	for {
-		n, err := s.serf.Join(full, true)
-		if n > 0 {
-			s.logger.Info("joined the pool", "contacted", n)
-			return
-		}
-		s.logger.Warn("join failed; retrying", "addresses", full, "error", err)
-		select {
-		case <-time.After(s.config.JoinRetryInterval):
-		case <-s.shutdownCh:
-			return
-		}
-	}
-}
-
-func withDefaultPort(addr string, port int) string {
-	if _, _, err := net.SplitHostPort(addr); err == nil {
-		return addr
-	}
-	return net.JoinHostPort(addr, strconv.Itoa(port))
+	gossip.JoinLoop(s.serf, addrs, DefaultSerfPort, s.config.JoinRetryInterval, s.logger, s.shutdownCh)
 }
 
 // serfEventLoop reacts to membership: it bootstraps Raft once enough servers

@@ -16,6 +16,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/hashicorp/serf/serf"
 	"github.com/weft-sched/weft/fsm"
+	"github.com/weft-sched/weft/internal/gossip"
 	wrpc "github.com/weft-sched/weft/rpc"
 )
 
@@ -188,8 +189,7 @@ func (s *Server) SerfAddr() string {
 	if s.serf == nil {
 		return ""
 	}
-	n := s.serf.Memberlist().LocalNode()
-	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
+	return gossip.Addr(s.serf)
 }
 
 // NodeID returns the server's node ID.

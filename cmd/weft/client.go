@@ -72,8 +72,16 @@ func (c *clientFlags) call(method string, args, reply any) error {
 }
 
 // parseArgs parses flags that may come before, between or after positional
-// arguments, and returns the positionals. Bad flags are usage errors.
+// arguments, and returns the positionals. Everything after "--" is
+// positional, verbatim. Bad flags are usage errors.
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for i, a := range args {
+		if a == "--" {
+			args, rest = args[:i], args[i+1:]
+			break
+		}
+	}
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -87,10 +95,7 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		args = fs.Args()
 		if len(args) == 0 {
-			return pos, nil
-		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
+			return append(pos, rest...), nil
 		}
 		pos = append(pos, args[0])
 		args = args[1:]

@@ -3,17 +3,22 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
+	"github.com/weft-sched/weft/agent"
+	"github.com/weft-sched/weft/scheduler"
 	"github.com/weft-sched/weft/server"
 )
 
 func runDev(args []string) error {
 	fs := newFlagSet("dev")
-	var bind, logLevel string
-	var rpcPort, serfPort int
+	var bind, logLevel, resources string
+	var rpcPort, serfPort, agents int
 	fs.StringVar(&bind, "bind", "127.0.0.1", "`IP` to listen on")
-	fs.IntVar(&rpcPort, "rpc-port", server.DefaultRPCPort, "`PORT` for RPC")
-	fs.IntVar(&serfPort, "serf-port", server.DefaultSerfPort, "`PORT` for serf gossip")
+	fs.IntVar(&rpcPort, "rpc-port", server.DefaultRPCPort, "`PORT` for the server's RPC")
+	fs.IntVar(&serfPort, "serf-port", server.DefaultSerfPort, "`PORT` for the server's serf gossip")
+	fs.IntVar(&agents, "agents", 3, "how many agents (`N`) run beside the server")
+	fs.StringVar(&resources, "resources", "memory_mb=4096,vcores=4", "capacity of each agent")
 	fs.StringVar(&logLevel, "log-level", "warn", "log `LEVEL`")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -21,6 +26,13 @@ func runDev(args []string) error {
 	}
 	if len(pos) > 0 {
 		return usagef("weft dev takes no arguments, got %q", pos[0])
+	}
+	if agents < 0 || agents > 64 {
+		return usagef("-agents must be between 0 and 64")
+	}
+	res, err := scheduler.ParseResources(resources)
+	if err != nil {
+		return usagef("-resources: %v", err)
 	}
 	logger, err := newLogger(logLevel)
 	if err != nil {
@@ -33,7 +45,7 @@ func runDev(args []string) error {
 	defer os.RemoveAll(dir)
 	srv, err := server.New(&server.Config{
 		NodeID:          "dev-server",
-		DataDir:         dir,
+		DataDir:         filepath.Join(dir, "server"),
 		BindAddr:        bind,
 		RPCPort:         rpcPort,
 		SerfPort:        serfPort,
@@ -45,21 +57,41 @@ func runDev(args []string) error {
 	if err != nil {
 		return err
 	}
+	var nodes []*agent.Agent
+	stopAll := func() error {
+		for _, a := range nodes {
+			a.Leave()
+		}
+		return srv.Shutdown()
+	}
+	for i := 1; i <= agents; i++ {
+		a, err := agent.New(&agent.Config{
+			NodeID: fmt.Sprintf("dev-agent-%d", i), DataDir: filepath.Join(dir, fmt.Sprintf("agent-%d", i)),
+			BindAddr: bind, RPCPort: -1, SerfPort: -1, Join: []string{srv.SerfAddr()}, Resources: res,
+			OpportunisticQueueLength: -1, SerfFastGossip: true, Build: version, Logger: logger,
+		})
+		if err != nil {
+			stopAll()
+			return err
+		}
+		nodes = append(nodes, a)
+	}
 	addr := srv.RPCAddr()
 	hint := ""
 	if addr != defaultAddress {
 		hint = " -address " + addr
 	}
-	fmt.Fprintf(stdout, `weft dev is running: one server on %s (data in %s, removed on exit).
+	fmt.Fprintf(stdout, `weft dev is running: one server on %s and %d agents of %s (data in %s, removed on exit).
 
-Try, in another terminal:
-  weft members%[3]s
-  weft operator raft list-peers%[3]s
-  weft queue list%[3]s
-  weft queue apply%[3]s examples/queues.hcl
-  weft queue status%[3]s root.prod
+Try, in another terminal (the binary is bin/weft):
+  weft members%[5]s
+  weft node list%[5]s
+  weft app submit%[5]s -num-containers 4 -wait -- sh -c 'echo hello from $WEFT_CONTAINER_ID'
+  weft container list%[5]s
+  weft container logs%[5]s CONTAINER_ID
+  weft queue apply%[5]s examples/queues.hcl
 
 Stop with Ctrl-C.
-`, addr, dir, hint)
-	return waitForSignal(logger, srv.Shutdown, srv.Shutdown)
+`, addr, agents, res, dir, hint)
+	return waitForSignal(logger, stopAll, stopAll)
 }

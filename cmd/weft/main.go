@@ -26,13 +26,18 @@ var commands map[string]command
 
 func init() {
 	commands = map[string]command{
-		"server":   {"run a weft server", runServer},
-		"dev":      {"run a one-process development cluster on 127.0.0.1", runDev},
-		"members":  {"list the members of the gossip pool", runMembers},
-		"status":   {"summarise the cluster", runStatus},
-		"operator": {"operator actions (raft list-peers, raft remove-peer)", runOperator},
-		"queue":    {"apply, list and inspect queues", runQueue},
-		"version":  {"print the version", runVersion},
+		"server":    {"run a weft server", runServer},
+		"dev":       {"run a one-process development cluster on 127.0.0.1", runDev},
+		"members":   {"list the members of the gossip pool", runMembers},
+		"status":    {"summarise the cluster", runStatus},
+		"operator":  {"operator actions (raft list-peers, raft remove-peer)", runOperator},
+		"queue":     {"apply, list and inspect queues", runQueue},
+		"version":   {"print the version", runVersion},
+		"agent":     {"run a weft agent (a node that runs containers)", runAgent},
+		"app":       {"submit, list, inspect, wait for and kill apps", runApp},
+		"container": {"list containers and read their logs", runContainer},
+		"node":      {"list and inspect agent nodes", runNode},
+		"am":        {"run a built-in application master (used by agents)", runAM},
 	}
 }
 

@@ -1,0 +1,284 @@
+package agent
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/rpc"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/serf/serf"
+	"github.com/weft-sched/weft/internal/gossip"
+	wrpc "github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
+)
+
+// Agent is a weft node. Create it with New; stop it with Leave (stops its
+// containers and leaves the pool) or Shutdown (like a crash).
+type Agent struct {
+	config *Config
+	logger hclog.Logger
+
+	listener net.Listener
+	rpcAddr  string
+	rpcConns *wrpc.Listener
+	serf     *serf.Serf
+	client   *wrpc.Client
+	mgr      *manager
+
+	epoch     atomic.Uint64
+	heartbeat chan struct{} // asks for an early heartbeat
+
+	shutdownOnce sync.Once
+	shutdownCh   chan struct{}
+	wg           sync.WaitGroup
+}
+
+// New starts an agent: it stops containers a previous run left behind,
+// listens for AMs and container requests, joins the pool, and registers
+// with the servers as soon as it finds them.
+func New(config *Config) (*Agent, error) {
+	if err := config.setDefaults(); err != nil {
+		return nil, err
+	}
+	a := &Agent{
+		config:     config,
+		logger:     config.Logger.Named("agent").With("node_id", config.NodeID),
+		heartbeat:  make(chan struct{}, 1),
+		shutdownCh: make(chan struct{}),
+		client:     wrpc.NewClient(nil, nil),
+	}
+	dir := filepath.Join(config.DataDir, "containers")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	if n := killLeftovers(dir); n > 0 {
+		a.logger.Warn("stopped containers left running by a previous run of this agent", "count", n)
+	}
+	cg, why := detectCgroups(config.CgroupRoot, config.NodeID)
+	if cg != nil {
+		a.logger.Info("enforcing container memory and cpu limits with cgroups v2", "cgroup", cg.root)
+	} else {
+		a.logger.Info("cgroups v2 limits unavailable; container resources are accounted only", "reason", why)
+	}
+	a.mgr = newManager(a.logger, config.NodeID, dir, config.Resources, config.OpportunisticQueueLength, config.KillGrace, cg, a.pokeHeartbeat)
+
+	ln, err := net.Listen("tcp", net.JoinHostPort(config.BindAddr, strconv.Itoa(port(config.RPCPort))))
+	if err != nil {
+		return nil, fmt.Errorf("listen for RPC: %w", err)
+	}
+	a.listener, a.rpcAddr = ln, ln.Addr().String()
+	srv := rpc.NewServer()
+	if err := srv.RegisterName("AM", &amrmProxy{a}); err != nil {
+		return nil, err
+	}
+	if err := srv.RegisterName("Container", &containerEndpoint{a}); err != nil {
+		return nil, err
+	}
+	a.rpcConns = wrpc.NewListener(srv, a.logger, nil)
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		a.rpcConns.Serve(ln)
+	}()
+
+	conf, err := gossip.Serf(gossip.Config{
+		NodeID: config.NodeID, BindAddr: config.BindAddr, Port: port(config.SerfPort), DataDir: config.DataDir,
+		Tags: map[string]string{
+			gossip.TagRole: gossip.RoleAgent, gossip.TagRPCAddr: a.rpcAddr, gossip.TagID: config.NodeID,
+			gossip.TagRack: config.Rack, gossip.TagBuild: config.Build,
+		},
+		Fast: config.SerfFastGossip, Logger: config.Logger.Named("serf"),
+	})
+	if err != nil {
+		a.Shutdown()
+		return nil, err
+	}
+	if a.serf, err = serf.Create(conf); err != nil {
+		a.Shutdown()
+		return nil, fmt.Errorf("start serf: %w", err)
+	}
+	a.wg.Add(2)
+	go func() {
+		defer a.wg.Done()
+		gossip.JoinLoop(a.serf, config.Join, DefaultSerfPort, config.JoinRetryInterval, a.logger, a.shutdownCh)
+	}()
+	go a.run()
+	a.logger.Info("agent started", "rpc_addr", a.rpcAddr, "serf_addr", gossip.Addr(a.serf),
+		"resources", config.Resources.String(), "rack", config.Rack, "opportunistic_queue_length", config.OpportunisticQueueLength)
+	return a, nil
+}
+
+// RPCAddr returns the agent's RPC (AMRMProxy and container) address.
+func (a *Agent) RPCAddr() string { return a.rpcAddr }
+
+// NodeID returns the agent's node ID.
+func (a *Agent) NodeID() string { return a.config.NodeID }
+
+// Epoch returns the epoch of the agent's current registration (0 before).
+func (a *Agent) Epoch() uint64 { return a.epoch.Load() }
+
+func (a *Agent) pokeHeartbeat() {
+	select {
+	case a.heartbeat <- struct{}{}:
+	default:
+	}
+}
+
+func (a *Agent) sleep(d time.Duration) bool {
+	select {
+	case <-time.After(d):
+		return true
+	case <-a.shutdownCh:
+		return false
+	}
+}
+
+// discoverServers points the client at the servers serf knows of, keeping
+// those a heartbeat reported when serf knows none yet.
+func (a *Agent) discoverServers(fromLeader []string) bool {
+	addrs := gossip.ServerRPCAddrs(a.serf)
+	if len(addrs) == 0 {
+		addrs = fromLeader
+	}
+	if len(addrs) == 0 {
+		return false
+	}
+	rand.Shuffle(len(addrs), func(i, j int) { addrs[i], addrs[j] = addrs[j], addrs[i] })
+	a.client.SetServers(addrs)
+	return true
+}
+
+// run registers and then heartbeats until shutdown, registering again
+// whenever the servers ask.
+func (a *Agent) run() {
+	defer a.wg.Done()
+	for {
+		if !a.register() {
+			return
+		}
+		if !a.heartbeatLoop() {
+			return
+		}
+	}
+}
+
+func (a *Agent) register() bool {
+	backoff := 200 * time.Millisecond
+	for {
+		if a.discoverServers(nil) {
+			var resp wrpc.NodeRegisterResponse
+			err := a.client.Call("Node.Register", &wrpc.NodeRegisterRequest{
+				ID: a.config.NodeID, Address: a.rpcAddr, Rack: a.config.Rack, Capacity: a.config.Resources,
+			}, &resp)
+			if err == nil {
+				a.epoch.Store(resp.Epoch)
+				a.mgr.reopen()
+				a.logger.Info("registered", "epoch", resp.Epoch)
+				return true
+			}
+			a.logger.Warn("registration failed; retrying", "error", err)
+		}
+		if !a.sleep(backoff) {
+			return false
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// heartbeatLoop heartbeats every interval (and early when a container
+// changes state). It returns false on shutdown and true when the servers
+// ask the agent to register again.
+func (a *Agent) heartbeatLoop() bool {
+	tick := time.NewTicker(a.config.HeartbeatInterval)
+	defer tick.Stop()
+	var servers []string
+	failures := 0
+	for {
+		select {
+		case <-tick.C:
+		case <-a.heartbeat:
+		case <-a.shutdownCh:
+			return false
+		}
+		a.discoverServers(servers)
+		req := &wrpc.HeartbeatRequest{NodeID: a.config.NodeID, Epoch: a.epoch.Load(), Containers: a.mgr.reports(), Load: a.mgr.load()}
+		var resp wrpc.HeartbeatResponse
+		if err := a.client.Call("Node.Heartbeat", req, &resp); err != nil {
+			if failures++; failures == 1 || failures%30 == 0 {
+				a.logger.Warn("heartbeat failed", "error", err, "consecutive_failures", failures)
+			}
+			continue
+		}
+		failures = 0
+		if resp.ReRegister {
+			a.logger.Warn("the servers no longer know this node at its epoch; stopping its containers and registering again", "epoch", req.Epoch)
+			a.mgr.stopAll(scheduler.ReasonLost)
+			a.mgr.forget()
+			return true
+		}
+		servers = resp.Servers
+		a.mgr.ack(resp.Acked)
+		for _, k := range resp.Kill {
+			a.mgr.stop(k.ID, k.Reason)
+		}
+		for _, l := range resp.LaunchAMs {
+			a.launchAM(l)
+		}
+	}
+}
+
+// launchAM starts an app's AM in the container the leader placed here.
+func (a *Agent) launchAM(l wrpc.AMLaunch) {
+	if l.AMType != scheduler.AMTypeDShell {
+		a.logger.Error("unknown AM type; cannot launch", "app", l.Container.AppID, "am_type", l.AMType)
+		return
+	}
+	a.mgr.start(l.Container, wrpc.LaunchSpec{
+		Command: []string{a.config.Executable, "am", "dshell"},
+		Env: map[string]string{
+			wrpc.EnvAppAttempt: strconv.Itoa(l.Container.Attempt),
+			wrpc.EnvAMRMAddr:   a.rpcAddr,
+			wrpc.EnvAMToken:    l.Token,
+		},
+	})
+}
+
+// Leave stops every container, reports their end, leaves the pool and
+// shuts down.
+func (a *Agent) Leave() error {
+	a.logger.Info("leaving: stopping containers")
+	a.mgr.stopAll(scheduler.ReasonKilled)
+	if epoch := a.epoch.Load(); epoch > 0 {
+		var resp wrpc.HeartbeatResponse
+		a.client.Call("Node.Heartbeat", &wrpc.HeartbeatRequest{NodeID: a.config.NodeID, Epoch: epoch, Containers: a.mgr.reports()}, &resp)
+	}
+	if a.serf != nil {
+		a.serf.Leave()
+	}
+	return a.Shutdown()
+}
+
+// Shutdown stops the agent at once, leaving its containers' processes to
+// die with it (they are in their own process groups with a parent-death
+// signal); the servers see the node fail.
+func (a *Agent) Shutdown() error {
+	a.shutdownOnce.Do(func() {
+		close(a.shutdownCh)
+		if a.serf != nil {
+			a.serf.Shutdown()
+		}
+		a.listener.Close()
+		a.rpcConns.Close()
+		a.client.Close()
+		a.wg.Wait()
+		a.logger.Info("agent stopped")
+	})
+	return nil
+}

@@ -1,0 +1,120 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/weft-sched/weft/scheduler"
+)
+
+// Defaults of SPEC §2 and §12.
+const (
+	DefaultRPCPort                  = 8049
+	DefaultSerfPort                 = 8041
+	DefaultOpportunisticQueueLength = 10
+	DefaultHeartbeatInterval        = time.Second
+	DefaultKillGrace                = 5 * time.Second
+	DefaultRack                     = "/default-rack"
+)
+
+// DefaultResources is what an agent offers when -resources is not given.
+var DefaultResources = scheduler.Resources{MemoryMB: 8192, Vcores: 8}
+
+// Config configures an Agent. Zero values take the defaults.
+type Config struct {
+	NodeID   string
+	DataDir  string
+	BindAddr string
+	RPCPort  int // -1 picks a free port
+	SerfPort int // -1 picks a free port
+	// Join lists serf addresses of any members; at least one is needed.
+	Join                     []string
+	Resources                scheduler.Resources
+	Rack                     string
+	OpportunisticQueueLength int // negative means the default
+	HeartbeatInterval        time.Duration
+	KillGrace                time.Duration
+	// Executable is the weft binary AM containers run ("weft am dshell").
+	// Default: this process's executable.
+	Executable        string
+	JoinRetryInterval time.Duration
+	SerfFastGossip    bool
+	// CgroupRoot overrides where cgroup v2 is looked for (tests).
+	CgroupRoot string
+	Build      string
+	Logger     hclog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	if c.NodeID == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("node_id not set and hostname unknown: %w", err)
+		}
+		c.NodeID = h
+	}
+	if c.DataDir == "" {
+		return errors.New("data_dir is required")
+	}
+	if c.BindAddr == "" {
+		c.BindAddr = "127.0.0.1"
+	}
+	if ip := net.ParseIP(c.BindAddr); ip == nil || ip.IsUnspecified() {
+		return fmt.Errorf("bind %q: give the IP address servers and AMs reach this agent at", c.BindAddr)
+	}
+	if len(c.Join) == 0 {
+		return errors.New("join: give the serf address of any cluster member")
+	}
+	if c.RPCPort == 0 {
+		c.RPCPort = DefaultRPCPort
+	}
+	if c.SerfPort == 0 {
+		c.SerfPort = DefaultSerfPort
+	}
+	if c.Resources.IsZero() {
+		c.Resources = DefaultResources
+	}
+	if err := c.Resources.Validate(); err != nil {
+		return fmt.Errorf("resources: %w", err)
+	}
+	if c.Resources.MemoryMB <= 0 || c.Resources.Vcores <= 0 {
+		return errors.New("resources: memory_mb and vcores must be positive")
+	}
+	if c.Rack == "" {
+		c.Rack = DefaultRack
+	}
+	if c.OpportunisticQueueLength < 0 {
+		c.OpportunisticQueueLength = DefaultOpportunisticQueueLength
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.KillGrace == 0 {
+		c.KillGrace = DefaultKillGrace
+	}
+	if c.JoinRetryInterval == 0 {
+		c.JoinRetryInterval = 2 * time.Second
+	}
+	if c.Executable == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find the weft executable for AM containers: %w", err)
+		}
+		c.Executable = exe
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	return nil
+}
+
+func port(p int) int {
+	if p < 0 {
+		return 0
+	}
+	return p
+}

@@ -1,0 +1,238 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	wrpc "github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
+)
+
+// dshellAskID is the ask the distributed shell's task containers come from.
+const dshellAskID = 1
+
+// allocateWait is how long one AM.Allocate may block for news.
+const allocateWait = 10 * time.Second
+
+// DShell is the built-in distributed-shell AM (SPEC §8): it runs the app's
+// command in num_containers containers, runs again the work of containers
+// that were taken away (preempted, lost, evicted, shed, rejected, expired),
+// and finishes FINISHED when every container exited 0, else FAILED.
+type DShell struct {
+	client *wrpc.AMClient
+	logger hclog.Logger
+	spec   scheduler.DShell
+
+	tasks    []dshellTask
+	byCID    map[string]int // container ID → task index
+	released map[string]bool
+}
+
+type dshellTask struct {
+	container     string // current container, if any
+	done          bool
+	exitCode      *int
+	reason        scheduler.ExitReason
+	diag          string
+	runs          int
+	startFailures int // consecutive containers that would not start
+}
+
+// maxStartFailures is how many containers in a row may fail to start for a
+// task before the task (and so the app) fails: a command that cannot run
+// must not turn into an endless allocate-and-release loop.
+const maxStartFailures = 3
+
+// NewDShell returns the AM for the attempt described by client.
+func NewDShell(client *wrpc.AMClient, logger hclog.Logger) *DShell {
+	return &DShell{client: client, logger: logger.Named("dshell").With("app_id", client.AppID, "attempt", client.Attempt),
+		byCID: map[string]int{}, released: map[string]bool{}}
+}
+
+// Run registers, drives the app to its end and reports it. It returns an
+// error if the AM could not finish the app (the attempt then fails).
+func (d *DShell) Run() error {
+	reg, err := d.client.Register()
+	if err != nil {
+		return fmt.Errorf("register: %w", err)
+	}
+	d.spec = reg.Spec.DShell
+	d.tasks = make([]dshellTask, d.spec.NumContainers)
+	d.logger.Info("registered", "containers", d.spec.NumContainers, "resources", d.spec.Resources.String(), "command", d.spec.Command)
+	var releases []string
+	for {
+		want := 0
+		for _, t := range d.tasks {
+			if !t.done && t.container == "" {
+				want++
+			}
+		}
+		resp, err := d.client.Allocate(wrpc.AMAllocateRequest{
+			Asks: []scheduler.Ask{{AskID: dshellAskID, Count: want, Resources: d.spec.Resources,
+				ExecutionType: d.spec.ExecutionType, EnforceExecutionType: d.spec.EnforceExecutionType}},
+			Releases: releases,
+			Progress: d.progress(),
+		}, allocateWait)
+		if err != nil {
+			if strings.Contains(err.Error(), "not the app's current AM attempt") {
+				return err
+			}
+			d.logger.Warn("allocate failed; retrying", "error", err)
+			time.Sleep(time.Second)
+			continue
+		}
+		releases = nil
+		if scheduler.AppState(resp.AppState).Terminal() {
+			d.logger.Info("the app ended", "state", resp.AppState)
+			return nil
+		}
+		for _, c := range resp.Allocated {
+			releases = append(releases, d.assign(c)...)
+		}
+		for _, c := range resp.Completed {
+			d.completed(c)
+		}
+		if d.finished() {
+			return d.finish()
+		}
+	}
+}
+
+// assign gives an allocated container to a task that needs one and starts
+// it; a container nobody needs is returned for release.
+func (d *DShell) assign(c wrpc.ContainerInfo) []string {
+	if _, known := d.byCID[c.ID]; known || d.released[c.ID] {
+		return nil
+	}
+	for i := range d.tasks {
+		t := &d.tasks[i]
+		if t.done || t.container != "" {
+			continue
+		}
+		t.container = c.ID
+		t.runs++
+		d.byCID[c.ID] = i
+		env := map[string]string{}
+		for k, v := range d.spec.Env {
+			env[k] = v
+		}
+		resp, err := d.client.StartContainer(c, wrpc.LaunchSpec{Command: d.spec.Command, Env: env})
+		switch {
+		case err != nil:
+			d.startFailed(i, c, err.Error())
+			d.released[c.ID] = true
+			return []string{c.ID}
+		case resp.State == string(scheduler.ContainerCompleted):
+			d.startFailed(i, c, fmt.Sprintf("%s: %s", resp.Reason, resp.Diagnostics))
+		default:
+			t.startFailures = 0
+			d.logger.Info("started task", "task", i, "container", c.ID, "node", c.NodeID, "state", resp.State)
+		}
+		return nil
+	}
+	d.released[c.ID] = true
+	return []string{c.ID}
+}
+
+// startFailed handles a container that would not start: the task asks for
+// another, after a pause, until it has failed maxStartFailures times.
+func (d *DShell) startFailed(i int, c wrpc.ContainerInfo, why string) {
+	d.forget(c.ID)
+	t := &d.tasks[i]
+	t.startFailures++
+	if t.startFailures >= maxStartFailures {
+		t.done, t.reason = true, scheduler.ReasonFailed
+		t.diag = fmt.Sprintf("%d containers in a row would not start; last: %s", t.startFailures, why)
+		d.logger.Error("giving up on task", "task", i, "reason", t.diag)
+		return
+	}
+	d.logger.Warn("could not start a container; asking for another", "task", i, "container", c.ID, "node", c.NodeID, "error", why)
+	time.Sleep(time.Duration(t.startFailures) * 200 * time.Millisecond)
+}
+
+func (d *DShell) forget(cid string) {
+	if i, ok := d.byCID[cid]; ok {
+		d.tasks[i].container = ""
+		delete(d.byCID, cid)
+	}
+}
+
+// completed records a container's end: success, failure, or work to run again.
+func (d *DShell) completed(c wrpc.ContainerInfo) {
+	i, ok := d.byCID[c.ID]
+	if !ok {
+		return
+	}
+	delete(d.byCID, c.ID)
+	t := &d.tasks[i]
+	t.container = ""
+	reason := scheduler.ExitReason(c.Reason)
+	if reason == scheduler.ReasonFailed {
+		d.startFailed(i, c, c.Diagnostics)
+		return
+	}
+	if reason.Retryable() {
+		d.logger.Info("container was taken away; running its task again", "task", i, "container", c.ID, "reason", reason)
+		return
+	}
+	t.done, t.exitCode, t.reason = true, c.ExitCode, reason
+	d.logger.Info("task ended", "task", i, "container", c.ID, "reason", reason, "exit_code", fmtExit(c.ExitCode))
+}
+
+func (d *DShell) finished() bool {
+	for _, t := range d.tasks {
+		if !t.done {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *DShell) progress() float32 {
+	done := 0
+	for _, t := range d.tasks {
+		if t.done {
+			done++
+		}
+	}
+	return float32(done) / float32(max(1, len(d.tasks)))
+}
+
+func (d *DShell) finish() error {
+	var failed []string
+	for i, t := range d.tasks {
+		if t.reason != scheduler.ReasonExited || t.exitCode == nil || *t.exitCode != 0 {
+			why := fmt.Sprintf("task %d (%s, exit code %s", i, t.reason, fmtExit(t.exitCode))
+			if t.diag != "" {
+				why += ": " + t.diag
+			}
+			failed = append(failed, why+")")
+		}
+	}
+	state, diag := string(scheduler.AppFinished), fmt.Sprintf("all %d containers exited 0", len(d.tasks))
+	if len(failed) > 0 {
+		state = string(scheduler.AppFailed)
+		diag = fmt.Sprintf("%d of %d containers failed: %s", len(failed), len(d.tasks), strings.Join(failed, ", "))
+	}
+	d.logger.Info("finishing", "state", state, "diagnostics", diag)
+	for attempt := 0; ; attempt++ {
+		err := d.client.Finish(state, diag)
+		if err == nil || attempt == 5 {
+			return err
+		}
+		if errors.Is(err, wrpc.ErrNotFound) {
+			return err
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func fmtExit(code *int) string {
+	if code == nil {
+		return "none"
+	}
+	return fmt.Sprint(*code)
+}

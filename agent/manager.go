@@ -1,0 +1,287 @@
+package agent
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
+)
+
+// manager runs the containers of one node: the pure LocalScheduler decides
+// what starts, waits, is evicted or dropped, and the manager carries that
+// out with real processes and reports every container's state.
+type manager struct {
+	logger    hclog.Logger
+	nodeID    string
+	dir       string // <data-dir>/containers
+	killGrace time.Duration
+	cg        *cgroups
+	changed   func() // asks for an early heartbeat
+
+	mu     sync.Mutex
+	ls     *scheduler.LocalScheduler
+	byID   map[string]*ctr
+	closed bool
+	procs  sync.WaitGroup
+}
+
+// ctr is the agent's record of one container.
+type ctr struct {
+	info       rpc.ContainerInfo
+	launch     rpc.LaunchSpec
+	dir        string
+	state      scheduler.ContainerState
+	exitCode   *int
+	reason     scheduler.ExitReason
+	diag       string
+	at         int64
+	proc       *process
+	killReason scheduler.ExitReason
+}
+
+func newManager(logger hclog.Logger, nodeID, dir string, capacity scheduler.Resources, queueLimit int, killGrace time.Duration, cg *cgroups, changed func()) *manager {
+	return &manager{
+		logger: logger.Named("containers"), nodeID: nodeID, dir: dir, killGrace: killGrace, cg: cg, changed: changed,
+		ls: scheduler.NewLocalScheduler(capacity, queueLimit), byID: map[string]*ctr{},
+	}
+}
+
+// start takes a container placed on this node. It is idempotent: a known ID
+// reports its current state.
+func (m *manager) start(info rpc.ContainerInfo, launch rpc.LaunchSpec) *rpc.ContainerStartResponse {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.byID[info.ID]; ok {
+		return &rpc.ContainerStartResponse{State: string(c.state), Reason: string(c.reason), Diagnostics: c.diag}
+	}
+	if m.closed {
+		return &rpc.ContainerStartResponse{State: string(scheduler.ContainerCompleted), Reason: string(scheduler.ReasonRejected)}
+	}
+	et := scheduler.ExecutionType(info.ExecutionType)
+	if !et.Valid() {
+		et = scheduler.Guaranteed
+	}
+	c := &ctr{info: info, launch: launch, dir: filepath.Join(m.dir, info.AppID, info.ID),
+		state: scheduler.ContainerQueued, at: time.Now().UnixNano()}
+	m.byID[info.ID] = c
+	m.carryOut(m.ls.Submit(scheduler.LocalContainer{ID: info.ID, Resources: info.Resources, ExecutionType: et}))
+	return &rpc.ContainerStartResponse{State: string(c.state), Reason: string(c.reason), Diagnostics: c.diag}
+}
+
+// carryOut performs the scheduler's actions; m.mu must be held.
+func (m *manager) carryOut(act scheduler.Actions) {
+	for len(act.Start)+len(act.Kill)+len(act.Drop) > 0 {
+		var next scheduler.Actions
+		for _, id := range act.Start {
+			c := m.byID[id]
+			if err := m.launch(c); err != nil {
+				m.logger.Error("container failed to start", "container", id, "error", err)
+				m.complete(c, nil, scheduler.ReasonFailed, "could not start: "+err.Error())
+				a := m.ls.Finished(id)
+				next.Start = append(next.Start, a.Start...)
+				next.Kill = append(next.Kill, a.Kill...)
+				next.Drop = append(next.Drop, a.Drop...)
+			}
+		}
+		for _, k := range act.Kill {
+			if c := m.byID[k.ID]; c != nil && c.proc != nil {
+				c.killReason = k.Reason
+				go c.proc.kill(m.killGrace)
+			}
+		}
+		for _, d := range act.Drop {
+			if c := m.byID[d.ID]; c != nil {
+				m.complete(c, nil, d.Reason, "never started: "+string(d.Reason))
+			}
+		}
+		act = next
+	}
+	m.changed()
+}
+
+func (m *manager) launch(c *ctr) error {
+	fd := -1
+	if m.cg != nil {
+		f, err := m.cg.create(c.info.ID, c.info.Resources)
+		if err != nil {
+			m.logger.Warn("running container without cgroup limits", "container", c.info.ID, "error", err)
+		} else {
+			defer f.Close()
+			fd = int(f.Fd())
+		}
+	}
+	p, err := startProcess(c.dir, c.launch.Command, m.env(c), fd)
+	if err != nil {
+		return err
+	}
+	c.proc, c.state, c.at = p, scheduler.ContainerRunning, time.Now().UnixNano()
+	m.logger.Debug("container started", "container", c.info.ID, "pid", p.pgid)
+	m.procs.Add(1)
+	go m.waitExit(c, p)
+	return nil
+}
+
+func (m *manager) waitExit(c *ctr, p *process) {
+	defer m.procs.Done()
+	<-p.done
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	reason := scheduler.ReasonExited
+	if c.killReason != "" {
+		reason = c.killReason
+	}
+	m.complete(c, p.exitCode, reason, describeExit(p))
+	if m.cg != nil {
+		m.cg.remove(c.info.ID)
+	}
+	m.carryOut(m.ls.Finished(c.info.ID))
+}
+
+func (m *manager) complete(c *ctr, exitCode *int, reason scheduler.ExitReason, diag string) {
+	c.state, c.exitCode, c.reason, c.diag, c.at = scheduler.ContainerCompleted, exitCode, reason, diag, time.Now().UnixNano()
+	m.logger.Debug("container completed", "container", c.info.ID, "reason", reason, "detail", diag)
+}
+
+// env is the agent's environment (minus its own WEFT_ variables), the
+// SPEC §12 variables, then the launch spec's.
+func (m *manager) env(c *ctr) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "WEFT_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env,
+		rpc.EnvContainerID+"="+c.info.ID,
+		rpc.EnvAppID+"="+c.info.AppID,
+		rpc.EnvNodeID+"="+m.nodeID,
+		rpc.EnvExecutionType+"="+c.info.ExecutionType,
+	)
+	for k, v := range c.launch.Env {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// stop stops a container: dropped if it waits, killed if it runs.
+func (m *manager) stop(id string, reason scheduler.ExitReason) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.carryOut(m.ls.Stop(id, reason))
+}
+
+// stopAll stops every container, refuses new ones, and waits for every
+// process to exit.
+func (m *manager) stopAll(reason scheduler.ExitReason) {
+	m.mu.Lock()
+	m.closed = true
+	for id, c := range m.byID {
+		if c.state.Live() {
+			m.carryOut(m.ls.Stop(id, reason))
+		}
+	}
+	m.mu.Unlock()
+	m.procs.Wait()
+}
+
+// reopen accepts containers again after stopAll (a re-registration).
+func (m *manager) reopen() {
+	m.mu.Lock()
+	m.closed = false
+	m.mu.Unlock()
+}
+
+// reports lists every container the agent knows; completed ones stay until
+// the leader acknowledges them.
+func (m *manager) reports() []rpc.ContainerReport {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]rpc.ContainerReport, 0, len(m.byID))
+	for _, c := range m.byID {
+		out = append(out, rpc.ContainerReport{ID: c.info.ID, State: c.state, ExitCode: c.exitCode, Reason: c.reason, Diagnostics: c.diag, At: c.at})
+	}
+	return out
+}
+
+// ack forgets completed containers the leader has recorded.
+func (m *manager) ack(ids []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, id := range ids {
+		if c, ok := m.byID[id]; ok && c.state == scheduler.ContainerCompleted {
+			delete(m.byID, id)
+		}
+	}
+}
+
+// forget drops every completed container (after a re-registration, the
+// leader has already recorded them as lost).
+func (m *manager) forget() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, c := range m.byID {
+		if c.state == scheduler.ContainerCompleted {
+			delete(m.byID, id)
+		}
+	}
+}
+
+func (m *manager) load() rpc.NodeLoad {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.ls.Load()
+	return rpc.NodeLoad{RunningGuaranteed: l.RunningGuaranteed, RunningOpportunistic: l.RunningOpportunistic,
+		Queued: l.Queued, Used: l.Used, UsedOpportunistic: l.UsedOpportunistic}
+}
+
+// logs reads up to limit bytes of a container's stdout or stderr from offset.
+func (m *manager) logs(req *rpc.ContainerLogsRequest) (*rpc.ContainerLogsResponse, error) {
+	stream := req.Stream
+	if stream == "" {
+		stream = rpc.StreamStdout
+	}
+	if stream != rpc.StreamStdout && stream != rpc.StreamStderr {
+		return nil, fmt.Errorf("stream must be stdout or stderr, not %q", stream)
+	}
+	limit := req.Limit
+	if limit <= 0 || limit > rpc.MaxLogChunk {
+		limit = rpc.MaxLogChunk
+	}
+	m.mu.Lock()
+	c, known := m.byID[req.ID]
+	done := !known || c.state == scheduler.ContainerCompleted
+	m.mu.Unlock()
+	// Completed containers' logs stay on disk after the agent forgets them.
+	matches, _ := filepath.Glob(filepath.Join(m.dir, "*", sanitize(req.ID)))
+	if len(matches) == 0 {
+		if known {
+			return &rpc.ContainerLogsResponse{NextOffset: req.Offset}, nil // not started yet
+		}
+		return nil, fmt.Errorf("container %s %w on node %s", req.ID, rpc.ErrNotFound, m.nodeID)
+	}
+	f, err := os.Open(filepath.Join(matches[0], stream))
+	if os.IsNotExist(err) {
+		return &rpc.ContainerLogsResponse{NextOffset: req.Offset, Done: done}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, limit)
+	n, err := f.ReadAt(buf, req.Offset)
+	if err != nil && err != io.EOF {
+		return nil, err
+	}
+	resp := &rpc.ContainerLogsResponse{Data: buf[:n], NextOffset: req.Offset + int64(n)}
+	if fi, err := f.Stat(); err == nil {
+		resp.Done = done && resp.NextOffset >= fi.Size()
+	}
+	return resp, nil
+}

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/user"
+	"strings"
+	"time"
+
+	"github.com/weft-sched/weft/cmd/weft/internal/hclconf"
+	"github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
+)
+
+func runApp(args []string) error {
+	return subcommand("app", args, map[string]func([]string) error{
+		"submit": runAppSubmit,
+		"list":   runAppList,
+		"status": runAppStatus,
+		"kill":   runAppKill,
+		"wait":   runAppWait,
+	})
+}
+
+const submitUsage = "weft app submit [flags] -- CMD ARGS… | weft app submit -spec FILE"
+
+func runAppSubmit(args []string) error {
+	var spec scheduler.AppSpec
+	var specFile, containerType string
+	var memMB, vcores, amMemMB, amVcores int64
+	var prio int
+	var wait bool
+	cf, pos, err := clientCommandArgs("app submit", args, func(fs *flag.FlagSet) {
+		fs.StringVar(&specFile, "spec", "", "app spec `FILE` (HCL or JSON) instead of flags")
+		fs.StringVar(&spec.Name, "name", "", "app `NAME` (default: the command)")
+		fs.StringVar(&spec.Queue, "queue", "", "leaf `QUEUE` (default root.default)")
+		fs.StringVar(&spec.User, "user", currentUser(), "submitting `USER`")
+		fs.IntVar(&prio, "priority", 0, "app `PRIORITY` (higher runs first)")
+		fs.IntVar(&spec.DShell.NumContainers, "num-containers", 1, "how many containers run the command")
+		fs.StringVar(&containerType, "container-type", string(scheduler.Guaranteed), "GUARANTEED or OPPORTUNISTIC")
+		fs.Int64Var(&memMB, "memory-mb", 128, "memory of each container in `MiB`")
+		fs.Int64Var(&vcores, "vcores", 1, "virtual cores of each container")
+		fs.Int64Var(&amMemMB, "am-memory-mb", scheduler.DefaultAMMemoryMB, "memory of the AM container in `MiB`")
+		fs.Int64Var(&amVcores, "am-vcores", scheduler.DefaultAMVcores, "virtual cores of the AM container")
+		fs.IntVar(&spec.MaxAMAttempts, "max-am-attempts", scheduler.DefaultMaxAMAttempts, "AM attempts before the app fails")
+		fs.BoolVar(&spec.DShell.PromoteOpportunisticAfterStart, "promote-opportunistic-after-start", false, "ask to promote each opportunistic container once it runs")
+		fs.BoolVar(&spec.DShell.EnforceExecutionType, "enforce-execution-type", false, "never accept a container of another execution type")
+		fs.BoolVar(&wait, "wait", false, "wait for the app to end; exit 1 unless it FINISHED")
+	})
+	if err != nil {
+		return err
+	}
+	if specFile != "" {
+		if len(pos) > 0 {
+			return usagef("give either -spec FILE or a command, not both")
+		}
+		src, err := os.ReadFile(specFile)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", specFile, err)
+		}
+		if spec, err = hclconf.ParseAppSpec(specFile, src); err != nil {
+			return fmt.Errorf("%v; nothing was submitted", err)
+		}
+	} else {
+		if len(pos) == 0 {
+			return usagef("usage: %s", submitUsage)
+		}
+		spec.Priority = int32(prio)
+		spec.DShell.Command = pos
+		spec.DShell.ExecutionType = scheduler.ExecutionType(strings.ToUpper(containerType))
+		spec.DShell.Resources = scheduler.Resources{MemoryMB: memMB, Vcores: vcores}
+		spec.AMResources = scheduler.Resources{MemoryMB: amMemMB, Vcores: amVcores}
+	}
+	spec.SetDefaults()
+	if err := spec.Validate(); err != nil {
+		return usagef("invalid app: %v", err)
+	}
+	var resp rpc.AppSubmitResponse
+	if err := cf.call("App.Submit", &rpc.AppSubmitRequest{Spec: spec}, &resp); err != nil {
+		return err
+	}
+	if cf.json && !wait {
+		return printJSON(resp)
+	}
+	if !cf.json {
+		fmt.Fprintf(stdout, "Submitted %s to %s\n", resp.AppID, orDefault(spec.Queue, scheduler.DefaultQueue))
+	}
+	if !wait {
+		return nil
+	}
+	return waitApp(cf, resp.AppID)
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+func currentUser() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return os.Getenv("USER")
+}
+
+// clientCommandArgs is clientCommand for commands that take any number of
+// positional arguments (after "--" they are taken verbatim).
+func clientCommandArgs(name string, args []string, extra func(*flag.FlagSet)) (*clientFlags, []string, error) {
+	cf := &clientFlags{}
+	fs := newFlagSet(name)
+	cf.register(fs)
+	extra(fs)
+	pos, err := parseArgs(fs, args)
+	return cf, pos, err
+}
+
+func runAppList(args []string) error {
+	var req rpc.AppListRequest
+	cf, _, err := clientCommand("app list", args, 0, "weft app list [-queue Q] [-state S]", func(fs *flag.FlagSet) {
+		fs.StringVar(&req.Queue, "queue", "", "only apps in `QUEUE`")
+		fs.StringVar(&req.State, "state", "", "only apps in `STATE` (e.g. RUNNING)")
+	})
+	if err != nil {
+		return err
+	}
+	req.RequestHeader = cf.header()
+	var resp rpc.AppListResponse
+	if err := cf.call("App.List", &req, &resp); err != nil {
+		return err
+	}
+	if cf.json {
+		return printJSON(orEmpty(resp.Apps))
+	}
+	w := table()
+	fmt.Fprintln(w, "ID\tNAME\tQUEUE\tUSER\tSTATE\tCONTAINERS (R/C)\tAM ATTEMPTS")
+	for _, a := range resp.Apps {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%d\n", a.ID, a.Name, a.Queue, a.User, a.State,
+			a.Containers.Running, a.Containers.Completed, a.AMAttempts)
+	}
+	return w.Flush()
+}
+
+func runAppStatus(args []string) error {
+	cf, pos, err := clientCommand("app status", args, 1, "weft app status [-json] APP", nil)
+	if err != nil {
+		return err
+	}
+	var resp rpc.AppStatusResponse
+	if err := cf.call("App.Status", &rpc.AppRequest{RequestHeader: cf.header(), AppID: pos[0]}, &resp); err != nil {
+		return err
+	}
+	if cf.json {
+		return printJSON(resp.App)
+	}
+	printApp(resp.App)
+	return nil
+}
+
+func printApp(a rpc.AppInfo) {
+	w := table()
+	fmt.Fprintf(w, "ID\t%s\n", a.ID)
+	fmt.Fprintf(w, "Name\t%s\n", a.Name)
+	fmt.Fprintf(w, "Queue\t%s\n", a.Queue)
+	fmt.Fprintf(w, "User\t%s\n", a.User)
+	fmt.Fprintf(w, "Priority\t%d\n", a.Priority)
+	fmt.Fprintf(w, "State\t%s\n", a.State)
+	if a.Diagnostics != "" {
+		fmt.Fprintf(w, "Diagnostics\t%s\n", a.Diagnostics)
+	}
+	fmt.Fprintf(w, "Submitted\t%s\n", time.Unix(0, a.SubmittedAt).Format(time.RFC3339))
+	if a.FinishedAt > 0 {
+		fmt.Fprintf(w, "Finished\t%s (after %s)\n", time.Unix(0, a.FinishedAt).Format(time.RFC3339),
+			time.Duration(a.FinishedAt-a.SubmittedAt).Round(time.Millisecond))
+	}
+	c := a.Containers
+	fmt.Fprintf(w, "Containers\t%d allocated, %d queued, %d running, %d completed\n", c.Allocated, c.Queued, c.Running, c.Completed)
+	if !a.Pending.IsZero() {
+		fmt.Fprintf(w, "Pending\t%s\n", a.Pending)
+	}
+	for _, at := range a.Attempts {
+		line := fmt.Sprintf("%s on %s", at.ContainerID, at.NodeID)
+		if at.Diagnostics != "" {
+			line += ": " + at.Diagnostics
+		}
+		fmt.Fprintf(w, "AM attempt %d\t%s\n", at.Attempt, line)
+	}
+	for _, p := range a.Preemptions {
+		fmt.Fprintf(w, "Preempted\t%s: %s (for %s)\n", p.ContainerID, p.Reason, p.ForApp)
+	}
+	w.Flush()
+}
+
+func runAppKill(args []string) error {
+	cf, pos, err := clientCommand("app kill", args, 1, "weft app kill APP", nil)
+	if err != nil {
+		return err
+	}
+	var resp rpc.WriteResponse
+	if err := cf.call("App.Kill", &rpc.AppRequest{AppID: pos[0]}, &resp); err != nil {
+		return err
+	}
+	if cf.json {
+		return printJSON(resp)
+	}
+	fmt.Fprintf(stdout, "Killed %s\n", pos[0])
+	return nil
+}
+
+func runAppWait(args []string) error {
+	cf, pos, err := clientCommand("app wait", args, 1, "weft app wait APP", nil)
+	if err != nil {
+		return err
+	}
+	return waitApp(cf, pos[0])
+}
+
+// errAppNotFinished makes `app wait` exit 1 for an app that ended badly.
+type errAppNotFinished struct{ app rpc.AppInfo }
+
+func (e *errAppNotFinished) Error() string {
+	return fmt.Sprintf("app %s ended %s: %s", e.app.ID, e.app.State, e.app.Diagnostics)
+}
+
+// waitApp follows an app with blocking queries until it ends, printing
+// state changes; it fails unless the app FINISHED.
+func waitApp(cf *clientFlags, id string) error {
+	cl := cf.client()
+	defer cl.Close()
+	var index uint64
+	last := ""
+	for {
+		req := &rpc.AppRequest{RequestHeader: cf.header(), AppID: id}
+		req.MinQueryIndex, req.MaxWait = index, time.Minute
+		var resp rpc.AppStatusResponse
+		if err := cl.Call("App.Status", req, &resp); err != nil {
+			return err
+		}
+		index = resp.Index
+		a := resp.App
+		line := fmt.Sprintf("%s %s: %d running, %d completed", a.ID, a.State, a.Containers.Running, a.Containers.Completed)
+		if line != last && !cf.json {
+			fmt.Fprintln(stderr, line)
+			last = line
+		}
+		if scheduler.AppState(a.State).Terminal() {
+			if cf.json {
+				printJSON(a)
+			}
+			if a.State != string(scheduler.AppFinished) {
+				return &errAppNotFinished{a}
+			}
+			return nil
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/weft-sched/weft/rpc"
+)
+
+func runContainer(args []string) error {
+	return subcommand("container", args, map[string]func([]string) error{
+		"list": runContainerList,
+		"logs": runContainerLogs,
+	})
+}
+
+func runContainerList(args []string) error {
+	var req rpc.ContainerListRequest
+	cf, _, err := clientCommand("container list", args, 0, "weft container list [-app APP] [-node NODE]", func(fs *flag.FlagSet) {
+		fs.StringVar(&req.AppID, "app", "", "only containers of `APP`")
+		fs.StringVar(&req.NodeID, "node", "", "only containers on `NODE`")
+	})
+	if err != nil {
+		return err
+	}
+	req.RequestHeader = cf.header()
+	var resp rpc.ContainerListResponse
+	if err := cf.call("Container.List", &req, &resp); err != nil {
+		return err
+	}
+	if cf.json {
+		return printJSON(orEmpty(resp.Containers))
+	}
+	w := table()
+	fmt.Fprintln(w, "ID\tAPP\tNODE\tTYPE\tSTATE\tEXIT\tREASON\tAM\tRESOURCES")
+	for _, c := range resp.Containers {
+		exit := "-"
+		if c.ExitCode != nil {
+			exit = fmt.Sprint(*c.ExitCode)
+		}
+		am := ""
+		if c.IsAM {
+			am = "yes"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.ID, c.AppID, c.NodeID, c.ExecutionType, c.State, exit, orDash(c.Reason), am, c.Resources)
+	}
+	return w.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func runContainerLogs(args []string) error {
+	var stderrStream, follow bool
+	cf, pos, err := clientCommand("container logs", args, 1, "weft container logs [-stderr] [-f] CONTAINER", func(fs *flag.FlagSet) {
+		fs.BoolVar(&stderrStream, "stderr", false, "print stderr instead of stdout")
+		fs.BoolVar(&follow, "f", false, "keep printing until the container ends")
+	})
+	if err != nil {
+		return err
+	}
+	stream := rpc.StreamStdout
+	if stderrStream {
+		stream = rpc.StreamStderr
+	}
+	cl := cf.client()
+	defer cl.Close()
+	var offset int64
+	for {
+		var resp rpc.ContainerLogsResponse
+		if err := cl.Call("Container.Logs", &rpc.ContainerLogsRequest{ID: pos[0], Stream: stream, Offset: offset}, &resp); err != nil {
+			if !rpc.IsServerError(err) {
+				return fmt.Errorf("cannot reach a weft server at %s (%v)", cf.address, err)
+			}
+			return err
+		}
+		stdout.Write(resp.Data)
+		offset = resp.NextOffset
+		if len(resp.Data) == rpc.MaxLogChunk {
+			continue
+		}
+		if !follow || resp.Done {
+			return nil
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}

@@ -1,0 +1,90 @@
+package hclconf
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2/gohcl"
+	"github.com/weft-sched/weft/scheduler"
+)
+
+// appFile is the `weft app submit -spec FILE` format.
+type appFile struct {
+	Name          string           `hcl:"name,optional"`
+	Queue         string           `hcl:"queue,optional"`
+	User          string           `hcl:"user,optional"`
+	Priority      int32            `hcl:"priority,optional"`
+	MaxAMAttempts int              `hcl:"max_am_attempts,optional"`
+	AMResources   map[string]int64 `hcl:"am_resources,optional"`
+	DShell        *dshellBlock     `hcl:"dshell,block"`
+}
+
+type dshellBlock struct {
+	NumContainers                  int               `hcl:"num_containers,optional"`
+	Resources                      map[string]int64  `hcl:"resources,optional"`
+	ContainerType                  string            `hcl:"container_type,optional"`
+	Command                        []string          `hcl:"command"`
+	Env                            map[string]string `hcl:"env,optional"`
+	PromoteOpportunisticAfterStart bool              `hcl:"promote_opportunistic_after_start,optional"`
+	EnforceExecutionType           bool              `hcl:"enforce_execution_type,optional"`
+}
+
+// ParseAppSpec reads an app spec file (HCL or JSON); errors carry the
+// file and line, and the spec is validated after defaults are applied.
+func ParseAppSpec(filename string, src []byte) (scheduler.AppSpec, error) {
+	var spec scheduler.AppSpec
+	f, diags := parseFile(filename, src)
+	if diags.HasErrors() {
+		return spec, diagError(diags)
+	}
+	var af appFile
+	if diags := gohcl.DecodeBody(f.Body, nil, &af); diags.HasErrors() {
+		return spec, diagError(diags)
+	}
+	at := func(field string) error {
+		return fmt.Errorf("%s: %s", filename, field)
+	}
+	if af.DShell == nil {
+		return spec, at(`the file needs a dshell block with the command, e.g. dshell { command = ["sh", "-c", "echo hi"] }`)
+	}
+	amRes, err := toResources(af.AMResources)
+	if err != nil {
+		return spec, at("am_resources: " + err.Error())
+	}
+	res, err := toResources(af.DShell.Resources)
+	if err != nil {
+		return spec, at("dshell.resources: " + err.Error())
+	}
+	spec = scheduler.AppSpec{
+		Name: af.Name, Queue: af.Queue, User: af.User, Priority: af.Priority, MaxAMAttempts: af.MaxAMAttempts,
+		AMType: scheduler.AMTypeDShell, AMResources: amRes,
+		DShell: scheduler.DShell{
+			NumContainers: af.DShell.NumContainers, Resources: res,
+			ExecutionType: scheduler.ExecutionType(strings.ToUpper(af.DShell.ContainerType)),
+			Command:       af.DShell.Command, Env: af.DShell.Env,
+			PromoteOpportunisticAfterStart: af.DShell.PromoteOpportunisticAfterStart,
+			EnforceExecutionType:           af.DShell.EnforceExecutionType,
+		},
+	}
+	if spec.DShell.NumContainers == 0 {
+		spec.DShell.NumContainers = 1
+	}
+	spec.SetDefaults()
+	if err := spec.Validate(); err != nil {
+		return spec, at(err.Error())
+	}
+	return spec, nil
+}
+
+func toResources(m map[string]int64) (scheduler.Resources, error) {
+	var r scheduler.Resources
+	for k, v := range m {
+		if k != scheduler.ResourceMemoryMB && k != scheduler.ResourceVcores {
+			if err := scheduler.ValidateResourceName(k); err != nil {
+				return r, err
+			}
+		}
+		r = r.With(k, v)
+	}
+	return r, r.Validate()
+}

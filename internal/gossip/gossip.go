@@ -1,0 +1,122 @@
+package gossip
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/serf/serf"
+)
+
+// Serf tags every member carries (SPEC §3).
+const (
+	TagRole    = "role"
+	TagRPCAddr = "rpc_addr"
+	TagID      = "id"
+	TagExpect  = "expect"
+	TagRack    = "rack"
+	TagBuild   = "build"
+
+	RoleServer = "server"
+	RoleAgent  = "agent"
+)
+
+// Config describes one member of the pool.
+type Config struct {
+	NodeID   string
+	BindAddr string
+	Port     int // 0 picks a free port
+	DataDir  string
+	Tags     map[string]string
+	// Fast shortens gossip intervals (tests, weft dev).
+	Fast    bool
+	Logger  hclog.Logger
+	EventCh chan serf.Event
+}
+
+// Serf builds the serf configuration for a member.
+func Serf(c Config) (*serf.Config, error) {
+	conf := serf.DefaultConfig()
+	conf.Init()
+	conf.NodeName = c.NodeID
+	conf.Tags = c.Tags
+	conf.EventCh = c.EventCh
+	conf.RejoinAfterLeave = true
+	std := c.Logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
+	conf.Logger = std
+	ml := memberlist.DefaultLANConfig()
+	ml.Name = c.NodeID
+	ml.BindAddr = c.BindAddr
+	ml.BindPort = c.Port
+	ml.AdvertiseAddr = c.BindAddr
+	ml.AdvertisePort = c.Port
+	ml.Logger = std
+	if c.Fast {
+		ml.GossipInterval = 50 * time.Millisecond
+		ml.ProbeInterval = 500 * time.Millisecond
+		ml.ProbeTimeout = 250 * time.Millisecond
+		ml.SuspicionMult = 2
+		conf.ReapInterval = time.Second
+	}
+	conf.MemberlistConfig = ml
+	if c.DataDir != "" {
+		dir := filepath.Join(c.DataDir, "serf")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create serf dir: %w", err)
+		}
+		conf.SnapshotPath = filepath.Join(dir, "local.snapshot")
+	}
+	return conf, nil
+}
+
+// Addr returns the address a member gossips on.
+func Addr(s *serf.Serf) string {
+	n := s.Memberlist().LocalNode()
+	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
+}
+
+// WithDefaultPort adds port to addr if it has none.
+func WithDefaultPort(addr string, port int) string {
+	if _, _, err := net.SplitHostPort(addr); err == nil {
+		return addr
+	}
+	return net.JoinHostPort(addr, strconv.Itoa(port))
+}
+
+// JoinLoop joins the given addresses, retrying every interval until one
+// join succeeds or stop is closed.
+func JoinLoop(s *serf.Serf, addrs []string, defaultPort int, interval time.Duration, logger hclog.Logger, stop <-chan struct{}) {
+	full := make([]string, len(addrs))
+	for i, a := range addrs {
+		full[i] = WithDefaultPort(a, defaultPort)
+	}
+	for {
+		n, err := s.Join(full, true)
+		if n > 0 {
+			logger.Info("joined the pool", "contacted", n)
+			return
+		}
+		logger.Warn("join failed; retrying", "addresses", full, "error", err)
+		select {
+		case <-time.After(interval):
+		case <-stop:
+			return
+		}
+	}
+}
+
+// ServerRPCAddrs returns the RPC addresses of the alive servers in the pool.
+func ServerRPCAddrs(s *serf.Serf) []string {
+	var out []string
+	for _, m := range s.Members() {
+		if m.Status == serf.StatusAlive && m.Tags[TagRole] == RoleServer && m.Tags[TagRPCAddr] != "" {
+			out = append(out, m.Tags[TagRPCAddr])
+		}
+	}
+	return out
+}
