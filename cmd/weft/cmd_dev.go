@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/weft-sched/weft/agent"
 	"github.com/weft-sched/weft/scheduler"
@@ -59,9 +60,15 @@ func runDev(args []string) error {
 	}
 	var nodes []*agent.Agent
 	stopAll := func() error {
+		var wg sync.WaitGroup
 		for _, a := range nodes {
-			a.Leave()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				a.Leave()
+			}()
 		}
+		wg.Wait()
 		return srv.Shutdown()
 	}
 	for i := 1; i <= agents; i++ {

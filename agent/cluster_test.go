@@ -1,0 +1,193 @@
+package agent
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
+	"github.com/weft-sched/weft/server"
+)
+
+// weftBin is a weft binary built for the AM containers these tests launch.
+var weftBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "weft-agent-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	weftBin = filepath.Join(dir, "weft")
+	build := exec.Command("go", "build", "-o", weftBin, "../cmd/weft")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build weft:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type testLog struct {
+	t    *testing.T
+	done chan struct{}
+}
+
+func (w *testLog) Write(p []byte) (int, error) {
+	select {
+	case <-w.done:
+	default:
+		w.t.Log(string(p[:len(p)-1]))
+	}
+	return len(p), nil
+}
+
+// cluster starts one server and n agents in this process.
+func cluster(t *testing.T, n int) (*server.Server, []*Agent, *rpc.Client) {
+	w := &testLog{t: t, done: make(chan struct{})}
+	t.Cleanup(func() { close(w.done) })
+	logger := hclog.New(&hclog.LoggerOptions{Output: w, Level: hclog.Info})
+	srv, err := server.New(&server.Config{NodeID: "s1", DataDir: t.TempDir(), RPCPort: -1, SerfPort: -1,
+		BootstrapExpect: 1, SerfFastGossip: true, Logger: logger.Named("s1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown() })
+	var agents []*Agent
+	for i := 1; i <= n; i++ {
+		a, err := New(&Config{NodeID: fmt.Sprintf("n%d", i), DataDir: t.TempDir(), RPCPort: -1, SerfPort: -1,
+			Join: []string{srv.SerfAddr()}, Resources: scheduler.Resources{MemoryMB: 2048, Vcores: 4},
+			OpportunisticQueueLength: -1, SerfFastGossip: true, Executable: weftBin, KillGrace: time.Second,
+			Logger: logger.Named(fmt.Sprintf("n%d", i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Shutdown() })
+		agents = append(agents, a)
+	}
+	client := rpc.NewClient([]string{srv.RPCAddr()}, nil)
+	t.Cleanup(client.Close)
+	for _, a := range agents {
+		waitFor(t, 15*time.Second, func() bool { return a.Epoch() > 0 })
+	}
+	return srv, agents, client
+}
+
+func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s", timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func waitApp(t *testing.T, c *rpc.Client, id string) rpc.AppInfo {
+	t.Helper()
+	var index uint64
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		req := &rpc.AppRequest{AppID: id}
+		req.MinQueryIndex, req.MaxWait = index, 5*time.Second
+		var resp rpc.AppStatusResponse
+		if err := c.Call("App.Status", req, &resp); err != nil {
+			t.Fatal(err)
+		}
+		index = resp.Index
+		if scheduler.AppState(resp.App.State).Terminal() {
+			return resp.App
+		}
+	}
+	t.Fatalf("app %s did not end", id)
+	return rpc.AppInfo{}
+}
+
+func TestAppRunsToCompletionInProcess(t *testing.T) {
+	_, _, c := cluster(t, 2)
+	var sub rpc.AppSubmitResponse
+	spec := scheduler.AppSpec{DShell: scheduler.DShell{NumContainers: 4, Command: []string{"sh", "-c", "echo task $WEFT_CONTAINER_ID on $WEFT_NODE_ID"}}}
+	if err := c.Call("App.Submit", &rpc.AppSubmitRequest{Spec: spec}, &sub); err != nil {
+		t.Fatal(err)
+	}
+	app := waitApp(t, c, sub.AppID)
+	if app.State != "FINISHED" || app.AMAttempts != 1 {
+		t.Fatalf("app ended %+v", app)
+	}
+	var list rpc.ContainerListResponse
+	if err := c.Call("Container.List", &rpc.ContainerListRequest{AppID: sub.AppID}, &list); err != nil {
+		t.Fatal(err)
+	}
+	tasks := 0
+	for _, ci := range list.Containers {
+		if ci.IsAM {
+			continue
+		}
+		tasks++
+		if ci.State != "COMPLETED" || ci.Reason != "exited" || ci.ExitCode == nil || *ci.ExitCode != 0 {
+			t.Fatalf("task container %+v", ci)
+		}
+		var logs rpc.ContainerLogsResponse
+		if err := c.Call("Container.Logs", &rpc.ContainerLogsRequest{ID: ci.ID}, &logs); err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("task %s on %s\n", ci.ID, ci.NodeID); string(logs.Data) != want {
+			t.Fatalf("logs of %s = %q, want %q", ci.ID, logs.Data, want)
+		}
+	}
+	if tasks != 4 {
+		t.Fatalf("%d task containers, want 4", tasks)
+	}
+	// Every resource was given back.
+	var nodes rpc.NodeListResponse
+	waitFor(t, 10*time.Second, func() bool {
+		c.Call("Node.List", &rpc.RequestHeader{}, &nodes)
+		for _, n := range nodes.Nodes {
+			if !n.AllocatedGuaranteed.IsZero() {
+				return false
+			}
+		}
+		return len(nodes.Nodes) == 2
+	})
+}
+
+func TestKilledAppStopsItsContainers(t *testing.T) {
+	_, _, c := cluster(t, 1)
+	var sub rpc.AppSubmitResponse
+	spec := scheduler.AppSpec{DShell: scheduler.DShell{NumContainers: 2, Command: []string{"sleep", "300"}}}
+	if err := c.Call("App.Submit", &rpc.AppSubmitRequest{Spec: spec}, &sub); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() bool {
+		var st rpc.AppStatusResponse
+		c.Call("App.Status", &rpc.AppRequest{AppID: sub.AppID}, &st)
+		return st.App.Containers.Running == 3 // the AM and two tasks
+	})
+	var wr rpc.WriteResponse
+	if err := c.Call("App.Kill", &rpc.AppRequest{AppID: sub.AppID}, &wr); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() bool {
+		var list rpc.ContainerListResponse
+		c.Call("Container.List", &rpc.ContainerListRequest{AppID: sub.AppID}, &list)
+		for _, ci := range list.Containers {
+			if ci.State != "COMPLETED" {
+				return false
+			}
+		}
+		return len(list.Containers) == 3
+	})
+	var st rpc.AppStatusResponse
+	c.Call("App.Status", &rpc.AppRequest{AppID: sub.AppID}, &st)
+	if st.App.State != "KILLED" {
+		t.Fatalf("app %+v", st.App)
+	}
+}
