@@ -181,7 +181,15 @@ func cli(t *testing.T, args ...string) (string, string, int) {
 // cliJSON runs a client command with -json and decodes its output.
 func cliJSON(t *testing.T, out any, args ...string) error {
 	t.Helper()
-	stdout, stderr, code := cli(t, append(args, "-json")...)
+	withJSON := append([]string(nil), args...)
+	withJSON = append(withJSON, "-json")
+	for i, a := range args {
+		if a == "--" { // flags go before the command
+			withJSON = append(append(append([]string(nil), args[:i]...), "-json"), args[i:]...)
+			break
+		}
+	}
+	stdout, stderr, code := cli(t, withJSON...)
 	if code != 0 {
 		return fmt.Errorf("weft %s: exit %d: %s", strings.Join(args, " "), code, strings.TrimSpace(stderr))
 	}
