@@ -107,7 +107,7 @@ func New(config *Config) (*Agent, error) {
 	a.wg.Add(2)
 	go func() {
 		defer a.wg.Done()
-		gossip.JoinLoop(a.serf, config.Join, DefaultSerfPort, config.JoinRetryInterval, a.logger, a.shutdownCh)
+		gossip.JoinLoop(a.serf, config.Join, config.JoinRetryInterval, a.logger, a.shutdownCh)
 	}()
 	go a.run()
 	a.logger.Info("agent started", "rpc_addr", a.rpcAddr, "serf_addr", gossip.Addr(a.serf),

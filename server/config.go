@@ -28,7 +28,7 @@ type Config struct {
 	// Raft; 0 never bootstraps (the server joins an existing cluster), 1
 	// bootstraps this server alone.
 	BootstrapExpect int
-	// Join lists serf addresses (host or host:port) to join at start; the
+	// Join lists serf addresses (host:port, or a host tried at ports 8031 and 8041) to join at start; the
 	// server keeps retrying until one join succeeds.
 	Join []string
 	// RPCHoldTimeout bounds how long a request waits for a leader. Default 5 s.

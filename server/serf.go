@@ -76,7 +76,7 @@ func (s *Server) setupSerf() error {
 // joinLoop joins the given serf addresses, retrying until one succeeds.
 func (s *Server) joinLoop(addrs []string) {
 	defer s.wg.Done()
-	gossip.JoinLoop(s.serf, addrs, DefaultSerfPort, s.config.JoinRetryInterval, s.logger, s.shutdownCh)
+	gossip.JoinLoop(s.serf, addrs, s.config.JoinRetryInterval, s.logger, s.shutdownCh)
 }
 
 // serfEventLoop reacts to membership: it bootstraps Raft once enough servers

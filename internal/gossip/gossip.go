@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -80,21 +81,32 @@ func Addr(s *serf.Serf) string {
 	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
 }
 
-// WithDefaultPort adds port to addr if it has none.
-func WithDefaultPort(addr string, port int) string {
-	if _, _, err := net.SplitHostPort(addr); err == nil {
-		return addr
+// Default serf ports of servers and agents (SPEC §2).
+const (
+	ServerSerfPort = 8031
+	AgentSerfPort  = 8041
+)
+
+// JoinAddrs expands join addresses: one with a port is used as it is; a
+// bare host is tried at both the server's and the agent's default serf
+// port, so "-join HOST" reaches whichever kind of member runs there.
+func JoinAddrs(addrs []string) []string {
+	var out []string
+	for _, a := range addrs {
+		if _, _, err := net.SplitHostPort(a); err == nil {
+			out = append(out, a)
+			continue
+		}
+		host := strings.TrimSuffix(strings.TrimPrefix(a, "["), "]")
+		out = append(out, net.JoinHostPort(host, strconv.Itoa(ServerSerfPort)), net.JoinHostPort(host, strconv.Itoa(AgentSerfPort)))
 	}
-	return net.JoinHostPort(addr, strconv.Itoa(port))
+	return out
 }
 
 // JoinLoop joins the given addresses, retrying every interval until one
 // join succeeds or stop is closed.
-func JoinLoop(s *serf.Serf, addrs []string, defaultPort int, interval time.Duration, logger hclog.Logger, stop <-chan struct{}) {
-	full := make([]string, len(addrs))
-	for i, a := range addrs {
-		full[i] = WithDefaultPort(a, defaultPort)
-	}
+func JoinLoop(s *serf.Serf, addrs []string, interval time.Duration, logger hclog.Logger, stop <-chan struct{}) {
+	full := JoinAddrs(addrs)
 	for {
 		n, err := s.Join(full, true)
 		if n > 0 {
