@@ -7,7 +7,7 @@ LDFLAGS := -X main.version=$(VERSION)
 BIN     := bin/weft
 
 # Packages with concurrency run under the race detector.
-RACE_PKGS := ./fsm/... ./rpc/... ./server/... ./scheduler/... ./cmd/...
+RACE_PKGS := ./scheduler/... ./fsm/... ./rpc/... ./server/... ./agent/... ./internal/... ./cmd/...
 
 .PHONY: all build dev test lint unit e2e bench fuzz clean
 

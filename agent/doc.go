@@ -1,10 +1,12 @@
-// Package agent will be a weft node: it joins the serf pool, registers its
+// Package agent is a weft node: it joins the serf pool, registers its
 // capacity and rack with the servers and heartbeats to them, runs containers
-// as processes (launch, queue, kill, logs), and hosts the AMRMProxy with the
-// distributed opportunistic scheduler and the built-in application masters.
+// as process groups (launch, queue, evict, kill, logs) through the pure
+// scheduler.LocalScheduler, hosts the AMRMProxy that relays the AM protocol
+// to the servers, and holds the built-in distributed-shell AM (DShell).
 //
-// It is plumbing around scheduler decisions: node selection and queueing
-// rules live in package scheduler. The agent must never write replicated
-// state except through server RPCs, and a container must never outlive the
-// agent's knowledge of it. (The package is empty until agents are built.)
+// It is plumbing around scheduler decisions: queueing and eviction rules
+// live in package scheduler. The agent must never write replicated state
+// except through server RPCs, and a container must never outlive the
+// agent's knowledge of it: a restarted agent kills what its previous run
+// left behind.
 package agent

@@ -1,6 +1,7 @@
 // Package fsm is weft's replicated state machine: the tables every server
-// holds (queue configuration now; apps, containers and nodes as they come),
+// holds (queue configuration, nodes, apps, containers and their indexes),
 // the typed commands that change them, Raft's Apply, and snapshot/restore.
+// Its State satisfies scheduler.State.
 //
 // A command is one type byte followed by a msgpack body. Apply is
 // deterministic: it never reads the clock, draws random numbers or depends on

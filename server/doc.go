@@ -1,8 +1,9 @@
 // Package server is a weft server: Raft on raft-boltdb with file snapshots,
 // the serf LAN pool, the RPC listener that multiplexes msgpack RPC and Raft
 // on one port, the RPC endpoints, follower-to-leader forwarding and the
-// leader's duties (Raft membership reconciliation now; the scheduling loop,
-// preemption, node liveness and least-loaded lists as they come).
+// leader's duties: Raft membership reconciliation, the scheduling loop that
+// commits plans, and node liveness (preemption and least-loaded lists as
+// they come).
 //
 // The server is plumbing around fsm and scheduler: every decision about
 // resources belongs to the scheduler package, and every change to the

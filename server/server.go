@@ -232,6 +232,14 @@ func (s *Server) Leave() error {
 func (s *Server) awaitRemoval(timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
+		if s.IsLeader() {
+			// Elected while leaving (the others left first): nobody else can
+			// remove this server, so it hands over itself, or is the last.
+			if err := s.raft.RemoveServer(raft.ServerID(s.config.NodeID), 0, 0).Error(); err != nil {
+				s.logger.Warn("could not remove self from raft while leaving", "error", err)
+			}
+			return
+		}
 		f := s.raft.GetConfiguration()
 		if f.Error() != nil {
 			return
