@@ -104,6 +104,18 @@ func checkInvariants(t *testing.T, st *State) {
 			t.Fatalf("terminal app %s in the active index", a.ID)
 		}
 	}
+	for _, a := range st.Apps() {
+		var used scheduler.Resources
+		live := 0
+		for _, c := range st.AppContainers(a.ID) {
+			if c.State.Live() && c.ExecutionType == scheduler.Guaranteed {
+				used, live = used.Add(c.Resources), live+1
+			}
+		}
+		if used.String() != a.Used.String() || live != a.Live {
+			t.Fatalf("app %s usage %v/%d, containers say %v/%d", a.ID, a.Used, a.Live, used, live)
+		}
+	}
 }
 
 var small = scheduler.Resources{MemoryMB: 1024, Vcores: 1}

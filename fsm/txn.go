@@ -95,6 +95,20 @@ func (t *txn) putContainer(c *scheduler.Container) {
 		account(n, c, 1)
 		t.putNode(n)
 	}
+	if c.ExecutionType == scheduler.Guaranteed {
+		wasLive := existed && old.State.Live()
+		if wasLive != c.State.Live() {
+			if a, ok := t.app(c.AppID); ok {
+				a = a.Copy()
+				if c.State.Live() {
+					a.Used, a.Live = a.Used.Add(c.Resources), a.Live+1
+				} else {
+					a.Used, a.Live = a.Used.Sub(c.Resources), a.Live-1
+				}
+				t.putApp(a)
+			}
+		}
+	}
 	t.touch(TableContainers)
 }
 

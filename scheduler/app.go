@@ -166,7 +166,11 @@ type App struct {
 	// AMPending is true while the current attempt needs an AM container.
 	AMPending bool `codec:"am_pending"`
 	// Asks are the current attempt's outstanding guaranteed asks.
-	Asks        []Ask  `codec:"asks"`
+	Asks []Ask `codec:"asks"`
+	// Used is the resources of the app's live guaranteed containers, and
+	// Live their number; the FSM keeps both.
+	Used        Resources `codec:"used"`
+	Live        int       `codec:"live"`
 	CreateIndex uint64 `codec:"create_index"`
 	ModifyIndex uint64 `codec:"modify_index"`
 }

@@ -1,6 +1,9 @@
 package scheduler
 
-import "sort"
+import (
+	"sort"
+	"time"
+)
 
 // State is the read-only view of the cluster that scheduling decisions
 // read. fsm.State satisfies it; tests use small in-memory versions.
@@ -11,6 +14,8 @@ type State interface {
 	ActiveApps() []*App
 	// QueueConfig returns the queue configuration.
 	QueueConfig() *QueueConfig
+	// Queues returns the resolved queue tree, parents before children.
+	Queues() []*Queue
 }
 
 // Placement is one guaranteed container the leader decided to allocate.
@@ -24,79 +29,35 @@ type Placement struct {
 	IsAM      bool      `codec:"is_am"`
 }
 
-// PlanGuaranteed decides guaranteed placements for pending AM containers and
-// asks: apps in submission order, within an app the AM first and then asks
-// by priority (higher first), each on the node the placement policy prefers
-// among READY nodes with room. Strict locality (relax=false) is honoured.
-// It never places more than a node's free guaranteed capacity.
-func PlanGuaranteed(st State) []Placement {
-	nodes := readyNodes(st.Nodes())
-	if len(nodes) == 0 {
-		return nil
-	}
-	policy := st.QueueConfig().Scheduler.Placement
-	cluster := Resources{}
-	for _, n := range nodes {
-		cluster = cluster.Add(n.node.Capacity)
-	}
-	var plan []Placement
-	for _, app := range st.ActiveApps() {
-		if app.State.Terminal() {
-			continue
-		}
-		if app.AMPending {
-			if n := pickNode(nodes, app.Spec.AMResources, Locality{Relax: true}, policy, cluster); n != nil {
-				n.free = n.free.Sub(app.Spec.AMResources)
-				plan = append(plan, Placement{AppID: app.ID, Attempt: app.CurrentAttempt() + 1, AskID: AMAskID,
-					NodeID: n.node.ID, Resources: app.Spec.AMResources, IsAM: true})
-			}
-			continue // task asks belong to a registered attempt
-		}
-		if app.State != AppRunning {
-			continue
-		}
-		asks := append([]Ask(nil), app.Asks...)
-		sort.SliceStable(asks, func(i, j int) bool { return asks[i].Priority > asks[j].Priority })
-		for _, ask := range asks {
-			if ask.ExecutionType == Opportunistic {
-				continue
-			}
-			for i := 0; i < ask.Count; i++ {
-				n := pickNode(nodes, ask.Resources, ask.Locality, policy, cluster)
-				if n == nil {
-					break
-				}
-				n.free = n.free.Sub(ask.Resources)
-				plan = append(plan, Placement{AppID: app.ID, Attempt: app.CurrentAttempt(), AskID: ask.AskID,
-					NodeID: n.node.ID, Resources: ask.Resources})
-			}
-		}
-	}
-	return plan
-}
-
+// candidate is a node with what a pass has left of its guaranteed room.
 type candidate struct {
 	node *Node
 	free Resources
 }
 
-func readyNodes(all []*Node) []*candidate {
+func readyNodes(all []*Node) ([]*candidate, map[string]string, Resources) {
 	out := make([]*candidate, 0, len(all))
+	rackOf := make(map[string]string, len(all))
+	var cluster Resources
 	for _, n := range all {
+		rackOf[n.ID] = n.Rack
 		if n.Status == NodeReady {
 			out = append(out, &candidate{node: n, free: n.FreeGuaranteed()})
+			cluster = cluster.Add(n.Capacity)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].node.ID < out[j].node.ID })
-	return out
+	return out, rackOf, cluster
 }
 
-// pickNode returns the node the placement policy prefers for r, or nil.
-func pickNode(nodes []*candidate, r Resources, loc Locality, policy PlacementPolicy, cluster Resources) *candidate {
+// pickNode returns the node the placement policy prefers for r among those
+// acceptable at the locality level, or nil. Spread prefers the least
+// allocated dominant share, binpack the most.
+func pickNode(nodes []*candidate, r Resources, loc Locality, level int, rackOf map[string]string, policy PlacementPolicy) *candidate {
 	var best *candidate
 	var bestShare float64
 	for _, c := range nodes {
-		if !r.Fits(c.free) || !localityAllows(loc, c.node) {
+		if !r.Fits(c.free) || !nodeAt(loc, c.node, level, rackOf) {
 			continue
 		}
 		share := DominantShare(c.node.Capacity.Sub(c.free), c.node.Capacity)
@@ -105,23 +66,6 @@ func pickNode(nodes []*candidate, r Resources, loc Locality, policy PlacementPol
 		}
 	}
 	return best
-}
-
-func localityAllows(loc Locality, n *Node) bool {
-	if loc.Relax || len(loc.Nodes) == 0 && len(loc.Racks) == 0 {
-		return true
-	}
-	for _, id := range loc.Nodes {
-		if id == n.ID {
-			return true
-		}
-	}
-	for _, rack := range loc.Racks {
-		if rack == n.Rack {
-			return true
-		}
-	}
-	return false
 }
 
 // DominantShare is the largest component of used as a fraction of total
@@ -138,4 +82,179 @@ func DominantShare(used, total Resources) float64 {
 		}
 	}
 	return max
+}
+
+// Decision is the result of one scheduling pass.
+type Decision struct {
+	Placements []Placement
+}
+
+// DefaultMaxPlacements bounds one plan so that a Raft entry stays small
+// and the next pass sees fresh state soon.
+const DefaultMaxPlacements = 4096
+
+// Schedule runs one guaranteed scheduling pass over st at now (SPEC §9):
+// repeatedly walk the queue tree from root, at each level taking the child
+// its parent's policy ranks first (skipping queues with nothing to place or
+// at max_resources), in the leaf the app by priority then policy, and its
+// AM container or highest-priority ask; place it on the node the placement
+// policy prefers, relaxing locality by delay scheduling. waits is the
+// delay-scheduling memory kept between passes (it may be nil). At most
+// maxPlacements are decided.
+func Schedule(st State, now time.Time, waits *LocalityWaits, maxPlacements int) Decision {
+	if waits == nil {
+		waits = NewLocalityWaits()
+	}
+	nodes, rackOf, cluster := readyNodes(st.Nodes())
+	var d Decision
+	if len(nodes) == 0 {
+		return d
+	}
+	t := buildTree(st, cluster)
+	s := &pass{tree: t, nodes: nodes, rackOf: rackOf, cluster: cluster, now: now, waits: waits,
+		cfg: st.QueueConfig().Scheduler}
+	for len(d.Placements) < maxPlacements {
+		p, ok := s.assign(t.root)
+		if !ok {
+			break
+		}
+		d.Placements = append(d.Placements, p)
+	}
+	for _, k := range s.missed {
+		if w, ok := waits.waits[k]; ok {
+			w.missed++
+		}
+	}
+	waits.sweep()
+	return d
+}
+
+// pass is the working state of one scheduling pass.
+type pass struct {
+	tree    *tree
+	nodes   []*candidate
+	rackOf  map[string]string
+	cluster Resources
+	now     time.Time
+	waits   *LocalityWaits
+	cfg     SchedulerConfig
+	missed  []askKey
+}
+
+// assign places one container somewhere below q, or reports that nothing
+// below q can be placed in this pass (and marks q blocked).
+func (s *pass) assign(q *qnode) (Placement, bool) {
+	if q.blocked || q.pending.IsZero() {
+		return Placement{}, false
+	}
+	if q.queue.IsLeaf() {
+		apps := make([]*appNode, 0, len(q.apps))
+		for _, a := range q.apps {
+			if !a.blocked && a.runnable && !a.pending.IsZero() {
+				apps = append(apps, a)
+			}
+		}
+		sort.Slice(apps, func(i, j int) bool {
+			a, b := apps[i], apps[j]
+			if a.app.Spec.Priority != b.app.Spec.Priority {
+				return a.app.Spec.Priority > b.app.Spec.Priority
+			}
+			return Less(q.queue.Policy, a.sched(), b.sched(), s.cluster)
+		})
+		for _, a := range apps {
+			if p, ok := s.tryApp(q, a); ok {
+				return p, true
+			}
+			a.blocked = true
+		}
+		q.blocked = true
+		return Placement{}, false
+	}
+	kids := make([]*qnode, 0, len(q.children))
+	for _, c := range q.children {
+		if !c.blocked && !c.pending.IsZero() {
+			kids = append(kids, c)
+		}
+	}
+	sort.Slice(kids, func(i, j int) bool {
+		return Less(q.queue.Policy, kids[i].sched(), kids[j].sched(), s.cluster)
+	})
+	for _, c := range kids {
+		if p, ok := s.assign(c); ok {
+			return p, true
+		}
+	}
+	q.blocked = true
+	return Placement{}, false
+}
+
+// tryApp places the app's AM container or its highest-priority ask.
+func (s *pass) tryApp(leaf *qnode, a *appNode) (Placement, bool) {
+	var r Resources
+	var ask *Ask
+	if a.app.AMPending {
+		r = a.app.Spec.AMResources
+	} else {
+		for i := range a.asks {
+			if a.asks[i].Count > 0 {
+				ask = &a.asks[i]
+				break
+			}
+		}
+		if ask == nil {
+			return Placement{}, false
+		}
+		r = ask.Resources
+	}
+	for q := leaf; q != nil; q = q.parent {
+		if q.queue.MaxResources != nil && !q.usage.Add(r).WithinLimit(*q.queue.MaxResources) {
+			return Placement{}, false
+		}
+	}
+	var n *candidate
+	var loc Locality
+	var key askKey
+	if ask != nil {
+		loc = ask.Locality
+		key = askKey{a.app.ID, ask.AskID}
+		level := levelAny
+		if len(loc.Nodes) > 0 || len(loc.Racks) > 0 {
+			level = allowedLevel(loc, s.waits.get(key, s.now), s.cfg.Locality, s.now)
+		}
+		n = pickNode(s.nodes, r, loc, level, s.rackOf, s.cfg.Placement)
+		if n == nil && level < levelAny && loc.Relax && pickNode(s.nodes, r, loc, levelAny, s.rackOf, s.cfg.Placement) != nil {
+			s.missed = append(s.missed, key) // a looser level had room: one missed opportunity
+		}
+	} else {
+		n = pickNode(s.nodes, r, Locality{}, levelAny, s.rackOf, s.cfg.Placement)
+	}
+	if n == nil {
+		return Placement{}, false
+	}
+	p := Placement{AppID: a.app.ID, Attempt: a.app.CurrentAttempt(), NodeID: n.node.ID, Resources: r}
+	if ask == nil {
+		p.IsAM, p.Attempt = true, a.app.CurrentAttempt()+1
+		a.app = withAMPlaced(a.app)
+	} else {
+		p.AskID = ask.AskID
+		ask.Count--
+		s.waits.placed(key)
+	}
+	n.free = n.free.Sub(r)
+	a.usage = a.usage.Add(r)
+	a.pending = a.pending.Sub(r)
+	for q := leaf; q != nil; q = q.parent {
+		q.usage = q.usage.Add(r)
+		q.pending = q.pending.Sub(r)
+	}
+	return p, true
+}
+
+// withAMPlaced returns a copy of app that no longer needs its AM container
+// (for the rest of the pass its task asks wait for the AM to register).
+func withAMPlaced(app *App) *App {
+	c := *app
+	c.AMPending = false
+	c.Asks = nil
+	return &c
 }

@@ -199,7 +199,7 @@ func (c *QueueConfig) Validate() []*FieldError {
 		if q.MaxResources != nil {
 			if err := q.MaxResources.Validate(); err != nil {
 				add(path, "max_resources", "%v", err)
-			} else if !q.MinResources.Fits(*q.MaxResources) {
+			} else if !q.MinResources.WithinLimit(*q.MaxResources) {
 				add(path, "min_resources", "%s exceeds max_resources %s", q.MinResources, *q.MaxResources)
 			}
 		}

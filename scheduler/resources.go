@@ -3,6 +3,7 @@ package scheduler
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -177,7 +178,11 @@ func (r Resources) String() string {
 		}
 		b.WriteString(name)
 		b.WriteByte('=')
-		b.WriteString(strconv.FormatInt(r.Get(name), 10))
+		if v := r.Get(name); v == Unlimited {
+			b.WriteString("unlimited")
+		} else {
+			b.WriteString(strconv.FormatInt(v, 10))
+		}
 	}
 	return b.String()
 }
@@ -246,6 +251,42 @@ func (r Resources) Scale(n int64) Resources {
 		out.Extended = make(map[string]int64, len(r.Extended))
 		for k, v := range r.Extended {
 			out.Extended[k] = v * n
+		}
+	}
+	return out
+}
+
+// Unlimited marks a component of a limit that does not constrain.
+const Unlimited = math.MaxInt64
+
+// WithinLimit reports whether r stays within limit, where a component of
+// limit equal to Unlimited, or an extended resource limit does not name,
+// does not constrain.
+func (r Resources) WithinLimit(limit Resources) bool {
+	if limit.MemoryMB != Unlimited && r.MemoryMB > limit.MemoryMB || limit.Vcores != Unlimited && r.Vcores > limit.Vcores {
+		return false
+	}
+	for k, v := range r.Extended {
+		if l, ok := limit.Extended[k]; ok && l != Unlimited && v > l {
+			return false
+		}
+	}
+	return true
+}
+
+// CapBy returns r with each component lowered to limit's where limit
+// constrains it (see WithinLimit).
+func (r Resources) CapBy(limit Resources) Resources {
+	out := r
+	if limit.MemoryMB < out.MemoryMB {
+		out.MemoryMB = limit.MemoryMB
+	}
+	if limit.Vcores < out.Vcores {
+		out.Vcores = limit.Vcores
+	}
+	for k, v := range r.Extended {
+		if l, ok := limit.Extended[k]; ok && l < v {
+			out = out.With(k, l)
 		}
 	}
 	return out

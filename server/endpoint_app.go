@@ -46,11 +46,12 @@ func (e *App) List(args *wrpc.AppListRequest, reply *wrpc.AppListResponse) error
 	state := strings.ToUpper(args.State)
 	return e.srv.blockingQuery(&args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
 		reply.Apps = reply.Apps[:0]
+		waiting := scheduler.WaitingApps(st)
 		for _, a := range st.Apps() {
 			if queue != "" && a.Queue != queue || state != "" && string(a.State) != state {
 				continue
 			}
-			reply.Apps = append(reply.Apps, wrpc.NewAppInfo(a, st.AppContainers(a.ID)))
+			reply.Apps = append(reply.Apps, appInfo(a, st, waiting))
 		}
 		return max(st.TableIndex(fsm.TableApps), st.TableIndex(fsm.TableContainers)), nil
 	})
@@ -66,10 +67,9 @@ func (e *App) Status(args *wrpc.AppRequest, reply *wrpc.AppStatusResponse) error
 		if !ok {
 			return 0, fmt.Errorf("app %s %w", args.AppID, wrpc.ErrNotFound)
 		}
-		cs := st.AppContainers(a.ID)
-		reply.App = wrpc.NewAppInfo(a, cs)
+		reply.App = appInfo(a, st, scheduler.WaitingApps(st))
 		index := a.ModifyIndex
-		for _, c := range cs {
+		for _, c := range st.AppContainers(a.ID) {
 			index = max(index, c.ModifyIndex)
 		}
 		return index, nil
@@ -140,4 +140,14 @@ func (e *Container) Logs(args *wrpc.ContainerLogsRequest, reply *wrpc.ContainerL
 		return err
 	}
 	return nil
+}
+
+// appInfo describes an app, saying why it waits if max_running_apps holds
+// it back.
+func appInfo(a *scheduler.App, st *fsm.State, waiting map[string]string) wrpc.AppInfo {
+	info := wrpc.NewAppInfo(a, st.AppContainers(a.ID))
+	if why, ok := waiting[a.ID]; ok {
+		info.Diagnostics = "waiting: " + why
+	}
+	return info
 }

@@ -46,10 +46,11 @@ func (e *Queue) List(args *wrpc.QueueListRequest, reply *wrpc.QueueListResponse)
 	return e.srv.blockingQuery(&args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
 		reply.Scheduler = st.QueueConfig().Scheduler
 		reply.Queues = reply.Queues[:0]
+		stats := scheduler.QueueStats(st)
 		for _, q := range st.Queues() {
-			reply.Queues = append(reply.Queues, wrpc.NewQueueInfo(q))
+			reply.Queues = append(reply.Queues, queueInfo(q, stats[q.Path]))
 		}
-		return st.TableIndex(fsm.TableQueues), nil
+		return queueIndex(st), nil
 	})
 }
 
@@ -65,8 +66,8 @@ func (e *Queue) Status(args *wrpc.QueueStatusRequest, reply *wrpc.QueueStatusRes
 	return e.srv.blockingQuery(&args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
 		for _, q := range st.Queues() {
 			if q.Path == name {
-				reply.Queue = wrpc.NewQueueInfo(q)
-				return st.TableIndex(fsm.TableQueues), nil
+				reply.Queue = queueInfo(q, scheduler.QueueStats(st)[q.Path])
+				return queueIndex(st), nil
 			}
 		}
 		var names []string
@@ -75,4 +76,17 @@ func (e *Queue) Status(args *wrpc.QueueStatusRequest, reply *wrpc.QueueStatusRes
 		}
 		return 0, fmt.Errorf("queue %s %w; queues are: %s", name, wrpc.ErrNotFound, strings.Join(names, ", "))
 	})
+}
+
+// queueIndex is the index a queue listing depends on: the configuration,
+// and the apps and containers that make up usage and demand.
+func queueIndex(st *fsm.State) uint64 {
+	return max(st.TableIndex(fsm.TableQueues), st.TableIndex(fsm.TableApps), st.TableIndex(fsm.TableContainers), st.TableIndex(fsm.TableNodes))
+}
+
+func queueInfo(q *scheduler.Queue, stat scheduler.QueueStat) wrpc.QueueInfo {
+	info := wrpc.NewQueueInfo(q)
+	info.SteadyFairShare, info.InstantaneousFairShare = stat.SteadyFairShare, stat.InstantaneousFairShare
+	info.Used, info.Pending, info.RunningApps = stat.Used, stat.Pending, stat.RunningApps
+	return info
 }

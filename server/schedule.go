@@ -7,17 +7,22 @@ import (
 	"github.com/weft-sched/weft/scheduler"
 )
 
-// scheduleLoop runs on the leader. Whenever the replicated state changes it
-// asks the scheduler for placements and commits them as one plan; bursts of
+// scheduleLoop runs on the leader. Whenever the replicated state changes
+// (and once a second, so that asks waiting for locality can relax) it runs
+// a scheduling pass and commits the placements as one plan; bursts of
 // changes coalesce because each pass reads the newest state. A plan whose
-// placements were all refused is not retried until a table changes.
+// placements were all refused is not retried until a table changes. The
+// delay-scheduling memory lives as long as this leadership.
 func (s *Server) scheduleLoop(stopCh chan struct{}) {
 	var refusedAt [4]uint64
+	waits := scheduler.NewLocalityWaits()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	for {
 		st := s.fsm.State()
 		tables := [4]uint64{st.TableIndex(fsm.TableQueues), st.TableIndex(fsm.TableNodes), st.TableIndex(fsm.TableApps), st.TableIndex(fsm.TableContainers)}
 		if tables != refusedAt {
-			if plan := scheduler.PlanGuaranteed(st); len(plan) > 0 {
+			if plan := scheduler.Schedule(st, time.Now(), waits, scheduler.DefaultMaxPlacements).Placements; len(plan) > 0 {
 				placed, err := s.commitPlan(plan)
 				switch {
 				case err != nil:
@@ -37,6 +42,7 @@ func (s *Server) scheduleLoop(stopCh chan struct{}) {
 		}
 		select {
 		case <-st.Changed():
+		case <-tick.C:
 		case <-stopCh:
 			return
 		}

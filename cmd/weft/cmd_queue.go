@@ -77,11 +77,12 @@ func runQueueList(args []string) error {
 	fmt.Fprintf(stdout, "Placement: %s   Preemption: %s   Locality delays: node %s, rack %s\n\n",
 		s.Placement, pre, s.Locality.NodeDelay, s.Locality.RackDelay)
 	w := table()
-	fmt.Fprintln(w, "QUEUE\tPOLICY\tWEIGHT\tMIN\tMAX\tMAX APPS\tPREEMPTABLE")
+	fmt.Fprintln(w, "QUEUE\tPOLICY\tWEIGHT\tMIN\tMAX\tSTEADY FAIR SHARE\tINSTANT FAIR SHARE\tUSED\tPENDING\tAPPS")
 	for _, q := range resp.Queues {
 		name := strings.Repeat("  ", q.Depth) + q.Name[strings.LastIndex(q.Name, ".")+1:]
-		fmt.Fprintf(w, "%s\t%s\t%g\t%s\t%s\t%s\t%v\n", name, q.Policy, q.Weight,
-			formatMin(q.MinResources), formatMax(q.MaxResources), formatMaxApps(q.MaxRunningApps), q.Preemptable)
+		fmt.Fprintf(w, "%s\t%s\t%g\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", name, q.Policy, q.Weight,
+			formatMin(q.MinResources), formatMax(q.MaxResources), short(q.SteadyFairShare), short(q.InstantaneousFairShare),
+			short(q.Used), short(q.Pending), q.RunningApps)
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -121,6 +122,11 @@ func runQueueStatus(args []string) error {
 	fmt.Fprintf(w, "Min resources\t%s\n", formatMin(q.MinResources))
 	fmt.Fprintf(w, "Max resources\t%s\n", formatMax(q.MaxResources))
 	fmt.Fprintf(w, "Max running apps\t%s\n", formatMaxApps(q.MaxRunningApps))
+	fmt.Fprintf(w, "Steady fair share\t%s\n", q.SteadyFairShare)
+	fmt.Fprintf(w, "Instantaneous fair share\t%s\n", q.InstantaneousFairShare)
+	fmt.Fprintf(w, "Used\t%s\n", q.Used)
+	fmt.Fprintf(w, "Pending\t%s\n", q.Pending)
+	fmt.Fprintf(w, "Running apps\t%d\n", q.RunningApps)
 	fmt.Fprintf(w, "Preemptable\t%v\n", q.Preemptable)
 	fmt.Fprintf(w, "Fair-share preemption\tthreshold %g, timeout %s\n", q.FairSharePreemptionThreshold, q.FairSharePreemptionTimeout)
 	fmt.Fprintf(w, "Min-share preemption\ttimeout %s\n", q.MinSharePreemptionTimeout)
@@ -146,4 +152,14 @@ func formatMaxApps(n *int) string {
 		return "unlimited"
 	}
 	return fmt.Sprint(*n)
+}
+
+// short formats resources compactly for tables: "4096M/4c" plus extended.
+func short(r scheduler.Resources) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%dM/%dc", r.MemoryMB, r.Vcores)
+	for _, n := range r.Names()[2:] {
+		fmt.Fprintf(&b, "/%d %s", r.Get(n), n)
+	}
+	return b.String()
 }

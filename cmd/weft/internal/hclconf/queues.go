@@ -208,6 +208,14 @@ func (d *queueDecoder) decodeQueue(b *hcl.Block, parent string) *scheduler.Queue
 		case "max_resources":
 			var r scheduler.Resources
 			if r, diags = asResources(a); !diags.HasErrors() {
+				// memory_mb or vcores left out of a limit do not constrain.
+				v, _ := value(a)
+				if !hasKey(v, scheduler.ResourceMemoryMB) {
+					r.MemoryMB = scheduler.Unlimited
+				}
+				if !hasKey(v, scheduler.ResourceVcores) {
+					r.Vcores = scheduler.Unlimited
+				}
 				q.MaxResources = &r
 			}
 		case "max_running_apps":
@@ -254,6 +262,15 @@ func sortedAttributes(attrs hcl.Attributes) []*hcl.Attribute {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Range.Start.Byte < out[j].Range.Start.Byte })
 	return out
+}
+
+func hasKey(v cty.Value, key string) bool {
+	for it := v.ElementIterator(); it.Next(); {
+		if k, _ := it.Element(); k.AsString() == key {
+			return true
+		}
+	}
+	return false
 }
 
 // asResources reads { memory_mb = 4096, vcores = 4, gpu = 1 }.

@@ -1,0 +1,165 @@
+package scheduler
+
+import (
+	"fmt"
+	"sort"
+)
+
+// tree is the queue hierarchy with the apps and usage of one state, the
+// working structure of a scheduling pass.
+type tree struct {
+	root   *qnode
+	byPath map[string]*qnode
+	apps   []*appNode
+}
+
+type qnode struct {
+	queue    *Queue
+	parent   *qnode
+	children []*qnode
+	apps     []*appNode // leaves only, in submission order
+	usage    Resources  // guaranteed usage of every app below
+	pending  Resources  // what runnable apps below still ask for
+	demand   Resources  // what every app below still asks for (for display)
+	start    uint64     // oldest runnable app with pending work below
+	running  int        // apps occupying a max_running_apps slot below
+	blocked  bool       // nothing below can be placed in this pass
+	s        Schedulable
+}
+
+type appNode struct {
+	app      *App
+	queue    *qnode
+	usage    Resources
+	pending  Resources
+	asks     []Ask // by priority, highest first
+	runnable bool
+	waiting  string // why a non-runnable app waits
+	blocked  bool
+	s        Schedulable
+}
+
+func (q *qnode) sched() *Schedulable {
+	q.s.Usage, q.s.Demand = q.usage, q.usage.Add(q.pending)
+	return &q.s
+}
+
+func (a *appNode) sched() *Schedulable {
+	a.s.Usage, a.s.Demand = a.usage, a.usage.Add(a.pending)
+	return &a.s
+}
+
+// occupiesSlot reports whether an app counts against max_running_apps: it
+// has (or had, in this attempt) an AM container, or is running.
+func occupiesSlot(a *App) bool { return !a.AMPending || a.State == AppRunning }
+
+func buildTree(st State, cluster Resources) *tree {
+	t := &tree{byPath: map[string]*qnode{}}
+	for _, q := range st.Queues() {
+		n := &qnode{queue: q, start: ^uint64(0)}
+		n.s = Schedulable{Name: q.Path, Weight: q.Weight, Min: q.MinResources}
+		if q.Parent == "" {
+			t.root = n
+		} else if p := t.byPath[q.Parent]; p != nil {
+			n.parent = p
+			p.children = append(p.children, n)
+		}
+		t.byPath[q.Path] = n
+	}
+	// Apps in submission order: slots of max_running_apps go first come,
+	// first served, and apps that already hold one keep it.
+	apps := st.ActiveApps()
+	for pass := 0; pass < 2; pass++ {
+		for _, app := range apps {
+			leaf := t.byPath[app.Queue]
+			if leaf == nil || occupiesSlot(app) != (pass == 0) {
+				continue
+			}
+			a := &appNode{app: app, queue: leaf, usage: app.Used, pending: app.Pending()}
+			a.s = Schedulable{Name: app.ID, Weight: 1, Priority: app.Spec.Priority, Start: app.CreateIndex}
+			a.asks = append([]Ask(nil), app.Asks...)
+			sort.SliceStable(a.asks, func(i, j int) bool { return a.asks[i].Priority > a.asks[j].Priority })
+			a.runnable = true
+			if pass == 1 {
+				for q := leaf; q != nil; q = q.parent {
+					if q.queue.MaxRunningApps != nil && q.running >= *q.queue.MaxRunningApps {
+						a.runnable = false
+						a.waiting = fmt.Sprintf("queue %s is at max_running_apps %d", q.queue.Path, *q.queue.MaxRunningApps)
+						break
+					}
+				}
+			}
+			for q := leaf; q != nil; q = q.parent {
+				q.usage = q.usage.Add(a.usage)
+				q.demand = q.demand.Add(a.pending)
+				if a.runnable {
+					q.running++
+					q.pending = q.pending.Add(a.pending)
+					if !a.pending.IsZero() && app.CreateIndex < q.start {
+						q.start = app.CreateIndex
+					}
+				}
+			}
+			leaf.apps = append(leaf.apps, a)
+			t.apps = append(t.apps, a)
+		}
+	}
+	for _, q := range t.byPath {
+		sort.Slice(q.apps, func(i, j int) bool { return q.apps[i].app.CreateIndex < q.apps[j].app.CreateIndex })
+		q.s.Start = q.start
+	}
+	return t
+}
+
+// QueueStat is what `weft queue list` shows of a queue beside its
+// configuration.
+type QueueStat struct {
+	SteadyFairShare        Resources
+	InstantaneousFairShare Resources
+	Used                   Resources
+	Pending                Resources
+	RunningApps            int
+}
+
+// ClusterCapacity returns the total capacity of READY nodes.
+func ClusterCapacity(st State) Resources {
+	_, _, c := readyNodes(st.Nodes())
+	return c
+}
+
+// QueueStats computes every queue's fair shares, usage, pending demand and
+// running apps.
+func QueueStats(st State) map[string]QueueStat {
+	cluster := ClusterCapacity(st)
+	t := buildTree(st, cluster)
+	active := map[string]bool{}
+	for _, a := range t.apps {
+		if a.runnable {
+			active[a.queue.queue.Path] = true
+		}
+	}
+	shares := ComputeQueueShares(st.Queues(), cluster, active)
+	out := make(map[string]QueueStat, len(t.byPath))
+	for path, q := range t.byPath {
+		out[path] = QueueStat{
+			SteadyFairShare:        shares.Steady[path],
+			InstantaneousFairShare: shares.Instantaneous[path],
+			Used:                   q.usage,
+			Pending:                q.demand,
+			RunningApps:            q.running,
+		}
+	}
+	return out
+}
+
+// WaitingApps returns, for apps held back by max_running_apps, why.
+func WaitingApps(st State) map[string]string {
+	t := buildTree(st, ClusterCapacity(st))
+	out := map[string]string{}
+	for _, a := range t.apps {
+		if !a.runnable {
+			out[a.app.ID] = a.waiting
+		}
+	}
+	return out
+}
