@@ -171,8 +171,8 @@ type App struct {
 	// Live their number; the FSM keeps both.
 	Used        Resources `codec:"used"`
 	Live        int       `codec:"live"`
-	CreateIndex uint64 `codec:"create_index"`
-	ModifyIndex uint64 `codec:"modify_index"`
+	CreateIndex uint64    `codec:"create_index"`
+	ModifyIndex uint64    `codec:"modify_index"`
 }
 
 // Copy returns a copy of a whose slices may be modified.
