@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"container/heap"
 	"sort"
 	"time"
 )
@@ -31,8 +32,14 @@ type Placement struct {
 
 // candidate is a node with what a pass has left of its guaranteed room.
 type candidate struct {
-	node *Node
-	free Resources
+	node  *Node
+	free  Resources
+	share float64 // dominant share of its capacity allocated
+	index int     // position in the pass's node heap, -1 when out of it
+}
+
+func (c *candidate) refresh() {
+	c.share = DominantShare(c.node.Capacity.Sub(c.free), c.node.Capacity)
 }
 
 func readyNodes(all []*Node) ([]*candidate, map[string]string, Resources) {
@@ -42,7 +49,9 @@ func readyNodes(all []*Node) ([]*candidate, map[string]string, Resources) {
 	for _, n := range all {
 		rackOf[n.ID] = n.Rack
 		if n.Status == NodeReady {
-			out = append(out, &candidate{node: n, free: n.FreeGuaranteed()})
+			c := &candidate{node: n, free: n.FreeGuaranteed(), index: -1}
+			c.refresh()
+			out = append(out, c)
 			cluster = cluster.Add(n.Capacity)
 		}
 	}
@@ -60,25 +69,31 @@ func pickNode(nodes []*candidate, r Resources, loc Locality, level int, rackOf m
 		if !r.Fits(c.free) || !nodeAt(loc, c.node, level, rackOf) {
 			continue
 		}
-		share := DominantShare(c.node.Capacity.Sub(c.free), c.node.Capacity)
-		if best == nil || policy == PlacementBinpack && share > bestShare || policy != PlacementBinpack && share < bestShare {
-			best, bestShare = c, share
+		if best == nil || policy == PlacementBinpack && c.share > bestShare || policy != PlacementBinpack && c.share < bestShare {
+			best, bestShare = c, c.share
 		}
 	}
 	return best
 }
 
 // DominantShare is the largest component of used as a fraction of total
-// (seed 004); resources absent from total are ignored.
+// (seed 004); resources absent from total are ignored. It does not
+// allocate: it sits on the scheduler's hot path.
 func DominantShare(used, total Resources) float64 {
 	var max float64
-	for _, name := range total.Names() {
-		t := total.Get(name)
-		if t <= 0 {
-			continue
-		}
-		if s := float64(used.Get(name)) / float64(t); s > max {
+	if total.MemoryMB > 0 {
+		max = float64(used.MemoryMB) / float64(total.MemoryMB)
+	}
+	if total.Vcores > 0 {
+		if s := float64(used.Vcores) / float64(total.Vcores); s > max {
 			max = s
+		}
+	}
+	for name, t := range total.Extended {
+		if t > 0 {
+			if s := float64(used.Extended[name]) / float64(t); s > max {
+				max = s
+			}
 		}
 	}
 	return max
@@ -113,6 +128,7 @@ func Schedule(st State, now time.Time, waits *LocalityWaits, maxPlacements int) 
 	t := buildTree(st, cluster)
 	s := &pass{tree: t, nodes: nodes, rackOf: rackOf, cluster: cluster, now: now, waits: waits,
 		cfg: st.QueueConfig().Scheduler}
+	s.heap = newNodeHeap(nodes, s.cfg.Placement == PlacementBinpack)
 	for len(d.Placements) < maxPlacements {
 		p, ok := s.assign(t.root)
 		if !ok {
@@ -139,6 +155,7 @@ type pass struct {
 	waits   *LocalityWaits
 	cfg     SchedulerConfig
 	missed  []askKey
+	heap    *nodeHeap
 }
 
 // assign places one container somewhere below q, or reports that nothing
@@ -148,44 +165,45 @@ func (s *pass) assign(q *qnode) (Placement, bool) {
 		return Placement{}, false
 	}
 	if q.queue.IsLeaf() {
-		apps := make([]*appNode, 0, len(q.apps))
-		for _, a := range q.apps {
-			if !a.blocked && a.runnable && !a.pending.IsZero() {
-				apps = append(apps, a)
+		for {
+			var best *appNode
+			for _, a := range q.apps {
+				if a.blocked || !a.runnable || a.pending.IsZero() {
+					continue
+				}
+				if best == nil || a.app.Spec.Priority > best.app.Spec.Priority ||
+					a.app.Spec.Priority == best.app.Spec.Priority && Less(q.queue.Policy, a.sched(), best.sched(), s.cluster) {
+					best = a
+				}
 			}
-		}
-		sort.Slice(apps, func(i, j int) bool {
-			a, b := apps[i], apps[j]
-			if a.app.Spec.Priority != b.app.Spec.Priority {
-				return a.app.Spec.Priority > b.app.Spec.Priority
+			if best == nil {
+				q.blocked = true
+				return Placement{}, false
 			}
-			return Less(q.queue.Policy, a.sched(), b.sched(), s.cluster)
-		})
-		for _, a := range apps {
-			if p, ok := s.tryApp(q, a); ok {
+			if p, ok := s.tryApp(q, best); ok {
 				return p, true
 			}
-			a.blocked = true
-		}
-		q.blocked = true
-		return Placement{}, false
-	}
-	kids := make([]*qnode, 0, len(q.children))
-	for _, c := range q.children {
-		if !c.blocked && !c.pending.IsZero() {
-			kids = append(kids, c)
+			best.blocked = true
 		}
 	}
-	sort.Slice(kids, func(i, j int) bool {
-		return Less(q.queue.Policy, kids[i].sched(), kids[j].sched(), s.cluster)
-	})
-	for _, c := range kids {
-		if p, ok := s.assign(c); ok {
+	for {
+		var best *qnode
+		for _, c := range q.children {
+			if c.blocked || c.pending.IsZero() {
+				continue
+			}
+			if best == nil || Less(q.queue.Policy, c.sched(), best.sched(), s.cluster) {
+				best = c
+			}
+		}
+		if best == nil {
+			q.blocked = true
+			return Placement{}, false
+		}
+		if p, ok := s.assign(best); ok {
 			return p, true
 		}
 	}
-	q.blocked = true
-	return Placement{}, false
 }
 
 // tryApp places the app's AM container or its highest-priority ask.
@@ -221,12 +239,16 @@ func (s *pass) tryApp(leaf *qnode, a *appNode) (Placement, bool) {
 		if len(loc.Nodes) > 0 || len(loc.Racks) > 0 {
 			level = allowedLevel(loc, s.waits.get(key, s.now), s.cfg.Locality, s.now)
 		}
-		n = pickNode(s.nodes, r, loc, level, s.rackOf, s.cfg.Placement)
-		if n == nil && level < levelAny && loc.Relax && pickNode(s.nodes, r, loc, levelAny, s.rackOf, s.cfg.Placement) != nil {
-			s.missed = append(s.missed, key) // a looser level had room: one missed opportunity
+		if level == levelAny {
+			n = s.heap.best(r)
+		} else {
+			n = pickNode(s.nodes, r, loc, level, s.rackOf, s.cfg.Placement)
+			if n == nil && loc.Relax && s.heap.best(r) != nil {
+				s.missed = append(s.missed, key) // a looser level had room: one missed opportunity
+			}
 		}
 	} else {
-		n = pickNode(s.nodes, r, Locality{}, levelAny, s.rackOf, s.cfg.Placement)
+		n = s.heap.best(r)
 	}
 	if n == nil {
 		return Placement{}, false
@@ -241,6 +263,8 @@ func (s *pass) tryApp(leaf *qnode, a *appNode) (Placement, bool) {
 		s.waits.placed(key)
 	}
 	n.free = n.free.Sub(r)
+	n.refresh()
+	s.heap.update(n)
 	a.usage = a.usage.Add(r)
 	a.pending = a.pending.Sub(r)
 	for q := leaf; q != nil; q = q.parent {
@@ -257,4 +281,78 @@ func withAMPlaced(app *App) *App {
 	c.AMPending = false
 	c.Asks = nil
 	return &c
+}
+
+// nodeHeap orders a pass's nodes by allocated dominant share: least first
+// for spread, most first for binpack. Nodes with no memory or no vcores
+// left drop out, so a packed cluster costs nothing to search.
+type nodeHeap struct {
+	items   []*candidate
+	binpack bool
+}
+
+func newNodeHeap(nodes []*candidate, binpack bool) *nodeHeap {
+	h := &nodeHeap{binpack: binpack}
+	for _, c := range nodes {
+		if c.free.MemoryMB > 0 && c.free.Vcores > 0 {
+			c.index = len(h.items)
+			h.items = append(h.items, c)
+		}
+	}
+	heap.Init(h)
+	return h
+}
+
+func (h *nodeHeap) Len() int { return len(h.items) }
+func (h *nodeHeap) Less(i, j int) bool {
+	a, b := h.items[i], h.items[j]
+	if a.share != b.share {
+		return a.share < b.share != h.binpack
+	}
+	return a.node.ID < b.node.ID
+}
+func (h *nodeHeap) Swap(i, j int) {
+	h.items[i], h.items[j] = h.items[j], h.items[i]
+	h.items[i].index, h.items[j].index = i, j
+}
+func (h *nodeHeap) Push(x any) {
+	c := x.(*candidate)
+	c.index = len(h.items)
+	h.items = append(h.items, c)
+}
+func (h *nodeHeap) Pop() any {
+	c := h.items[len(h.items)-1]
+	h.items = h.items[:len(h.items)-1]
+	c.index = -1
+	return c
+}
+
+// best returns the most preferred node with room for r, leaving the heap
+// as it was.
+func (h *nodeHeap) best(r Resources) *candidate {
+	var skipped []*candidate
+	var found *candidate
+	for h.Len() > 0 {
+		c := h.items[0]
+		if r.Fits(c.free) {
+			found = c
+			break
+		}
+		skipped = append(skipped, heap.Pop(h).(*candidate))
+	}
+	for _, c := range skipped {
+		heap.Push(h, c)
+	}
+	return found
+}
+
+// update restores the heap after c's free room changed.
+func (h *nodeHeap) update(c *candidate) {
+	switch {
+	case c.index < 0:
+	case c.free.MemoryMB <= 0 || c.free.Vcores <= 0:
+		heap.Remove(h, c.index)
+	default:
+		heap.Fix(h, c.index)
+	}
 }

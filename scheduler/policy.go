@@ -1,9 +1,6 @@
 package scheduler
 
-import (
-	"math"
-	"sort"
-)
+import "math"
 
 // Schedulable is a queue or an app as an ordering policy sees it.
 type Schedulable struct {
@@ -77,32 +74,59 @@ func weightOf(s *Schedulable) float64 {
 	return s.Weight
 }
 
+// shareList holds a schedulable's per-resource shares, largest first,
+// without allocating for clusters with up to six extended resources.
+type shareList struct {
+	v [8]float64
+	n int
+}
+
+func (l *shareList) add(f float64) {
+	if l.n == len(l.v) {
+		return
+	}
+	i := l.n
+	for i > 0 && l.v[i-1] < f {
+		l.v[i] = l.v[i-1]
+		i--
+	}
+	l.v[i] = f
+	l.n++
+}
+
 // shares returns usage as a fraction of total for every resource of total,
 // divided by weight, largest first.
-func shares(usage, total Resources, weight float64) []float64 {
-	names := total.Names()
-	out := make([]float64, 0, len(names))
-	for _, n := range names {
-		t := total.Get(n)
-		if t <= 0 || t == Unlimited {
-			continue
-		}
-		out = append(out, float64(usage.Get(n))/float64(t)/weight)
+func shares(usage, total Resources, weight float64) shareList {
+	var l shareList
+	if total.MemoryMB > 0 && total.MemoryMB != Unlimited {
+		l.add(float64(usage.MemoryMB) / float64(total.MemoryMB) / weight)
 	}
-	sort.Sort(sort.Reverse(sort.Float64Slice(out)))
-	return out
+	if total.Vcores > 0 && total.Vcores != Unlimited {
+		l.add(float64(usage.Vcores) / float64(total.Vcores) / weight)
+	}
+	for name, t := range total.Extended {
+		if t > 0 && t != Unlimited {
+			l.add(float64(usage.Extended[name]) / float64(t) / weight)
+		}
+	}
+	return l
 }
 
 // dominantMinShareRatio is usage/min of the resource that dominates usage
 // with respect to the cluster; +Inf when that resource has no min share.
 func dominantMinShareRatio(s *Schedulable, cluster Resources) float64 {
 	best, bestShare := "", -1.0
-	for _, n := range cluster.Names() {
-		if t := cluster.Get(n); t > 0 {
-			if sh := float64(s.Usage.Get(n)) / float64(t); sh > bestShare {
-				best, bestShare = n, sh
+	consider := func(name string, used, total int64) {
+		if total > 0 {
+			if sh := float64(used) / float64(total); sh > bestShare {
+				best, bestShare = name, sh
 			}
 		}
+	}
+	consider(ResourceMemoryMB, s.Usage.MemoryMB, cluster.MemoryMB)
+	consider(ResourceVcores, s.Usage.Vcores, cluster.Vcores)
+	for name, t := range cluster.Extended {
+		consider(name, s.Usage.Extended[name], t)
 	}
 	m := s.Min.Get(best)
 	if m <= 0 {
@@ -125,9 +149,9 @@ func compareDRF(a, b *Schedulable, cluster Resources) int {
 	return compareShareLists(shares(a.Usage, cluster, weightOf(a)), shares(b.Usage, cluster, weightOf(b)))
 }
 
-func compareShareLists(a, b []float64) int {
-	for i := 0; i < len(a) && i < len(b); i++ {
-		if c := sign(a[i] - b[i]); c != 0 {
+func compareShareLists(a, b shareList) int {
+	for i := 0; i < a.n && i < b.n; i++ {
+		if c := sign(a.v[i] - b.v[i]); c != 0 {
 			return c
 		}
 	}

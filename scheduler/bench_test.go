@@ -1,0 +1,62 @@
+package scheduler
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// benchState is 5,000 nodes, 100 leaf queues under 10 parents, and 10,000
+// pending asks (one app per queue asking for 100 containers).
+func benchState(nodes, parents, leavesPer, asksPerQueue int) *fakeState {
+	cfg := DefaultQueueConfig()
+	cfg.Root.Policy = PolicyDRF
+	cfg.Root.Children = nil
+	f := &fakeState{cfg: cfg}
+	idx := uint64(0)
+	for p := 0; p < parents; p++ {
+		pq := NewQueueSpec(fmt.Sprintf("p%d", p))
+		pq.Policy = PolicyDRF
+		pq.Weight = float64(1 + p%3)
+		for l := 0; l < leavesPer; l++ {
+			lq := NewQueueSpec(fmt.Sprintf("l%d", l))
+			lq.Policy = []Policy{PolicyFair, PolicyDRF, PolicyFIFO}[l%3]
+			pq.Children = append(pq.Children, lq)
+			idx++
+			f.apps = append(f.apps, runningApp(fmt.Sprintf("a%d", idx), "root."+pq.Name+"."+lq.Name, idx, asksPerQueue,
+				Resources{MemoryMB: int64(512 * (1 + l%4)), Vcores: int64(1 + l%2)}))
+		}
+		cfg.Root.Children = append(cfg.Root.Children, pq)
+	}
+	for i := 0; i < nodes; i++ {
+		f.nodes = append(f.nodes, &Node{ID: fmt.Sprintf("n%05d", i), Rack: fmt.Sprintf("/r%d", i%50), Status: NodeReady,
+			Capacity: Resources{MemoryMB: 64 * 1024, Vcores: 32}})
+	}
+	return f
+}
+
+// BenchmarkSchedule: one pass placing all 10,000 pending asks on 5,000
+// nodes under 100 queues. decisions/s is placements per second of pass.
+func BenchmarkSchedule(b *testing.B) {
+	f := benchState(5000, 10, 10, 100)
+	queues := f.cfg.Resolve()
+	st := &cachedQueues{f, queues}
+	now := time.Unix(0, 0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	placed := 0
+	for i := 0; i < b.N; i++ {
+		placed += len(Schedule(st, now, nil, 1<<30).Placements)
+	}
+	b.ReportMetric(float64(placed)/b.Elapsed().Seconds(), "decisions/s")
+	if placed != b.N*10000 {
+		b.Fatalf("placed %d, want %d", placed, b.N*10000)
+	}
+}
+
+type cachedQueues struct {
+	*fakeState
+	queues []*Queue
+}
+
+func (c *cachedQueues) Queues() []*Queue { return c.queues }
