@@ -37,7 +37,7 @@ e2e:
 ## bench: benchmarks; raw results go to bench/latest.txt (summary: docs/benchmarks.md).
 bench:
 	@mkdir -p bench
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./fsm/... ./server/... | tee bench/latest.txt
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./scheduler/... ./fsm/... ./server/... | tee bench/latest.txt
 
 ## fuzz: fuzz the RPC decode path for a while (FUZZTIME, default 60s).
 FUZZTIME ?= 60s

@@ -76,3 +76,49 @@ func BenchmarkSnapshotRestore(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPlanApply measures one FSM applying plans of 4,096 guaranteed
+// placements (100 running apps, 1,000 nodes): the per-server cost of
+// committing containers.
+func BenchmarkPlanApply(b *testing.B) {
+	f := New(nil)
+	idx := uint64(0)
+	next := func(mt MessageType, body any) any {
+		idx++
+		return f.Apply(command(b, idx, mt, body))
+	}
+	for i := 0; i < 1000; i++ {
+		next(NodeRegisterType, &NodeRegisterRequest{ID: fmt.Sprintf("n%04d", i), Capacity: scheduler.Resources{MemoryMB: 1 << 40, Vcores: 1 << 30}})
+	}
+	var apps []string
+	for i := 0; i < 100; i++ {
+		id := next(AppSubmitType, &AppSubmitRequest{Spec: scheduler.AppSpec{DShell: scheduler.DShell{NumContainers: 1, Command: []string{"x"}}}}).(string)
+		next(PlanApplyType, &PlanApplyRequest{Placements: []scheduler.Placement{{AppID: id, Attempt: 1, NodeID: "n0000",
+			Resources: scheduler.Resources{MemoryMB: 256, Vcores: 1}, IsAM: true}}})
+		next(AppRegisterType, &AppRegisterRequest{AppID: id, Attempt: 1})
+		apps = append(apps, id)
+	}
+	size := scheduler.Resources{MemoryMB: 256, Vcores: 1}
+	const perPlan = 4096
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		for _, id := range apps {
+			next(AskUpdateType, &AskUpdateRequest{AppID: id, Attempt: 1, SeenIndex: idx,
+				Asks: []scheduler.Ask{{AskID: uint64(i + 1), Count: perPlan / len(apps) + 1, Resources: size, ExecutionType: scheduler.Guaranteed}}})
+		}
+		ps := make([]scheduler.Placement, perPlan)
+		for j := range ps {
+			ps[j] = scheduler.Placement{AppID: apps[j%len(apps)], Attempt: 1, AskID: uint64(i + 1), NodeID: fmt.Sprintf("n%04d", j%1000), Resources: size}
+		}
+		l := command(b, idx+1, PlanApplyType, &PlanApplyRequest{Placements: ps})
+		idx++
+		b.StartTimer()
+		res := f.Apply(l).(*PlanResult)
+		if len(res.Refused) != 0 {
+			b.Fatalf("refused %v", res.Refused[:1])
+		}
+	}
+	b.ReportMetric(float64(b.N*perPlan)/b.Elapsed().Seconds(), "containers/s")
+}

@@ -147,8 +147,9 @@ func (t *txn) place(pos int, p *scheduler.Placement, now int64) string {
 			a.Asks = append(a.Asks[:k], a.Asks[k+1:]...)
 		}
 	}
+	a.Used, a.Live = a.Used.Add(p.Resources), a.Live+1
 	t.putApp(a)
-	t.putContainer(&scheduler.Container{
+	t.storeContainer(&scheduler.Container{
 		ID:            id,
 		AppID:         p.AppID,
 		Attempt:       p.Attempt,
@@ -160,7 +161,7 @@ func (t *txn) place(pos int, p *scheduler.Placement, now int64) string {
 		State:         scheduler.ContainerAllocated,
 		AllocatedAt:   now,
 		CreateIndex:   t.index,
-	})
+	}, false)
 	return ""
 }
 

@@ -74,9 +74,14 @@ func (t *txn) container(id string) (*scheduler.Container, bool) {
 	return t.next.containers.Get([]byte(id))
 }
 
-// putContainer stores c and keeps the indexes and its node's accounting in
-// step with the change from the previous version of c (if any).
-func (t *txn) putContainer(c *scheduler.Container) {
+// putContainer stores c and keeps the indexes, its node's accounting and
+// its app's usage in step with the change from the previous version of c
+// (if any).
+func (t *txn) putContainer(c *scheduler.Container) { t.storeContainer(c, true) }
+
+// storeContainer is putContainer; accountApp false leaves the app's usage
+// to a caller that updates the app itself in the same step.
+func (t *txn) storeContainer(c *scheduler.Container, accountApp bool) {
 	old, existed := t.container(c.ID)
 	c.ModifyIndex = t.index
 	lazy(&t.containers, t.next.containers).Insert([]byte(c.ID), c)
@@ -95,7 +100,7 @@ func (t *txn) putContainer(c *scheduler.Container) {
 		account(n, c, 1)
 		t.putNode(n)
 	}
-	if c.ExecutionType == scheduler.Guaranteed {
+	if accountApp && c.ExecutionType == scheduler.Guaranteed {
 		wasLive := existed && old.State.Live()
 		if wasLive != c.State.Live() {
 			if a, ok := t.app(c.AppID); ok {
