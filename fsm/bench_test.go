@@ -106,7 +106,7 @@ func BenchmarkPlanApply(b *testing.B) {
 		b.StopTimer()
 		for _, id := range apps {
 			next(AskUpdateType, &AskUpdateRequest{AppID: id, Attempt: 1, SeenIndex: idx,
-				Asks: []scheduler.Ask{{AskID: uint64(i + 1), Count: perPlan / len(apps) + 1, Resources: size, ExecutionType: scheduler.Guaranteed}}})
+				Asks: []scheduler.Ask{{AskID: uint64(i + 1), Count: perPlan/len(apps) + 1, Resources: size, ExecutionType: scheduler.Guaranteed}}})
 		}
 		ps := make([]scheduler.Placement, perPlan)
 		for j := range ps {
