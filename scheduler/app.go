@@ -169,8 +169,11 @@ type App struct {
 	Asks []Ask `codec:"asks"`
 	// Used is the resources of the app's live guaranteed containers, and
 	// Live their number; the FSM keeps both.
-	Used        Resources `codec:"used"`
-	Live        int       `codec:"live"`
+	Used Resources `codec:"used"`
+	Live int       `codec:"live"`
+	// Preemptions records the app's containers taken by preemption, the
+	// most recent MaxPreemptionRecords.
+	Preemptions []PreemptionRecord `codec:"preemptions"`
 	CreateIndex uint64    `codec:"create_index"`
 	ModifyIndex uint64    `codec:"modify_index"`
 }
@@ -180,7 +183,21 @@ func (a *App) Copy() *App {
 	n := *a
 	n.Attempts = append([]Attempt(nil), a.Attempts...)
 	n.Asks = append([]Ask(nil), a.Asks...)
+	n.Preemptions = append([]PreemptionRecord(nil), a.Preemptions...)
 	return &n
+}
+
+// MaxPreemptionRecords bounds App.Preemptions.
+const MaxPreemptionRecords = 100
+
+// PreemptionRecord says which container was taken from an app, why, and
+// for whom (SPEC §11).
+type PreemptionRecord struct {
+	ContainerID string `codec:"container_id"`
+	NodeID      string `codec:"node_id"`
+	Reason      string `codec:"reason"`
+	ForApp      string `codec:"for_app"`
+	At          int64  `codec:"at"`
 }
 
 // CurrentAttempt returns the number of the current AM attempt (0 before the

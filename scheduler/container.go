@@ -67,6 +67,12 @@ type Container struct {
 	ExecutionType ExecutionType  `codec:"execution_type"`
 	IsAM          bool           `codec:"is_am"`
 	State         ContainerState `codec:"state"`
+	// PreemptKillAt, if set, is when the leader kills this container for
+	// PreemptFor (an app) because of PreemptReason; until then its AM is
+	// warned.
+	PreemptKillAt int64  `codec:"preempt_kill_at"`
+	PreemptFor    string `codec:"preempt_for"`
+	PreemptReason string `codec:"preempt_reason"`
 	// KillRequested asks the node's agent to stop the container.
 	KillRequested bool       `codec:"kill_requested"`
 	KillReason    ExitReason `codec:"kill_reason"`

@@ -17,6 +17,8 @@ type State interface {
 	QueueConfig() *QueueConfig
 	// Queues returns the resolved queue tree, parents before children.
 	Queues() []*Queue
+	// NodeLiveContainers returns the containers on a node not yet completed.
+	NodeLiveContainers(nodeID string) []*Container
 }
 
 // Placement is one guaranteed container the leader decided to allocate.

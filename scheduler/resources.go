@@ -291,3 +291,12 @@ func (r Resources) CapBy(limit Resources) Resources {
 	}
 	return out
 }
+
+// ScaleFloat returns r multiplied by f, rounded down per component.
+func (r Resources) ScaleFloat(f float64) Resources {
+	out := Resources{MemoryMB: int64(float64(r.MemoryMB) * f), Vcores: int64(float64(r.Vcores) * f)}
+	for k, v := range r.Extended {
+		out = out.With(k, int64(float64(v)*f))
+	}
+	return out
+}

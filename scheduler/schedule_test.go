@@ -11,9 +11,10 @@ import (
 // fakeState is an in-memory State; apply mimics what the FSM does with a
 // plan, so tests can run several passes.
 type fakeState struct {
-	nodes []*Node
-	apps  []*App
-	cfg   *QueueConfig
+	nodes      []*Node
+	apps       []*App
+	cfg        *QueueConfig
+	containers []*Container
 }
 
 func (f *fakeState) Nodes() []*Node            { return f.nodes }
@@ -24,6 +25,16 @@ func (f *fakeState) ActiveApps() []*App {
 	for _, a := range f.apps {
 		if !a.State.Terminal() {
 			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (f *fakeState) NodeLiveContainers(id string) []*Container {
+	var out []*Container
+	for _, c := range f.containers {
+		if c.NodeID == id && c.State.Live() {
+			out = append(out, c)
 		}
 	}
 	return out
@@ -52,6 +63,9 @@ func (f *fakeState) apply(ps []Placement) {
 		n, a := f.node(p.NodeID), f.app(p.AppID)
 		n.AllocatedGuaranteed = n.AllocatedGuaranteed.Add(p.Resources)
 		a.Used = a.Used.Add(p.Resources)
+		f.containers = append(f.containers, &Container{ID: fmt.Sprintf("c%d", len(f.containers)), AppID: p.AppID,
+			NodeID: p.NodeID, AskID: p.AskID, Resources: p.Resources, ExecutionType: Guaranteed, IsAM: p.IsAM,
+			State: ContainerRunning, CreateIndex: uint64(len(f.containers) + 1)})
 		if p.IsAM {
 			a.AMPending = false
 			continue

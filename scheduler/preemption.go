@@ -1,0 +1,365 @@
+package scheduler
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// StarvationClocks is the leader's memory, kept between preemption passes,
+// of since when each app has been below its fair-share threshold and each
+// queue below its min share. A new leader starts with empty clocks, so a
+// failover never preempts early.
+type StarvationClocks struct {
+	apps   map[string]time.Time
+	queues map[string]time.Time
+}
+
+// NewStarvationClocks returns clocks with nothing starving.
+func NewStarvationClocks() *StarvationClocks {
+	return &StarvationClocks{apps: map[string]time.Time{}, queues: map[string]time.Time{}}
+}
+
+// tick records whether key is below its share now and reports for how long
+// it has been.
+func tick(m map[string]time.Time, seen map[string]bool, key string, below bool, now time.Time) time.Duration {
+	if !below {
+		delete(m, key)
+		return 0
+	}
+	seen[key] = true
+	since, ok := m[key]
+	if !ok {
+		m[key] = now
+		return 0
+	}
+	return now.Sub(since)
+}
+
+// Preemption is a container to take from its app, and for whom.
+type Preemption struct {
+	ContainerID string
+	VictimApp   string
+	NodeID      string
+	Resources   Resources
+	ForApp      string
+	Reason      string
+}
+
+// PlanPreemption decides which guaranteed containers to preempt (SPEC §11,
+// seed 002). It does nothing unless preemption is enabled and cluster
+// utilization (the largest share of any resource allocated) reaches the
+// threshold. An app starves for its fair share when it has unmet demand
+// and its usage stays below threshold × instantaneous fair share for
+// fair_share_preemption_timeout; a queue starves for its min share when it
+// has unmet demand and stays below min share for min_share_preemption_timeout,
+// the amount going to its apps by demand, largest first. For each starved
+// app's next request it picks, on one node, containers of apps over their
+// fair share in preemptable queues whose release (with what is free) fits
+// the request, never taking an app below its fair share, non-AM containers
+// first, and the node with fewest AM victims first; when no node can be
+// freed enough, nothing is preempted for that request. Containers already
+// marked for preemption count as being freed.
+func PlanPreemption(st State, now time.Time, clocks *StarvationClocks) []Preemption {
+	cfg := st.QueueConfig().Scheduler.Preemption
+	if !cfg.Enabled {
+		clocks.apps, clocks.queues = map[string]time.Time{}, map[string]time.Time{}
+		return nil
+	}
+	nodes, _, cluster := readyNodes(st.Nodes())
+	t := buildTree(st, cluster)
+	active := map[string]bool{}
+	for _, a := range t.apps {
+		if a.runnable {
+			active[a.queue.queue.Path] = true
+		}
+	}
+	shares := ComputeQueueShares(st.Queues(), cluster, active)
+	appFair := appFairShares(t, shares)
+
+	// What is already being freed, per starved app and per node.
+	inFlight := map[string]Resources{}
+	marked := map[string]bool{}
+	for _, n := range nodes {
+		for _, c := range st.NodeLiveContainers(n.node.ID) {
+			if c.PreemptKillAt > 0 {
+				inFlight[c.PreemptFor] = inFlight[c.PreemptFor].Add(c.Resources)
+				marked[c.ID] = true
+				n.free = n.free.Add(c.Resources)
+			}
+		}
+	}
+
+	starved := starvation(t, shares, appFair, clocks, now)
+	var used Resources
+	for _, n := range nodes {
+		used = used.Add(n.node.AllocatedGuaranteed)
+	}
+	if DominantShare(used, cluster) < cfg.ClusterUtilizationThreshold || len(starved) == 0 {
+		return nil
+	}
+	remaining := map[string]Resources{} // victim apps' usage as preemption proceeds
+	for _, a := range t.apps {
+		remaining[a.app.ID] = a.usage
+	}
+	var out []Preemption
+	for _, s := range starved {
+		amount := s.amount.Sub(inFlight[s.app.app.ID])
+		ask := nextRequest(s.app)
+		for !ask.IsZero() && positive(amount) {
+			victims, node := pickVictims(st, nodes, t, ask, s.app.app.ID, appFair, remaining, marked)
+			if node == nil {
+				break
+			}
+			for _, c := range victims {
+				marked[c.ID] = true
+				remaining[c.AppID] = remaining[c.AppID].Sub(c.Resources)
+				node.free = node.free.Add(c.Resources)
+				out = append(out, Preemption{ContainerID: c.ID, VictimApp: c.AppID, NodeID: c.NodeID, Resources: c.Resources,
+					ForApp: s.app.app.ID, Reason: s.reason})
+			}
+			node.free = node.free.Sub(ask) // the room is the starved app's now
+			amount = amount.Sub(ask)
+		}
+	}
+	return out
+}
+
+type starvedApp struct {
+	app    *appNode
+	amount Resources
+	reason string
+}
+
+// appFairShares divides each leaf's instantaneous fair share among its
+// runnable apps by weight 1.
+func appFairShares(t *tree, shares QueueShares) map[string]Resources {
+	out := map[string]Resources{}
+	for path, q := range t.byPath {
+		if !q.queue.IsLeaf() {
+			continue
+		}
+		var apps []*appNode
+		for _, a := range q.apps {
+			if a.runnable {
+				apps = append(apps, a)
+			}
+		}
+		parts := make([]Shareable, len(apps))
+		for i := range parts {
+			parts[i] = Shareable{Weight: 1}
+		}
+		for i, s := range ComputeShares(parts, shares.Instantaneous[path]) {
+			out[apps[i].app.ID] = s
+		}
+	}
+	return out
+}
+
+func starvation(t *tree, shares QueueShares, appFair map[string]Resources, clocks *StarvationClocks, now time.Time) []starvedApp {
+	seenApps, seenQueues := map[string]bool{}, map[string]bool{}
+	byApp := map[string]*starvedApp{}
+	var order []string
+	add := func(a *appNode, amount Resources, reason string) {
+		if s, ok := byApp[a.app.ID]; ok {
+			s.amount = maxEach(s.amount, amount)
+			return
+		}
+		byApp[a.app.ID] = &starvedApp{app: a, amount: amount, reason: reason}
+		order = append(order, a.app.ID)
+	}
+	for _, a := range t.apps {
+		q := a.queue.queue
+		if !a.runnable || a.pending.IsZero() {
+			continue
+		}
+		threshold := appFair[a.app.ID].ScaleFloat(q.FairSharePreemptionThreshold)
+		amount := clampPositive(minEachRes(threshold, a.usage.Add(a.pending)).Sub(a.usage))
+		waited := tick(clocks.apps, seenApps, a.app.ID, positive(amount), now)
+		if q.FairSharePreemptionTimeout > 0 && positive(amount) && waited >= q.FairSharePreemptionTimeout {
+			add(a, amount, fmt.Sprintf("fair-share starvation of %s in %s: below %g of its fair share %s for %s",
+				a.app.ID, q.Path, q.FairSharePreemptionThreshold, appFair[a.app.ID], q.FairSharePreemptionTimeout))
+		}
+	}
+	for path, q := range t.byPath {
+		if !q.queue.IsLeaf() || q.queue.MinResources.IsZero() || q.pending.IsZero() {
+			continue
+		}
+		amount := clampPositive(minEachRes(q.queue.MinResources, q.usage.Add(q.pending)).Sub(q.usage))
+		waited := tick(clocks.queues, seenQueues, path, positive(amount), now)
+		if q.queue.MinSharePreemptionTimeout <= 0 || !positive(amount) || waited < q.queue.MinSharePreemptionTimeout {
+			continue
+		}
+		// The starved amount goes to the queue's apps by demand, largest first.
+		var apps []*appNode
+		for _, a := range q.apps {
+			if a.runnable && !a.pending.IsZero() {
+				apps = append(apps, a)
+			}
+		}
+		sort.SliceStable(apps, func(i, j int) bool { return apps[i].pending.MemoryMB > apps[j].pending.MemoryMB })
+		for _, a := range apps {
+			give := minEachRes(amount, a.pending)
+			if !positive(give) {
+				break
+			}
+			amount = clampPositive(amount.Sub(give))
+			add(a, give, fmt.Sprintf("min-share starvation of queue %s: below its min share %s for %s",
+				path, q.queue.MinResources, q.queue.MinSharePreemptionTimeout))
+		}
+	}
+	for k := range clocks.apps {
+		if !seenApps[k] {
+			delete(clocks.apps, k)
+		}
+	}
+	for k := range clocks.queues {
+		if !seenQueues[k] {
+			delete(clocks.queues, k)
+		}
+	}
+	out := make([]starvedApp, 0, len(order))
+	for _, id := range order {
+		out = append(out, *byApp[id])
+	}
+	return out
+}
+
+// nextRequest is what the app would place next: its AM, or its
+// highest-priority ask.
+func nextRequest(a *appNode) Resources {
+	if a.app.AMPending {
+		return a.app.Spec.AMResources
+	}
+	for _, ask := range a.asks {
+		if ask.Count > 0 {
+			return ask.Resources
+		}
+	}
+	return Resources{}
+}
+
+// pickVictims finds the node where the fewest (AM-sparing) victims free
+// room for ask. It returns nothing when ask already fits somewhere — the
+// scheduler will place it — or when no node can be freed enough.
+func pickVictims(st State, nodes []*candidate, t *tree, ask Resources, forApp string,
+	appFair, remaining map[string]Resources, marked map[string]bool) ([]*Container, *candidate) {
+	for _, n := range nodes {
+		if ask.Fits(n.free) {
+			return nil, nil
+		}
+	}
+	var best []*Container
+	var bestNode *candidate
+	bestAMs := 0
+	for _, n := range nodes {
+		var cands []*Container
+		for _, c := range st.NodeLiveContainers(n.node.ID) {
+			if marked[c.ID] || c.ExecutionType != Guaranteed || c.AppID == forApp {
+				continue
+			}
+			an := appByID(t, c.AppID)
+			if an == nil || !an.queue.queue.Preemptable {
+				continue
+			}
+			cands = append(cands, c)
+		}
+		sort.SliceStable(cands, func(i, j int) bool {
+			if cands[i].IsAM != cands[j].IsAM {
+				return !cands[i].IsAM
+			}
+			return cands[i].CreateIndex > cands[j].CreateIndex // newest first
+		})
+		free := n.free
+		left := map[string]Resources{}
+		var victims []*Container
+		ams := 0
+		for _, c := range cands {
+			if ask.Fits(free) {
+				break
+			}
+			u, ok := left[c.AppID]
+			if !ok {
+				u = remaining[c.AppID]
+			}
+			after := u.Sub(c.Resources)
+			if !atLeast(after, appFair[c.AppID], appByID(t, c.AppID).queue.queue.Policy) {
+				continue // would take its app below its fair share
+			}
+			left[c.AppID] = after
+			victims = append(victims, c)
+			free = free.Add(c.Resources)
+			if c.IsAM {
+				ams++
+			}
+		}
+		if !ask.Fits(free) {
+			continue
+		}
+		if bestNode == nil || ams < bestAMs || ams == bestAMs && len(victims) < len(best) {
+			best, bestNode, bestAMs = victims, n, ams
+		}
+	}
+	return best, bestNode
+}
+
+func appByID(t *tree, id string) *appNode {
+	for _, a := range t.apps {
+		if a.app.ID == id {
+			return a
+		}
+	}
+	return nil
+}
+
+// atLeast reports whether usage is still at or above share: memory only for
+// the fair policy, every resource for drf and fifo.
+func atLeast(usage, share Resources, p Policy) bool {
+	if p == PolicyFair {
+		return usage.MemoryMB >= share.MemoryMB
+	}
+	return share.Fits(usage)
+}
+
+func positive(r Resources) bool {
+	if r.MemoryMB > 0 || r.Vcores > 0 {
+		return true
+	}
+	for _, v := range r.Extended {
+		if v > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func clampPositive(r Resources) Resources {
+	out := Resources{MemoryMB: max(0, r.MemoryMB), Vcores: max(0, r.Vcores)}
+	for k, v := range r.Extended {
+		if v > 0 {
+			out = out.With(k, v)
+		}
+	}
+	return out
+}
+
+func minEachRes(a, b Resources) Resources {
+	out := Resources{MemoryMB: min(a.MemoryMB, b.MemoryMB), Vcores: min(a.Vcores, b.Vcores)}
+	for k, v := range a.Extended {
+		out = out.With(k, min(v, b.Extended[k]))
+	}
+	return out
+}
+
+func maxEach(a, b Resources) Resources {
+	out := Resources{MemoryMB: max(a.MemoryMB, b.MemoryMB), Vcores: max(a.Vcores, b.Vcores)}
+	for k, v := range a.Extended {
+		out = out.With(k, max(v, b.Extended[k]))
+	}
+	for k, v := range b.Extended {
+		if _, ok := a.Extended[k]; !ok {
+			out = out.With(k, v)
+		}
+	}
+	return out
+}

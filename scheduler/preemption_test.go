@@ -1,0 +1,147 @@
+package scheduler
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+var gb1 = Resources{MemoryMB: 1024, Vcores: 1}
+
+// fullCluster: one 8 GB / 8 vcore node filled by app A in queue a (an AM
+// plus 7 tasks); app B in queue b is registered and asks for 4 tasks.
+func fullCluster(t *testing.T) *fakeState {
+	cfg := leaves(PolicyFair, "a", "b")
+	cfg.Scheduler.Preemption = PreemptionConfig{Enabled: true, ClusterUtilizationThreshold: 0.8, WaitBeforeKill: time.Second}
+	timeout := 5 * time.Second
+	cfg.Root.FairSharePreemptionTimeout = &timeout
+	f := &fakeState{cfg: cfg, nodes: []*Node{node("n1", 8*1024, 8)}}
+	a := runningApp("A", "root.a", 1, 0, gb1)
+	a.Asks = nil
+	b := runningApp("B", "root.b", 2, 4, gb1)
+	f.apps = []*App{a, b}
+	f.apply([]Placement{{AppID: "A", NodeID: "n1", Resources: gb1, IsAM: true}})
+	for i := 0; i < 7; i++ {
+		f.apply([]Placement{{AppID: "A", NodeID: "n1", Resources: gb1}})
+	}
+	return f
+}
+
+func preemptAfter(f *fakeState, timeout time.Duration) []Preemption {
+	clocks := NewStarvationClocks()
+	t0 := time.Unix(1000, 0)
+	if ps := PlanPreemption(f, t0, clocks); len(ps) != 0 {
+		return ps // a bug: starvation needs the timeout to pass
+	}
+	return PlanPreemption(f, t0.Add(timeout), clocks)
+}
+
+func TestPreemptionWaitsForTheStarvationTimeout(t *testing.T) {
+	f := fullCluster(t)
+	clocks := NewStarvationClocks()
+	t0 := time.Unix(1000, 0)
+	for _, dt := range []time.Duration{0, time.Second, 4 * time.Second} {
+		if ps := PlanPreemption(f, t0.Add(dt), clocks); len(ps) != 0 {
+			t.Fatalf("preempted %v after %s, before the 5 s timeout", ps, dt)
+		}
+	}
+	if ps := PlanPreemption(f, t0.Add(5*time.Second), clocks); len(ps) == 0 {
+		t.Fatalf("nothing preempted after the timeout")
+	}
+}
+
+func TestPreemptionTakesOnlyWhatTheStarvedAppNeeds(t *testing.T) {
+	f := fullCluster(t)
+	// Fair shares are 4 GB each; B's threshold (0.5) is 2 GB: two containers.
+	ps := preemptAfter(f, 5*time.Second)
+	if len(ps) != 2 {
+		t.Fatalf("preempted %d containers, want 2: %v", len(ps), ps)
+	}
+	for _, p := range ps {
+		if p.VictimApp != "A" || p.ForApp != "B" || p.NodeID != "n1" {
+			t.Fatalf("preemption %+v", p)
+		}
+	}
+}
+
+func TestPreemptionNeverTakesAVictimBelowItsFairShare(t *testing.T) {
+	f := fullCluster(t)
+	one := 1.0
+	f.cfg.Root.FairSharePreemptionThreshold = &one
+	f.app("B").Asks[0].Count = 8 // B wants everything
+	ps := preemptAfter(f, 5*time.Second)
+	// A may lose 4 GB and keep its 4 GB fair share, no more.
+	if len(ps) != 4 {
+		t.Fatalf("preempted %d, want 4 (A down to its fair share)", len(ps))
+	}
+}
+
+func TestPreemptionTakesAMContainersLast(t *testing.T) {
+	f := fullCluster(t)
+	one := 1.0
+	f.cfg.Root.FairSharePreemptionThreshold = &one
+	for _, p := range preemptAfter(f, 5*time.Second) {
+		for _, c := range f.containers {
+			if c.ID == p.ContainerID && c.IsAM {
+				t.Fatalf("preempted the AM container while tasks were available")
+			}
+		}
+	}
+}
+
+func TestPreemptionSparesNonPreemptableQueues(t *testing.T) {
+	f := fullCluster(t)
+	no := false
+	f.cfg.Root.Children[0].Preemptable = &no
+	if ps := preemptAfter(f, 5*time.Second); len(ps) != 0 {
+		t.Fatalf("preempted %v from a non-preemptable queue", ps)
+	}
+}
+
+func TestPreemptionNeedsClusterUtilization(t *testing.T) {
+	f := fullCluster(t)
+	f.nodes = append(f.nodes, node("n2", 32*1024, 32)) // utilization drops to 20%
+	// B's ask fits on n2 anyway, but even a huge ask must not preempt here.
+	f.app("B").Asks[0].Resources = Resources{MemoryMB: 40 * 1024, Vcores: 1}
+	if ps := preemptAfter(f, 5*time.Second); len(ps) != 0 {
+		t.Fatalf("preempted %v below the utilization threshold", ps)
+	}
+}
+
+func TestPreemptionNeverFreesTooLittle(t *testing.T) {
+	f := fullCluster(t)
+	// B asks for containers bigger than anything A may give up on one node.
+	f.app("B").Asks[0].Resources = Resources{MemoryMB: 6 * 1024, Vcores: 1}
+	if ps := preemptAfter(f, 5*time.Second); len(ps) != 0 {
+		t.Fatalf("preempted %v though the freed room cannot satisfy the ask", ps)
+	}
+}
+
+// Seed 002's example: a queue with a 6 GB min share whose apps want 3, 2,
+// 1 and 0.5 GB: the starved amount goes by demand, largest first, so the
+// 0.5 GB app gets nothing.
+func TestMinShareStarvationGoesToTheLargestDemandsFirst(t *testing.T) {
+	cfg := leaves(PolicyFair, "x", "m")
+	cfg.Scheduler.Preemption = PreemptionConfig{Enabled: true, ClusterUtilizationThreshold: 0.8}
+	cfg.Root.Children[1].MinResources = Resources{MemoryMB: 6 * 1024}
+	timeout := time.Second
+	cfg.Root.Children[1].MinSharePreemptionTimeout = &timeout
+	half := Resources{MemoryMB: 512, Vcores: 1}
+	f := &fakeState{cfg: cfg, nodes: []*Node{node("n1", 8*1024, 64)}}
+	x := runningApp("X", "root.x", 1, 0, half)
+	x.Asks = nil
+	f.apps = []*App{x}
+	for i := 0; i < 16; i++ {
+		f.apply([]Placement{{AppID: "X", NodeID: "n1", Resources: half}})
+	}
+	for i, n := range []int{6, 4, 2, 1} { // 3, 2, 1 and 0.5 GB
+		f.apps = append(f.apps, runningApp(fmt.Sprintf("m%d", i+1), "root.m", uint64(10+i), n, half))
+	}
+	got := map[string]int{}
+	for _, p := range preemptAfter(f, time.Second) {
+		got[p.ForApp]++
+	}
+	if got["m1"] != 6 || got["m2"] != 4 || got["m3"] != 2 || got["m4"] != 0 {
+		t.Fatalf("preempted for %v, want m1=6 m2=4 m3=2 (3+2+1 GB) and nothing for the 0.5 GB app", got)
+	}
+}
