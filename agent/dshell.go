@@ -29,6 +29,7 @@ type DShell struct {
 	tasks    []dshellTask
 	byCID    map[string]int // container ID → task index
 	released map[string]bool
+	warned   map[string]bool
 }
 
 type dshellTask struct {
@@ -49,7 +50,7 @@ const maxStartFailures = 3
 // NewDShell returns the AM for the attempt described by client.
 func NewDShell(client *wrpc.AMClient, logger hclog.Logger) *DShell {
 	return &DShell{client: client, logger: logger.Named("dshell").With("app_id", client.AppID, "attempt", client.Attempt),
-		byCID: map[string]int{}, released: map[string]bool{}}
+		byCID: map[string]int{}, released: map[string]bool{}, warned: map[string]bool{}}
 }
 
 // Run registers, drives the app to its end and reports it. It returns an
@@ -94,6 +95,12 @@ func (d *DShell) Run() error {
 		}
 		for _, c := range resp.Completed {
 			d.completed(c)
+		}
+		for _, id := range resp.PreemptionWarnings {
+			if !d.warned[id] {
+				d.warned[id] = true
+				d.logger.Info("container will be preempted; its task will run again", "container", id)
+			}
 		}
 		if d.finished() {
 			return d.finish()

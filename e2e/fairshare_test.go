@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -69,4 +70,81 @@ func (w *world) usage() map[string]int {
 		out[q.Name] = q.Used.Vcores
 	}
 	return out
+}
+
+type preemptedApp struct {
+	Preemptions []struct {
+		ContainerID string `json:"container_id"`
+		Reason      string `json:"reason"`
+		ForApp      string `json:"for_app"`
+	} `json:"preemptions"`
+}
+
+// With preemption on, a queue that becomes active while another holds the
+// cluster reaches its fair share within its timeout + wait_before_kill + a
+// few seconds, and the victims say why in `weft app status`.
+func TestPreemptionRestoresFairShare(t *testing.T) {
+	w := startWorld(t)
+	cfg := filepath.Join(t.TempDir(), "queues.hcl")
+	os.WriteFile(cfg, []byte(`scheduler {
+  preemption {
+    enabled                       = true
+    cluster_utilization_threshold = 0.8
+    wait_before_kill              = "3s"
+  }
+}
+queue "root" {
+  policy                          = "drf"
+  fair_share_preemption_threshold = 1.0
+  fair_share_preemption_timeout   = "2s"
+  queue "a" { policy = "drf" }
+  queue "b" { policy = "drf" }
+  queue "default" {}
+}
+`), 0o644)
+	if _, errOut, code := cli(t, "queue", "apply", "-address", w.any(), cfg); code != 0 {
+		t.Fatal(errOut)
+	}
+	// a holds 11 of the 12 vcores (its AM and 10 long tasks).
+	victim := w.submit("-queue", "a", "-num-containers", "10", "-memory-mb", "256", "--", "sleep", "600")
+	waitFor(t, 30*time.Second, "queue a to hold 11 vcores", func() error {
+		if u := w.usage(); u["root.a"] != 11 {
+			return fmt.Errorf("usage %v", u)
+		}
+		return nil
+	})
+	start := time.Now()
+	starved := w.submit("-queue", "b", "-num-containers", "10", "-memory-mb", "256", "--", "sleep", "600")
+	waitFor(t, 30*time.Second, "queue b to reach its fair share of 6 vcores", func() error {
+		if u := w.usage(); u["root.b"] != 6 || u["root.a"] != 6 {
+			return fmt.Errorf("usage %v", u)
+		}
+		return nil
+	})
+	took := time.Since(start)
+	t.Logf("queue b reached its fair share %s after its app arrived (timeout 2s + wait_before_kill 3s)", took.Round(100*time.Millisecond))
+	if took > 2*time.Second+3*time.Second+8*time.Second {
+		t.Fatalf("took %s, more than timeout + wait_before_kill + a few seconds", took)
+	}
+	var app preemptedApp
+	if err := cliJSON(t, &app, "app", "status", victim, "-address", w.any()); err != nil {
+		t.Fatal(err)
+	}
+	if len(app.Preemptions) != 5 {
+		t.Fatalf("victim records %d preemptions, want 5: %+v", len(app.Preemptions), app.Preemptions)
+	}
+	for _, p := range app.Preemptions {
+		if p.ForApp != starved || !strings.Contains(p.Reason, "fair-share starvation of "+starved+" in root.b") {
+			t.Fatalf("preemption record %+v", p)
+		}
+	}
+	preempted := 0
+	for _, c := range w.containers(victim) {
+		if c.Reason == "preempted" {
+			preempted++
+		}
+	}
+	if preempted != 5 {
+		t.Fatalf("%d containers ended preempted, want 5", preempted)
+	}
 }

@@ -24,6 +24,7 @@ const (
 	PlanApplyType        MessageType = 8
 	ContainerUpdateType  MessageType = 9
 	ContainerStopType    MessageType = 10
+	PreemptMarkType      MessageType = 11
 )
 
 // IgnoreUnknownTypeFlag marks a command that a server which does not know
@@ -136,6 +137,22 @@ type ContainerStopRequest struct {
 	IDs    []string             `codec:"ids"`
 	Reason scheduler.ExitReason `codec:"reason"`
 	Now    int64                `codec:"now"`
+}
+
+// PreemptMark marks one container for preemption.
+type PreemptMark struct {
+	ContainerID string `codec:"container_id"`
+	ForApp      string `codec:"for_app"`
+	Reason      string `codec:"reason"`
+}
+
+// PreemptMarkRequest warns the victims' AMs: each live, unmarked
+// guaranteed container is marked to be killed at KillAt, and the
+// preemption is recorded on its app.
+type PreemptMarkRequest struct {
+	Marks  []PreemptMark `codec:"marks"`
+	KillAt int64         `codec:"kill_at"`
+	Now    int64         `codec:"now"`
 }
 
 // msgpackHandle is the codec for commands and snapshot records.

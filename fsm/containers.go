@@ -173,3 +173,26 @@ func askIndex(asks []scheduler.Ask, id uint64) int {
 	}
 	return -1
 }
+
+// applyPreemptMark marks victims and records each preemption on its app.
+func (t *txn) applyPreemptMark(req *PreemptMarkRequest) error {
+	for _, m := range req.Marks {
+		c, ok := t.container(m.ContainerID)
+		if !ok || !c.State.Live() || c.PreemptKillAt > 0 || c.ExecutionType != scheduler.Guaranteed {
+			continue
+		}
+		n := c.Copy()
+		n.PreemptKillAt, n.PreemptFor, n.PreemptReason = req.KillAt, m.ForApp, m.Reason
+		t.putContainer(n)
+		if a, ok := t.app(c.AppID); ok {
+			a = a.Copy()
+			a.Preemptions = append(a.Preemptions, scheduler.PreemptionRecord{
+				ContainerID: c.ID, NodeID: c.NodeID, Reason: m.Reason, ForApp: m.ForApp, At: req.Now})
+			if k := len(a.Preemptions) - scheduler.MaxPreemptionRecords; k > 0 {
+				a.Preemptions = a.Preemptions[k:]
+			}
+			t.putApp(a)
+		}
+	}
+	return nil
+}

@@ -106,6 +106,10 @@ func (f *FSM) applyOne(t *txn, l *raft.Log) any {
 		var req ContainerStopRequest
 		mustDecode(l, body, &req)
 		return errOrNil(t.applyContainerStop(&req))
+	case PreemptMarkType:
+		var req PreemptMarkRequest
+		mustDecode(l, body, &req)
+		return errOrNil(t.applyPreemptMark(&req))
 	}
 	if msgType&IgnoreUnknownTypeFlag != 0 {
 		f.logger.Warn("ignoring unknown command type", "type", uint8(msgType), "index", l.Index)

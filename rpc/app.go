@@ -50,8 +50,10 @@ type AttemptInfo struct {
 // Preemption records one container taken from an app (SPEC §11).
 type Preemption struct {
 	ContainerID string `json:"container_id"`
+	NodeID      string `json:"node_id"`
 	Reason      string `json:"reason"`
 	ForApp      string `json:"for_app"`
+	At          int64  `json:"at"`
 }
 
 // AppInfo is one app as `weft app status -json` shows it.
@@ -90,6 +92,9 @@ func NewAppInfo(a *scheduler.App, containers []*scheduler.Container) AppInfo {
 	}
 	for _, at := range a.Attempts {
 		info.Attempts = append(info.Attempts, AttemptInfo{Attempt: at.Attempt, ContainerID: at.ContainerID, NodeID: at.NodeID, Diagnostics: at.Diagnostics})
+	}
+	for _, p := range a.Preemptions {
+		info.Preemptions = append(info.Preemptions, Preemption{ContainerID: p.ContainerID, NodeID: p.NodeID, Reason: p.Reason, ForApp: p.ForApp, At: p.At})
 	}
 	for _, c := range containers {
 		switch c.State {

@@ -174,8 +174,8 @@ type App struct {
 	// Preemptions records the app's containers taken by preemption, the
 	// most recent MaxPreemptionRecords.
 	Preemptions []PreemptionRecord `codec:"preemptions"`
-	CreateIndex uint64    `codec:"create_index"`
-	ModifyIndex uint64    `codec:"modify_index"`
+	CreateIndex uint64             `codec:"create_index"`
+	ModifyIndex uint64             `codec:"modify_index"`
 }
 
 // Copy returns a copy of a whose slices may be modified.

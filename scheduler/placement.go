@@ -64,11 +64,15 @@ func readyNodes(all []*Node) ([]*candidate, map[string]string, Resources) {
 // pickNode returns the node the placement policy prefers for r among those
 // acceptable at the locality level, or nil. Spread prefers the least
 // allocated dominant share, binpack the most.
-func pickNode(nodes []*candidate, r Resources, loc Locality, level int, rackOf map[string]string, policy PlacementPolicy) *candidate {
+func pickNode(nodes []*candidate, r Resources, loc Locality, level int, rackOf map[string]string, policy PlacementPolicy,
+	reserved map[string]string, app string) *candidate {
 	var best *candidate
 	var bestShare float64
 	for _, c := range nodes {
 		if !r.Fits(c.free) || !nodeAt(loc, c.node, level, rackOf) {
+			continue
+		}
+		if for_, ok := reserved[c.node.ID]; ok && for_ != app {
 			continue
 		}
 		if best == nil || policy == PlacementBinpack && c.share > bestShare || policy != PlacementBinpack && c.share < bestShare {
@@ -131,6 +135,10 @@ func Schedule(st State, now time.Time, waits *LocalityWaits, maxPlacements int) 
 	s := &pass{tree: t, nodes: nodes, rackOf: rackOf, cluster: cluster, now: now, waits: waits,
 		cfg: st.QueueConfig().Scheduler}
 	s.heap = newNodeHeap(nodes, s.cfg.Placement == PlacementBinpack)
+	if s.cfg.Preemption.Enabled {
+		s.reserved = reservations(st, nodes)
+		s.heap.reserved = s.reserved
+	}
 	for len(d.Placements) < maxPlacements {
 		p, ok := s.assign(t.root)
 		if !ok {
@@ -149,15 +157,31 @@ func Schedule(st State, now time.Time, waits *LocalityWaits, maxPlacements int) 
 
 // pass is the working state of one scheduling pass.
 type pass struct {
-	tree    *tree
-	nodes   []*candidate
-	rackOf  map[string]string
-	cluster Resources
-	now     time.Time
-	waits   *LocalityWaits
-	cfg     SchedulerConfig
-	missed  []askKey
-	heap    *nodeHeap
+	tree     *tree
+	nodes    []*candidate
+	rackOf   map[string]string
+	cluster  Resources
+	now      time.Time
+	waits    *LocalityWaits
+	cfg      SchedulerConfig
+	missed   []askKey
+	heap     *nodeHeap
+	reserved map[string]string // node → the starved app its preempted room is for
+}
+
+// reservations maps each node with containers being preempted to the app
+// they are preempted for: until the victims are gone, only that app may
+// use the node, so the room preemption frees is not taken by another.
+func reservations(st State, nodes []*candidate) map[string]string {
+	out := map[string]string{}
+	for _, n := range nodes {
+		for _, c := range st.NodeLiveContainers(n.node.ID) {
+			if c.PreemptKillAt > 0 && c.PreemptFor != "" {
+				out[n.node.ID] = c.PreemptFor
+			}
+		}
+	}
+	return out
 }
 
 // assign places one container somewhere below q, or reports that nothing
@@ -242,15 +266,15 @@ func (s *pass) tryApp(leaf *qnode, a *appNode) (Placement, bool) {
 			level = allowedLevel(loc, s.waits.get(key, s.now), s.cfg.Locality, s.now)
 		}
 		if level == levelAny {
-			n = s.heap.best(r)
+			n = s.heap.best(r, a.app.ID)
 		} else {
-			n = pickNode(s.nodes, r, loc, level, s.rackOf, s.cfg.Placement)
-			if n == nil && loc.Relax && s.heap.best(r) != nil {
+			n = pickNode(s.nodes, r, loc, level, s.rackOf, s.cfg.Placement, s.reserved, a.app.ID)
+			if n == nil && loc.Relax && s.heap.best(r, a.app.ID) != nil {
 				s.missed = append(s.missed, key) // a looser level had room: one missed opportunity
 			}
 		}
 	} else {
-		n = s.heap.best(r)
+		n = s.heap.best(r, a.app.ID)
 	}
 	if n == nil {
 		return Placement{}, false
@@ -289,8 +313,9 @@ func withAMPlaced(app *App) *App {
 // for spread, most first for binpack. Nodes with no memory or no vcores
 // left drop out, so a packed cluster costs nothing to search.
 type nodeHeap struct {
-	items   []*candidate
-	binpack bool
+	items    []*candidate
+	binpack  bool
+	reserved map[string]string
 }
 
 func newNodeHeap(nodes []*candidate, binpack bool) *nodeHeap {
@@ -329,14 +354,15 @@ func (h *nodeHeap) Pop() any {
 	return c
 }
 
-// best returns the most preferred node with room for r, leaving the heap
-// as it was.
-func (h *nodeHeap) best(r Resources) *candidate {
+// best returns the most preferred node with room for r that is not
+// reserved for another app than app, leaving the heap as it was.
+func (h *nodeHeap) best(r Resources, app string) *candidate {
 	var skipped []*candidate
 	var found *candidate
 	for h.Len() > 0 {
 		c := h.items[0]
-		if r.Fits(c.free) {
+		for_, reserved := h.reserved[c.node.ID]
+		if r.Fits(c.free) && (!reserved || for_ == app) {
 			found = c
 			break
 		}

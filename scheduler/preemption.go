@@ -90,7 +90,7 @@ func PlanPreemption(st State, now time.Time, clocks *StarvationClocks) []Preempt
 		}
 	}
 
-	starved := starvation(t, shares, appFair, clocks, now)
+	starved := starvation(t, shares, appFair, clocks, now, cluster)
 	var used Resources
 	for _, n := range nodes {
 		used = used.Add(n.node.AllocatedGuaranteed)
@@ -107,7 +107,7 @@ func PlanPreemption(st State, now time.Time, clocks *StarvationClocks) []Preempt
 		amount := s.amount.Sub(inFlight[s.app.app.ID])
 		ask := nextRequest(s.app)
 		for !ask.IsZero() && positive(amount) {
-			victims, node := pickVictims(st, nodes, t, ask, s.app.app.ID, appFair, remaining, marked)
+			victims, node := pickVictims(st, nodes, t, cluster, ask, s.app.app.ID, appFair, remaining, marked)
 			if node == nil {
 				break
 			}
@@ -156,7 +156,7 @@ func appFairShares(t *tree, shares QueueShares) map[string]Resources {
 	return out
 }
 
-func starvation(t *tree, shares QueueShares, appFair map[string]Resources, clocks *StarvationClocks, now time.Time) []starvedApp {
+func starvation(t *tree, shares QueueShares, appFair map[string]Resources, clocks *StarvationClocks, now time.Time, cluster Resources) []starvedApp {
 	seenApps, seenQueues := map[string]bool{}, map[string]bool{}
 	byApp := map[string]*starvedApp{}
 	var order []string
@@ -170,13 +170,19 @@ func starvation(t *tree, shares QueueShares, appFair map[string]Resources, clock
 	}
 	for _, a := range t.apps {
 		q := a.queue.queue
-		if !a.runnable || a.pending.IsZero() {
+		if !a.runnable {
 			continue
 		}
+		// The clock runs while the app stays below threshold × fair share
+		// (as its policy compares), even for a moment without outstanding
+		// asks (its AM registering); preemption needs unmet demand now, and
+		// takes min(threshold × fair share, demand) − usage (YARN).
 		threshold := appFair[a.app.ID].ScaleFloat(q.FairSharePreemptionThreshold)
-		amount := clampPositive(minEachRes(threshold, a.usage.Add(a.pending)).Sub(a.usage))
-		waited := tick(clocks.apps, seenApps, a.app.ID, positive(amount), now)
-		if q.FairSharePreemptionTimeout > 0 && positive(amount) && waited >= q.FairSharePreemptionTimeout {
+		below := belowShare(a.usage, threshold, q.Policy, cluster)
+		waited := tick(clocks.apps, seenApps, a.app.ID, below, now)
+		fairDemand := minEachRes(threshold, a.usage.Add(a.pending))
+		amount := clampPositive(fairDemand.Sub(a.usage))
+		if q.FairSharePreemptionTimeout > 0 && below && positive(amount) && waited >= q.FairSharePreemptionTimeout {
 			add(a, amount, fmt.Sprintf("fair-share starvation of %s in %s: below %g of its fair share %s for %s",
 				a.app.ID, q.Path, q.FairSharePreemptionThreshold, appFair[a.app.ID], q.FairSharePreemptionTimeout))
 		}
@@ -242,7 +248,7 @@ func nextRequest(a *appNode) Resources {
 // pickVictims finds the node where the fewest (AM-sparing) victims free
 // room for ask. It returns nothing when ask already fits somewhere — the
 // scheduler will place it — or when no node can be freed enough.
-func pickVictims(st State, nodes []*candidate, t *tree, ask Resources, forApp string,
+func pickVictims(st State, nodes []*candidate, t *tree, cluster, ask Resources, forApp string,
 	appFair, remaining map[string]Resources, marked map[string]bool) ([]*Container, *candidate) {
 	for _, n := range nodes {
 		if ask.Fits(n.free) {
@@ -283,7 +289,7 @@ func pickVictims(st State, nodes []*candidate, t *tree, ask Resources, forApp st
 				u = remaining[c.AppID]
 			}
 			after := u.Sub(c.Resources)
-			if !atLeast(after, appFair[c.AppID], appByID(t, c.AppID).queue.queue.Policy) {
+			if belowShare(after, appFair[c.AppID], appByID(t, c.AppID).queue.queue.Policy, cluster) {
 				continue // would take its app below its fair share
 			}
 			left[c.AppID] = after
@@ -312,13 +318,14 @@ func appByID(t *tree, id string) *appNode {
 	return nil
 }
 
-// atLeast reports whether usage is still at or above share: memory only for
-// the fair policy, every resource for drf and fifo.
-func atLeast(usage, share Resources, p Policy) bool {
-	if p == PolicyFair {
-		return usage.MemoryMB >= share.MemoryMB
+// belowShare compares usage with a share the way the queue's policy does
+// (YARN's resource calculators): drf by dominant share of the cluster,
+// fair and fifo by memory.
+func belowShare(usage, share Resources, p Policy, cluster Resources) bool {
+	if p == PolicyDRF {
+		return DominantShare(usage, cluster) < DominantShare(share, cluster)
 	}
-	return share.Fits(usage)
+	return usage.MemoryMB < share.MemoryMB
 }
 
 func positive(r Resources) bool {

@@ -145,3 +145,27 @@ func TestMinShareStarvationGoesToTheLargestDemandsFirst(t *testing.T) {
 		t.Fatalf("preempted for %v, want m1=6 m2=4 m3=2 (3+2+1 GB) and nothing for the 0.5 GB app", got)
 	}
 }
+
+// A DRF victim whose memory is below its fair share but whose vcores are
+// far above it is over its share as DRF measures it (dominant share), so
+// it can be preempted.
+func TestDRFVictimsAreMeasuredByDominantShare(t *testing.T) {
+	cfg := leaves(PolicyDRF, "a", "b")
+	cfg.Scheduler.Preemption = PreemptionConfig{Enabled: true, ClusterUtilizationThreshold: 0.8}
+	one, timeout := 1.0, 2*time.Second
+	cfg.Root.FairSharePreemptionThreshold, cfg.Root.FairSharePreemptionTimeout = &one, &timeout
+	small := Resources{MemoryMB: 256, Vcores: 1}
+	f := &fakeState{cfg: cfg, nodes: []*Node{node("n1", 4096, 4), node("n2", 4096, 4), node("n3", 4096, 4)}}
+	a := runningApp("A", "root.a", 1, 0, small)
+	a.Asks = nil
+	f.apps = []*App{a}
+	for i := 0; i < 12; i++ {
+		f.apply([]Placement{{AppID: "A", NodeID: fmt.Sprintf("n%d", 1+i%3), Resources: small}})
+	}
+	f.apps = append(f.apps, &App{ID: "B", Queue: "root.b", State: AppAccepted, AMPending: true, CreateIndex: 2,
+		Spec: AppSpec{AMResources: small}})
+	ps := preemptAfter(f, timeout)
+	if len(ps) != 1 || ps[0].ForApp != "B" {
+		t.Fatalf("preempted %v, want one of A's containers for B's AM", ps)
+	}
+}

@@ -104,7 +104,7 @@ func (e *AM) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateRespon
 	}
 	hdr := args.RequestHeader
 	return e.srv.blockingQuery(&hdr, &wrpc.ResponseMeta{}, func(st *fsm.State) (uint64, error) {
-		reply.Allocated, reply.Completed = reply.Allocated[:0], reply.Completed[:0]
+		reply.Allocated, reply.Completed, reply.PreemptionWarnings = reply.Allocated[:0], reply.Completed[:0], reply.PreemptionWarnings[:0]
 		app, ok := st.App(args.AppID)
 		if !ok {
 			return 0, fmt.Errorf("app %s %w", args.AppID, wrpc.ErrNotFound)
@@ -128,6 +128,9 @@ func (e *AM) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateRespon
 			}
 			if c.State == scheduler.ContainerCompleted && c.ModifyIndex > args.MinQueryIndex {
 				reply.Completed = append(reply.Completed, wrpc.NewContainerInfo(c, addr))
+			}
+			if c.State.Live() && c.PreemptKillAt > 0 {
+				reply.PreemptionWarnings = append(reply.PreemptionWarnings, c.ID)
 			}
 		}
 		reply.Index = index

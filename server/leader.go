@@ -69,7 +69,11 @@ func (s *Server) leaderLoop(stopCh chan struct{}) {
 	s.logger.Info("leader is ready", "index", s.fsm.State().Index())
 
 	var duties sync.WaitGroup
-	duties.Add(2)
+	duties.Add(3)
+	go func() {
+		defer duties.Done()
+		s.preemptLoop(stopCh)
+	}()
 	go func() {
 		defer duties.Done()
 		s.scheduleLoop(stopCh)
