@@ -121,7 +121,7 @@ func (t *txn) place(pos int, p *scheduler.Placement, now int64) string {
 		return "app is not active"
 	}
 	id := scheduler.GuaranteedContainerID(t.index, pos)
-	a := app.Copy()
+	a, _ := t.mutableApp(p.AppID)
 	if p.IsAM {
 		if !app.AMPending || p.Attempt != app.CurrentAttempt()+1 {
 			return "the app does not need an AM container for this attempt"

@@ -20,6 +20,12 @@ type txn struct {
 	containers *iradix.Txn[*scheduler.Container]
 	byApp      *iradix.Txn[*scheduler.Container]
 	liveByNode *iradix.Txn[*scheduler.Container]
+
+	// Copies of apps and nodes this txn made and stored: no published
+	// state can see them yet, so the txn may keep changing them in place
+	// (a plan touches the same app and node many times).
+	ownApps  map[string]*scheduler.App
+	ownNodes map[string]*scheduler.Node
 }
 
 func (st *Store) begin() *txn {
@@ -44,8 +50,28 @@ func (t *txn) node(id string) (*scheduler.Node, bool) {
 }
 
 func (t *txn) putNode(n *scheduler.Node) {
-	lazy(&t.nodes, t.next.nodes).Insert([]byte(n.ID), n)
 	t.touch(TableNodes)
+	if t.ownNodes[n.ID] == n {
+		return // already in the tree: it was changed in place
+	}
+	lazy(&t.nodes, t.next.nodes).Insert([]byte(n.ID), n)
+	if t.ownNodes == nil {
+		t.ownNodes = map[string]*scheduler.Node{}
+	}
+	t.ownNodes[n.ID] = n
+}
+
+// mutableNode returns a node this txn may change in place; the caller
+// stores it with putNode.
+func (t *txn) mutableNode(id string) (*scheduler.Node, bool) {
+	if n, ok := t.ownNodes[id]; ok {
+		return n, true
+	}
+	n, ok := t.node(id)
+	if !ok {
+		return nil, false
+	}
+	return n.Copy(), true
 }
 
 func (t *txn) app(id string) (*scheduler.App, bool) {
@@ -55,9 +81,28 @@ func (t *txn) app(id string) (*scheduler.App, bool) {
 	return t.next.apps.Get([]byte(id))
 }
 
+// mutableApp returns an app this txn may change in place; the caller
+// stores it with putApp.
+func (t *txn) mutableApp(id string) (*scheduler.App, bool) {
+	if a, ok := t.ownApps[id]; ok {
+		return a, true
+	}
+	a, ok := t.app(id)
+	if !ok {
+		return nil, false
+	}
+	return a.Copy(), true
+}
+
 func (t *txn) putApp(a *scheduler.App) {
 	a.ModifyIndex = t.index
-	lazy(&t.apps, t.next.apps).Insert([]byte(a.ID), a)
+	if t.ownApps[a.ID] != a { // else already in the tree, changed in place
+		lazy(&t.apps, t.next.apps).Insert([]byte(a.ID), a)
+		if t.ownApps == nil {
+			t.ownApps = map[string]*scheduler.App{}
+		}
+		t.ownApps[a.ID] = a
+	}
 	active := lazy(&t.activeApps, t.next.activeApps)
 	if a.State.Terminal() {
 		active.Delete(indexKey(a.CreateIndex))
@@ -92,8 +137,7 @@ func (t *txn) storeContainer(c *scheduler.Container, accountApp bool) {
 	} else {
 		live.Delete(pairKey(c.NodeID, c.ID))
 	}
-	if n, ok := t.node(c.NodeID); ok {
-		n = n.Copy()
+	if n, ok := t.mutableNode(c.NodeID); ok {
 		if existed {
 			account(n, old, -1)
 		}
@@ -103,8 +147,7 @@ func (t *txn) storeContainer(c *scheduler.Container, accountApp bool) {
 	if accountApp && c.ExecutionType == scheduler.Guaranteed {
 		wasLive := existed && old.State.Live()
 		if wasLive != c.State.Live() {
-			if a, ok := t.app(c.AppID); ok {
-				a = a.Copy()
+			if a, ok := t.mutableApp(c.AppID); ok {
 				if c.State.Live() {
 					a.Used, a.Live = a.Used.Add(c.Resources), a.Live+1
 				} else {
