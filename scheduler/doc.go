@@ -1,7 +1,10 @@
 // Package scheduler is weft's domain model and the home of every scheduling
-// policy: resource vectors, the queue tree and its configuration, and (as the
-// scheduler grows) fair-share computation, DRF/fair/FIFO ordering, placement,
-// preemption planning and opportunistic node selection.
+// policy: resource vectors; the queue tree and its configuration; nodes,
+// apps, asks and containers; fair-share computation by water-filling
+// (fairshare.go); FIFO/fair/DRF ordering (policy.go); the guaranteed
+// scheduling pass with limits, delay scheduling and spread/binpack
+// (placement.go, hierarchy.go, locality.go); preemption planning
+// (preemption.go); and the agent-side container scheduler (localsched.go).
 //
 // Every function here is a pure function of its inputs: a read-only state
 // snapshot, a request and the current time passed in as a value. The package
