@@ -35,6 +35,10 @@ type Agent struct {
 	epoch     atomic.Uint64
 	heartbeat chan struct{} // asks for an early heartbeat
 
+	// leastLoaded is the leader's latest least-loaded list.
+	llMu        sync.Mutex
+	leastLoaded []scheduler.LeastLoadedNode
+
 	shutdownOnce sync.Once
 	shutdownCh   chan struct{}
 	wg           sync.WaitGroup
@@ -224,6 +228,10 @@ func (a *Agent) heartbeatLoop() bool {
 			return true
 		}
 		servers = resp.Servers
+		a.setLeastLoaded(resp.LeastLoaded)
+		if resp.QueueLimit > 0 {
+			a.mgr.shed(resp.QueueLimit)
+		}
 		a.mgr.ack(resp.Acked)
 		for _, k := range resp.Kill {
 			a.mgr.stop(k.ID, k.Reason)
@@ -232,6 +240,19 @@ func (a *Agent) heartbeatLoop() bool {
 			a.launchAM(l)
 		}
 	}
+}
+
+func (a *Agent) setLeastLoaded(l []scheduler.LeastLoadedNode) {
+	a.llMu.Lock()
+	a.leastLoaded = l
+	a.llMu.Unlock()
+}
+
+// LeastLoaded returns the least-loaded list the leader last pushed.
+func (a *Agent) LeastLoaded() []scheduler.LeastLoadedNode {
+	a.llMu.Lock()
+	defer a.llMu.Unlock()
+	return a.leastLoaded
 }
 
 // launchAM starts an app's AM in the container the leader placed here.

@@ -191,3 +191,15 @@ func TestKilledAppStopsItsContainers(t *testing.T) {
 		t.Fatalf("app %+v", st.App)
 	}
 }
+
+func TestLeaderPushesTheLeastLoadedList(t *testing.T) {
+	_, agents, _ := cluster(t, 3)
+	for _, a := range agents {
+		waitFor(t, 15*time.Second, func() bool { return len(a.LeastLoaded()) == 3 })
+		for _, n := range a.LeastLoaded() {
+			if n.Slots != DefaultOpportunisticQueueLength || n.Address == "" {
+				t.Fatalf("list entry %+v", n)
+			}
+		}
+	}
+}

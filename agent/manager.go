@@ -25,6 +25,8 @@ type manager struct {
 	cg        *cgroups
 	changed   func() // asks for an early heartbeat
 
+	queueCapacity int
+
 	mu     sync.Mutex
 	ls     *scheduler.LocalScheduler
 	byID   map[string]*ctr
@@ -49,8 +51,20 @@ type ctr struct {
 func newManager(logger hclog.Logger, nodeID, dir string, capacity scheduler.Resources, queueLimit int, killGrace time.Duration, cg *cgroups, changed func()) *manager {
 	return &manager{
 		logger: logger.Named("containers"), nodeID: nodeID, dir: dir, killGrace: killGrace, cg: cg, changed: changed,
-		ls: scheduler.NewLocalScheduler(capacity, queueLimit), byID: map[string]*ctr{},
+		ls: scheduler.NewLocalScheduler(capacity, queueLimit), byID: map[string]*ctr{}, queueCapacity: queueLimit,
 	}
+}
+
+// shed drops the newest queued opportunistic containers above limit
+// (reason shed): the leader's queue rebalancing.
+func (m *manager) shed(limit int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	act := m.ls.Shed(limit)
+	if len(act.Drop) > 0 {
+		m.logger.Info("shedding queued opportunistic containers above the pushed limit", "limit", limit, "count", len(act.Drop))
+	}
+	m.carryOut(act)
 }
 
 // start takes a container placed on this node. It is idempotent: a known ID
@@ -237,7 +251,7 @@ func (m *manager) load() rpc.NodeLoad {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l := m.ls.Load()
-	return rpc.NodeLoad{RunningGuaranteed: l.RunningGuaranteed, RunningOpportunistic: l.RunningOpportunistic,
+	return rpc.NodeLoad{QueueCapacity: m.queueCapacity, RunningGuaranteed: l.RunningGuaranteed, RunningOpportunistic: l.RunningOpportunistic,
 		Queued: l.Queued, Used: l.Used, UsedOpportunistic: l.UsedOpportunistic}
 }
 

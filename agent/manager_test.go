@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -117,5 +118,26 @@ func TestManagerStopAndFailedStart(t *testing.T) {
 	// The failed container released its resources.
 	if l := m.load(); !l.Used.IsZero() {
 		t.Fatalf("resources leaked: %+v", l)
+	}
+}
+
+func TestManagerShedsNewestQueuedAboveTheLimit(t *testing.T) {
+	m := newTestManager(t, 1000, 10)
+	m.start(info("g1", 1000, scheduler.Guaranteed), sleepLong)
+	for i := 1; i <= 4; i++ {
+		if r := m.start(info(fmt.Sprintf("o%d", i), 100, scheduler.Opportunistic), sleepLong); r.State != "QUEUED" {
+			t.Fatalf("o%d %+v", i, r)
+		}
+	}
+	m.shed(2)
+	for id, want := range map[string]scheduler.ContainerState{"o1": scheduler.ContainerQueued, "o2": scheduler.ContainerQueued,
+		"o3": scheduler.ContainerCompleted, "o4": scheduler.ContainerCompleted} {
+		r := m.report(id)
+		if r.State != want || want == scheduler.ContainerCompleted && r.Reason != scheduler.ReasonShed {
+			t.Fatalf("%s after shedding to 2: %+v", id, r)
+		}
+	}
+	if l := m.load(); l.Queued != 2 || l.QueueCapacity != 10 {
+		t.Fatalf("load %+v", l)
 	}
 }

@@ -29,6 +29,8 @@ type ContainerReport struct {
 
 // NodeLoad is what a heartbeat reports of the node's load (SPEC §10).
 type NodeLoad struct {
+	// QueueCapacity is the most opportunistic containers the node queues.
+	QueueCapacity        int                 `codec:"queue_capacity"`
 	RunningGuaranteed    int                 `codec:"running_guaranteed"`
 	RunningOpportunistic int                 `codec:"running_opportunistic"`
 	Queued               int                 `codec:"queued"`
@@ -73,6 +75,11 @@ type HeartbeatResponse struct {
 	// Acked lists completed containers the servers have recorded; the agent
 	// may forget them.
 	Acked []string `codec:"acked"`
+	// LeastLoaded is the leader's current least-loaded node list, for the
+	// agent's distributed opportunistic scheduler.
+	LeastLoaded []scheduler.LeastLoadedNode `codec:"least_loaded"`
+	// QueueLimit is the opportunistic queue length the agent must shed to.
+	QueueLimit int `codec:"queue_limit"`
 }
 
 // NodeInfo is one node as `weft node list -json` shows it.

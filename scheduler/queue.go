@@ -52,9 +52,10 @@ type QueueConfig struct {
 
 // SchedulerConfig holds the global scheduler settings of SPEC §7.
 type SchedulerConfig struct {
-	Placement  PlacementPolicy  `codec:"placement"`
-	Preemption PreemptionConfig `codec:"preemption"`
-	Locality   LocalityConfig   `codec:"locality"`
+	Placement     PlacementPolicy     `codec:"placement"`
+	Preemption    PreemptionConfig    `codec:"preemption"`
+	Locality      LocalityConfig      `codec:"locality"`
+	Opportunistic OpportunisticConfig `codec:"opportunistic"`
 }
 
 // PreemptionConfig holds the global fair-share preemption settings.
@@ -119,6 +120,7 @@ func DefaultSchedulerConfig() SchedulerConfig {
 			ClusterUtilizationThreshold: 0.8,
 			WaitBeforeKill:              15 * time.Second,
 		},
+		Opportunistic: DefaultOpportunisticConfig(),
 	}
 }
 
@@ -169,6 +171,17 @@ func (c *QueueConfig) Validate() []*FieldError {
 		if d.Opportunities < 0 || d.Duration < 0 || d.Opportunities > 0 && d.Duration > 0 {
 			add("", name, "must be one non-negative count or duration")
 		}
+	}
+	o := s.Opportunistic
+	switch {
+	case o.SortingNodesInterval <= 0:
+		add("", "opportunistic.sorting_nodes_interval", "must be positive")
+	case o.NodesUsed < 1:
+		add("", "opportunistic.nodes_used", "must be at least 1")
+	case !(o.QueueLimitStdev >= 0) || math.IsInf(o.QueueLimitStdev, 0):
+		add("", "opportunistic.queue_limit_stdev", "must be a non-negative number")
+	case o.MinQueueLength < 0 || o.MaxQueueLength < o.MinQueueLength:
+		add("", "opportunistic.min_queue_length", "must be between 0 and max_queue_length (%d)", o.MaxQueueLength)
 	}
 	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Field < errs[j].Field })
 

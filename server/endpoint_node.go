@@ -77,6 +77,7 @@ func (e *Node) Heartbeat(args *wrpc.HeartbeatRequest, reply *wrpc.HeartbeatRespo
 		}
 	}
 	reply.Servers = e.srv.serverAddrs()
+	reply.LeastLoaded, reply.QueueLimit = e.srv.opportunisticView(st, now)
 	return nil
 }
 

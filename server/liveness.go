@@ -61,6 +61,17 @@ func (l *liveness) queued(id string) int {
 	return 0
 }
 
+// loads returns the last load each node reported.
+func (l *liveness) loads() map[string]wrpc.NodeLoad {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]wrpc.NodeLoad, len(l.nodes))
+	for id, n := range l.nodes {
+		out[id] = n.load
+	}
+	return out
+}
+
 // reset starts every node's clock at now: called when leadership begins.
 func (l *liveness) reset(now time.Time) {
 	l.mu.Lock()

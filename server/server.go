@@ -49,6 +49,7 @@ type Server struct {
 	// leaderReady is true on the leader once it has applied a barrier in
 	// its term, so consistent reads never see state older than the term.
 	liveness *liveness
+	board    loadBoard
 	// nodeEventCh carries serf events about agents to the leader.
 	nodeEventCh chan serf.Member
 

@@ -17,8 +17,12 @@ var (
 	}}
 	schedulerSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{{Name: "placement"}},
-		Blocks:     []hcl.BlockHeaderSchema{{Type: "preemption"}, {Type: "locality"}},
+		Blocks:     []hcl.BlockHeaderSchema{{Type: "preemption"}, {Type: "locality"}, {Type: "opportunistic"}},
 	}
+	opportunisticSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "distributed"}, {Name: "sorting_nodes_interval"}, {Name: "nodes_used"},
+		{Name: "queue_limit_stdev"}, {Name: "min_queue_length"}, {Name: "max_queue_length"},
+	}}
 	preemptionSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "enabled"}, {Name: "cluster_utilization_threshold"}, {Name: "wait_before_kill"},
 	}}
@@ -141,6 +145,37 @@ func (d *queueDecoder) decodeScheduler(b *hcl.Block, s *scheduler.SchedulerConfi
 				if d.add(diags) {
 					s.Preemption.WaitBeforeKill = v
 				}
+			}
+		case "opportunistic":
+			c, diags := blk.Body.Content(opportunisticSchema)
+			if !d.add(diags) {
+				continue
+			}
+			o := &s.Opportunistic
+			for _, a := range sortedAttributes(c.Attributes) {
+				d.note("", "opportunistic."+a.Name, a.Range)
+				var diags hcl.Diagnostics
+				switch a.Name {
+				case "distributed":
+					o.Distributed, diags = asBool(a)
+				case "sorting_nodes_interval":
+					o.SortingNodesInterval, diags = asDuration(a, "")
+				case "nodes_used":
+					var n int64
+					n, diags = asInt(a)
+					o.NodesUsed = int(n)
+				case "queue_limit_stdev":
+					o.QueueLimitStdev, diags = asFloat(a)
+				case "min_queue_length":
+					var n int64
+					n, diags = asInt(a)
+					o.MinQueueLength = int(n)
+				case "max_queue_length":
+					var n int64
+					n, diags = asInt(a)
+					o.MaxQueueLength = int(n)
+				}
+				d.add(diags)
 			}
 		case "locality":
 			c, diags := blk.Body.Content(localitySchema)
