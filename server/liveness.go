@@ -26,9 +26,10 @@ type liveness struct {
 }
 
 type nodeSeen struct {
-	epoch uint64
-	last  time.Time
-	load  wrpc.NodeLoad
+	epoch    uint64
+	last     time.Time
+	load     wrpc.NodeLoad
+	reported bool // a heartbeat has reported load at this epoch
 }
 
 func newLiveness() *liveness { return &liveness{nodes: map[string]*nodeSeen{}} }
@@ -37,7 +38,7 @@ func (l *liveness) seen(id string, epoch uint64, at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n, ok := l.nodes[id]
-	if !ok {
+	if !ok || n.epoch != epoch {
 		n = &nodeSeen{}
 		l.nodes[id] = n
 	}
@@ -48,7 +49,7 @@ func (l *liveness) setLoad(id string, load wrpc.NodeLoad) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if n, ok := l.nodes[id]; ok {
-		n.load = load
+		n.load, n.reported = load, true
 	}
 }
 
@@ -61,13 +62,16 @@ func (l *liveness) queued(id string) int {
 	return 0
 }
 
-// loads returns the last load each node reported.
+// loads returns the last load each node reported at its current epoch;
+// nodes that have not reported one yet are left out.
 func (l *liveness) loads() map[string]wrpc.NodeLoad {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make(map[string]wrpc.NodeLoad, len(l.nodes))
 	for id, n := range l.nodes {
-		out[id] = n.load
+		if n.reported {
+			out[id] = n.load
+		}
 	}
 	return out
 }
