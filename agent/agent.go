@@ -34,10 +34,12 @@ type Agent struct {
 
 	epoch     atomic.Uint64
 	heartbeat chan struct{} // asks for an early heartbeat
+	// down is set while heartbeats fail: the servers cannot be reached.
+	down atomic.Bool
 
-	// leastLoaded is the leader's latest least-loaded list.
-	llMu        sync.Mutex
-	leastLoaded []scheduler.LeastLoadedNode
+	sched *distScheduler
+	proxy *amrmProxy
+	seq   atomic.Uint64 // opportunistic container IDs minted here
 
 	shutdownOnce sync.Once
 	shutdownCh   chan struct{}
@@ -57,7 +59,9 @@ func New(config *Config) (*Agent, error) {
 		heartbeat:  make(chan struct{}, 1),
 		shutdownCh: make(chan struct{}),
 		client:     wrpc.NewClient(nil, nil),
+		sched:      newDistScheduler(),
 	}
+	a.proxy = newAMRMProxy(a)
 	dir := filepath.Join(config.DataDir, "containers")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
@@ -79,11 +83,10 @@ func New(config *Config) (*Agent, error) {
 	}
 	a.listener, a.rpcAddr = ln, ln.Addr().String()
 	srv := rpc.NewServer()
-	if err := srv.RegisterName("AM", &amrmProxy{a}); err != nil {
-		return nil, err
-	}
-	if err := srv.RegisterName("Container", &containerEndpoint{a}); err != nil {
-		return nil, err
+	for name, rcvr := range map[string]any{"AM": a.proxy, "Container": &containerEndpoint{a}, "Agent": &agentEndpoint{a}} {
+		if err := srv.RegisterName(name, rcvr); err != nil {
+			return nil, err
+		}
 	}
 	a.rpcConns = wrpc.NewListener(srv, a.logger, nil)
 	a.wg.Add(1)
@@ -108,12 +111,13 @@ func New(config *Config) (*Agent, error) {
 		a.Shutdown()
 		return nil, fmt.Errorf("start serf: %w", err)
 	}
-	a.wg.Add(2)
+	a.wg.Add(3)
 	go func() {
 		defer a.wg.Done()
 		gossip.JoinLoop(a.serf, config.Join, config.JoinRetryInterval, a.logger, a.shutdownCh)
 	}()
 	go a.run()
+	go a.renewLoop()
 	a.logger.Info("agent started", "rpc_addr", a.rpcAddr, "serf_addr", gossip.Addr(a.serf),
 		"resources", config.Resources.String(), "rack", config.Rack, "opportunistic_queue_length", config.OpportunisticQueueLength)
 	return a, nil
@@ -212,14 +216,18 @@ func (a *Agent) heartbeatLoop() bool {
 			return false
 		}
 		a.discoverServers(servers)
-		req := &wrpc.HeartbeatRequest{NodeID: a.config.NodeID, Epoch: a.epoch.Load(), Containers: a.mgr.reports(), Load: a.mgr.load()}
+		_, _, listAt, _ := a.sched.view()
+		req := &wrpc.HeartbeatRequest{NodeID: a.config.NodeID, Epoch: a.epoch.Load(), Containers: a.mgr.reports(),
+			Load: a.mgr.load(), LeastLoadedAt: listAt}
 		var resp wrpc.HeartbeatResponse
 		if err := a.client.Call("Node.Heartbeat", req, &resp); err != nil {
+			a.down.Store(true)
 			if failures++; failures == 1 || failures%30 == 0 {
 				a.logger.Warn("heartbeat failed", "error", err, "consecutive_failures", failures)
 			}
 			continue
 		}
+		a.down.Store(false)
 		failures = 0
 		if resp.ReRegister {
 			a.logger.Warn("the servers no longer know this node at its epoch; stopping its containers and registering again", "epoch", req.Epoch)
@@ -228,11 +236,14 @@ func (a *Agent) heartbeatLoop() bool {
 			return true
 		}
 		servers = resp.Servers
-		a.setLeastLoaded(resp.LeastLoaded)
+		a.sched.update(&resp, time.Now())
 		if resp.QueueLimit > 0 {
 			a.mgr.shed(resp.QueueLimit)
 		}
 		a.mgr.ack(resp.Acked)
+		for _, id := range resp.Promote {
+			a.mgr.promote(id)
+		}
 		for _, k := range resp.Kill {
 			a.mgr.stop(k.ID, k.Reason)
 		}
@@ -242,17 +253,19 @@ func (a *Agent) heartbeatLoop() bool {
 	}
 }
 
-func (a *Agent) setLeastLoaded(l []scheduler.LeastLoadedNode) {
-	a.llMu.Lock()
-	a.leastLoaded = l
-	a.llMu.Unlock()
+// serversDown reports whether the last heartbeat failed to reach a server.
+func (a *Agent) serversDown() bool { return a.down.Load() }
+
+// LeastLoaded returns the least-loaded list the distributed scheduler
+// allocates from.
+func (a *Agent) LeastLoaded() []scheduler.LeastLoadedNode {
+	l, _ := a.sched.snapshot()
+	return l
 }
 
-// LeastLoaded returns the least-loaded list the leader last pushed.
-func (a *Agent) LeastLoaded() []scheduler.LeastLoadedNode {
-	a.llMu.Lock()
-	defer a.llMu.Unlock()
-	return a.leastLoaded
+// loadResponse describes this node for Agent.Load.
+func (a *Agent) loadResponse() wrpc.AgentLoadResponse {
+	return wrpc.AgentLoadResponse{NodeID: a.config.NodeID, Rack: a.config.Rack, Capacity: a.config.Resources, Load: a.mgr.load()}
 }
 
 // launchAM starts an app's AM in the container the leader placed here.

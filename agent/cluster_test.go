@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -197,9 +198,45 @@ func TestLeaderPushesTheLeastLoadedList(t *testing.T) {
 	for _, a := range agents {
 		waitFor(t, 15*time.Second, func() bool { return len(a.LeastLoaded()) == 3 })
 		for _, n := range a.LeastLoaded() {
-			if n.Slots != DefaultOpportunisticQueueLength || n.Address == "" {
+			// Idle nodes: all their resources free, their whole queue open.
+			if n.QueueSpace != DefaultOpportunisticQueueLength || n.Free.Vcores != 4 || n.Free.MemoryMB != 2048 || n.Address == "" {
 				t.Fatalf("list entry %+v", n)
 			}
+		}
+	}
+}
+
+func TestOpportunisticAppRunsThroughTheAMRMProxy(t *testing.T) {
+	_, agents, c := cluster(t, 2)
+	for _, a := range agents {
+		waitFor(t, 15*time.Second, func() bool { return len(a.LeastLoaded()) == 2 })
+	}
+	var sub rpc.AppSubmitResponse
+	spec := scheduler.AppSpec{DShell: scheduler.DShell{NumContainers: 12, ExecutionType: scheduler.Opportunistic,
+		Resources: scheduler.Resources{MemoryMB: 512, Vcores: 1}, Command: []string{"sh", "-c", "sleep 0.2"}}}
+	if err := c.Call("App.Submit", &rpc.AppSubmitRequest{Spec: spec}, &sub); err != nil {
+		t.Fatal(err)
+	}
+	if app := waitApp(t, c, sub.AppID); app.State != "FINISHED" {
+		t.Fatalf("app %+v", app)
+	}
+	var list rpc.ContainerListResponse
+	waitFor(t, 10*time.Second, func() bool {
+		c.Call("Container.List", &rpc.ContainerListRequest{AppID: sub.AppID}, &list)
+		ok := 0
+		for _, ci := range list.Containers {
+			if ci.ExecutionType == "OPPORTUNISTIC" && ci.Reason == "exited" {
+				ok++
+			}
+		}
+		return ok == 12
+	})
+	for _, ci := range list.Containers {
+		if ci.IsAM {
+			continue
+		}
+		if ci.ExecutionType != "OPPORTUNISTIC" || !strings.HasPrefix(ci.ID, "o-n") {
+			t.Fatalf("task container %+v: want an opportunistic container minted by an agent", ci)
 		}
 	}
 }

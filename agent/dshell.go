@@ -17,6 +17,11 @@ const dshellAskID = 1
 // allocateWait is how long one AM.Allocate may block for news.
 const allocateWait = 10 * time.Second
 
+// promoteRetry is how long a refused promotion that may yet succeed (the
+// container is not running or not recorded yet, or there is no room now)
+// waits before it is asked for again.
+const promoteRetry = time.Second
+
 // DShell is the built-in distributed-shell AM (SPEC §8): it runs the app's
 // command in num_containers containers, runs again the work of containers
 // that were taken away (preempted, lost, evicted, shed, rejected, expired),
@@ -30,6 +35,10 @@ type DShell struct {
 	byCID    map[string]int // container ID → task index
 	released map[string]bool
 	warned   map[string]bool
+	seen     map[string]bool
+	// promote holds opportunistic containers to ask promotion for
+	// (-promote-opportunistic-after-start), each with when to ask next.
+	promote map[string]time.Time
 }
 
 type dshellTask struct {
@@ -50,7 +59,8 @@ const maxStartFailures = 3
 // NewDShell returns the AM for the attempt described by client.
 func NewDShell(client *wrpc.AMClient, logger hclog.Logger) *DShell {
 	return &DShell{client: client, logger: logger.Named("dshell").With("app_id", client.AppID, "attempt", client.Attempt),
-		byCID: map[string]int{}, released: map[string]bool{}, warned: map[string]bool{}}
+		byCID: map[string]int{}, released: map[string]bool{}, warned: map[string]bool{}, seen: map[string]bool{},
+		promote: map[string]time.Time{}}
 }
 
 // Run registers, drives the app to its end and reports it. It returns an
@@ -71,12 +81,14 @@ func (d *DShell) Run() error {
 				want++
 			}
 		}
+		promotions, wait := d.duePromotions(time.Now())
 		resp, err := d.client.Allocate(wrpc.AMAllocateRequest{
 			Asks: []scheduler.Ask{{AskID: dshellAskID, Count: want, Resources: d.spec.Resources,
 				ExecutionType: d.spec.ExecutionType, EnforceExecutionType: d.spec.EnforceExecutionType}},
-			Releases: releases,
-			Progress: d.progress(),
-		}, allocateWait)
+			Releases:   releases,
+			Promotions: promotions,
+			Progress:   d.progress(),
+		}, wait)
 		if err != nil {
 			if strings.Contains(err.Error(), "not the app's current AM attempt") {
 				return err
@@ -96,6 +108,7 @@ func (d *DShell) Run() error {
 		for _, c := range resp.Completed {
 			d.completed(c)
 		}
+		d.promotionResults(resp)
 		for _, id := range resp.PreemptionWarnings {
 			if !d.warned[id] {
 				d.warned[id] = true
@@ -111,8 +124,14 @@ func (d *DShell) Run() error {
 // assign gives an allocated container to a task that needs one and starts
 // it; a container nobody needs is returned for release.
 func (d *DShell) assign(c wrpc.ContainerInfo) []string {
-	if _, known := d.byCID[c.ID]; known || d.released[c.ID] {
-		return nil
+	if d.seen[c.ID] {
+		return nil // a container is used once, however often it is reported
+	}
+	d.seen[c.ID] = true
+	if d.spec.EnforceExecutionType && c.ExecutionType != string(d.spec.ExecutionType) {
+		d.logger.Warn("releasing a container of another execution type (-enforce-execution-type)", "container", c.ID, "type", c.ExecutionType)
+		d.released[c.ID] = true
+		return []string{c.ID}
 	}
 	for i := range d.tasks {
 		t := &d.tasks[i]
@@ -132,11 +151,18 @@ func (d *DShell) assign(c wrpc.ContainerInfo) []string {
 			d.startFailed(i, c, err.Error())
 			d.released[c.ID] = true
 			return []string{c.ID}
+		case resp.State == string(scheduler.ContainerCompleted) && scheduler.ExitReason(resp.Reason).Retryable():
+			// An opportunistic container its node could not queue: ask again.
+			d.logger.Info("the node turned the container away; asking for another", "task", i, "container", c.ID, "reason", resp.Reason)
+			d.forget(c.ID)
 		case resp.State == string(scheduler.ContainerCompleted):
 			d.startFailed(i, c, fmt.Sprintf("%s: %s", resp.Reason, resp.Diagnostics))
 		default:
 			t.startFailures = 0
 			d.logger.Info("started task", "task", i, "container", c.ID, "node", c.NodeID, "state", resp.State)
+			if d.spec.PromoteOpportunisticAfterStart && c.ExecutionType == string(scheduler.Opportunistic) {
+				d.promote[c.ID] = time.Time{} // ask at once
+			}
 		}
 		return nil
 	}
@@ -160,7 +186,42 @@ func (d *DShell) startFailed(i int, c wrpc.ContainerInfo, why string) {
 	time.Sleep(time.Duration(t.startFailures) * 200 * time.Millisecond)
 }
 
+// duePromotions returns the promotions to ask for now, and how long the
+// next Allocate may block: no longer than until the next one is due.
+func (d *DShell) duePromotions(now time.Time) ([]string, time.Duration) {
+	var due []string
+	wait := allocateWait
+	for id, at := range d.promote {
+		if !at.After(now) {
+			due = append(due, id)
+		} else {
+			wait = min(wait, at.Sub(now))
+		}
+	}
+	return due, wait
+}
+
+// promotionResults records what became of the promotions asked for.
+func (d *DShell) promotionResults(resp *wrpc.AMAllocateResponse) {
+	for _, id := range resp.Promoted {
+		delete(d.promote, id)
+		d.logger.Info("container promoted to guaranteed", "container", id)
+	}
+	for _, f := range resp.PromotionFailures {
+		if _, asked := d.promote[f.ID]; !asked {
+			continue
+		}
+		if !f.Retryable {
+			delete(d.promote, f.ID)
+			d.logger.Warn("container will not be promoted", "container", f.ID, "reason", f.Reason)
+			continue
+		}
+		d.promote[f.ID] = time.Now().Add(promoteRetry)
+	}
+}
+
 func (d *DShell) forget(cid string) {
+	delete(d.promote, cid)
 	if i, ok := d.byCID[cid]; ok {
 		d.tasks[i].container = ""
 		delete(d.byCID, cid)
@@ -169,6 +230,7 @@ func (d *DShell) forget(cid string) {
 
 // completed records a container's end: success, failure, or work to run again.
 func (d *DShell) completed(c wrpc.ContainerInfo) {
+	delete(d.promote, c.ID)
 	i, ok := d.byCID[c.ID]
 	if !ok {
 		return

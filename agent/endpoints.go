@@ -7,26 +7,6 @@ import (
 	"github.com/weft-sched/weft/scheduler"
 )
 
-// amrmProxy is the AM protocol on the agent (SPEC §8): AMs on this node talk
-// to it, and it relays their calls to the servers, riding out server
-// failovers with the agent's retrying client.
-type amrmProxy struct{ a *Agent }
-
-// Register relays AM.Register.
-func (p *amrmProxy) Register(args *wrpc.AMRegisterRequest, reply *wrpc.AMRegisterResponse) error {
-	return p.a.client.Call("AM.Register", args, reply)
-}
-
-// Allocate relays AM.Allocate.
-func (p *amrmProxy) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateResponse) error {
-	return p.a.client.Call("AM.Allocate", args, reply)
-}
-
-// Finish relays AM.Finish.
-func (p *amrmProxy) Finish(args *wrpc.AMFinishRequest, reply *wrpc.WriteResponse) error {
-	return p.a.client.Call("AM.Finish", args, reply)
-}
-
 // containerEndpoint is the container-management protocol (SPEC §8).
 type containerEndpoint struct{ a *Agent }
 
@@ -53,6 +33,17 @@ func (e *containerEndpoint) Stop(args *wrpc.ContainerIDRequest, reply *struct{})
 	return nil
 }
 
+// Promote tells the agent that a container was promoted to guaranteed:
+// it is no longer evicted for guaranteed arrivals. The leader calls it
+// after recording the promotion; heartbeats repeat it until the agent
+// reports the container guaranteed.
+func (e *containerEndpoint) Promote(args *wrpc.ContainerIDRequest, reply *struct{}) error {
+	if !e.a.mgr.promote(args.ID) {
+		return fmt.Errorf("container %s is not running opportunistic on node %s", args.ID, e.a.config.NodeID)
+	}
+	return nil
+}
+
 // Status reports containers on this node (all of them if no IDs are given).
 func (e *containerEndpoint) Status(args *wrpc.ContainerStatusRequest, reply *wrpc.ContainerStatusResponse) error {
 	want := map[string]bool{}
@@ -74,5 +65,16 @@ func (e *containerEndpoint) Logs(args *wrpc.ContainerLogsRequest, reply *wrpc.Co
 		return err
 	}
 	*reply = *resp
+	return nil
+}
+
+// agentEndpoint answers questions about the node itself.
+type agentEndpoint struct{ a *Agent }
+
+// Load reports the node's capacity and load, for the distributed
+// schedulers of other agents that have had no list from the leader for a
+// while.
+func (e *agentEndpoint) Load(args *wrpc.RequestHeader, reply *wrpc.AgentLoadResponse) error {
+	*reply = e.a.loadResponse()
 	return nil
 }

@@ -30,8 +30,12 @@ type manager struct {
 	mu     sync.Mutex
 	ls     *scheduler.LocalScheduler
 	byID   map[string]*ctr
+	ams    map[attemptKey]string // live AM containers here: app attempt → token (container ID)
 	closed bool
 	procs  sync.WaitGroup
+	// meanRun is a moving average of how long opportunistic containers
+	// ran, for the queue-wait estimate.
+	meanRun time.Duration
 }
 
 // ctr is the agent's record of one container.
@@ -43,7 +47,8 @@ type ctr struct {
 	exitCode   *int
 	reason     scheduler.ExitReason
 	diag       string
-	at         int64
+	at         int64 // last change, Unix ns
+	startedAt  int64
 	proc       *process
 	killReason scheduler.ExitReason
 }
@@ -51,7 +56,7 @@ type ctr struct {
 func newManager(logger hclog.Logger, nodeID, dir string, capacity scheduler.Resources, queueLimit int, killGrace time.Duration, cg *cgroups, changed func()) *manager {
 	return &manager{
 		logger: logger.Named("containers"), nodeID: nodeID, dir: dir, killGrace: killGrace, cg: cg, changed: changed,
-		ls: scheduler.NewLocalScheduler(capacity, queueLimit), byID: map[string]*ctr{}, queueCapacity: queueLimit,
+		ls: scheduler.NewLocalScheduler(capacity, queueLimit), byID: map[string]*ctr{}, ams: map[attemptKey]string{}, queueCapacity: queueLimit,
 	}
 }
 
@@ -85,6 +90,9 @@ func (m *manager) start(info rpc.ContainerInfo, launch rpc.LaunchSpec) *rpc.Cont
 	c := &ctr{info: info, launch: launch, dir: filepath.Join(m.dir, info.AppID, info.ID),
 		state: scheduler.ContainerQueued, at: time.Now().UnixNano()}
 	m.byID[info.ID] = c
+	if info.IsAM {
+		m.ams[attemptKey{info.AppID, info.Attempt}] = info.ID
+	}
 	m.carryOut(m.ls.Submit(scheduler.LocalContainer{ID: info.ID, Resources: info.Resources, ExecutionType: et}))
 	return &rpc.ContainerStartResponse{State: string(c.state), Reason: string(c.reason), Diagnostics: c.diag}
 }
@@ -136,6 +144,7 @@ func (m *manager) launch(c *ctr) error {
 		return err
 	}
 	c.proc, c.state, c.at = p, scheduler.ContainerRunning, time.Now().UnixNano()
+	c.startedAt = c.at
 	m.logger.Debug("container started", "container", c.info.ID, "pid", p.pgid)
 	m.procs.Add(1)
 	go m.waitExit(c, p)
@@ -158,8 +167,22 @@ func (m *manager) waitExit(c *ctr, p *process) {
 	m.carryOut(m.ls.Finished(c.info.ID))
 }
 
+// runWeight is the weight of the newest run in the moving average.
+const runWeight = 0.2
+
 func (m *manager) complete(c *ctr, exitCode *int, reason scheduler.ExitReason, diag string) {
 	c.state, c.exitCode, c.reason, c.diag, c.at = scheduler.ContainerCompleted, exitCode, reason, diag, time.Now().UnixNano()
+	if k := (attemptKey{c.info.AppID, c.info.Attempt}); c.info.IsAM && m.ams[k] == c.info.ID {
+		delete(m.ams, k)
+	}
+	if reason == scheduler.ReasonExited && c.startedAt > 0 && c.info.ExecutionType == string(scheduler.Opportunistic) {
+		run := time.Duration(c.at - c.startedAt)
+		if m.meanRun == 0 {
+			m.meanRun = run
+		} else {
+			m.meanRun = time.Duration(runWeight*float64(run) + (1-runWeight)*float64(m.meanRun))
+		}
+	}
 	m.logger.Debug("container completed", "container", c.info.ID, "reason", reason, "detail", diag)
 }
 
@@ -219,7 +242,9 @@ func (m *manager) reports() []rpc.ContainerReport {
 	defer m.mu.Unlock()
 	out := make([]rpc.ContainerReport, 0, len(m.byID))
 	for _, c := range m.byID {
-		out = append(out, rpc.ContainerReport{ID: c.info.ID, State: c.state, ExitCode: c.exitCode, Reason: c.reason, Diagnostics: c.diag, At: c.at})
+		out = append(out, rpc.ContainerReport{ID: c.info.ID, AppID: c.info.AppID, Attempt: c.info.Attempt, AskID: c.info.AskID,
+			Resources: c.info.Resources, ExecutionType: c.info.ExecutionType, State: c.state, ExitCode: c.exitCode,
+			Reason: c.reason, Diagnostics: c.diag, AllocatedAt: c.info.AllocatedAt, StartedAt: c.startedAt, At: c.at})
 	}
 	return out
 }
@@ -252,7 +277,32 @@ func (m *manager) load() rpc.NodeLoad {
 	defer m.mu.Unlock()
 	l := m.ls.Load()
 	return rpc.NodeLoad{QueueCapacity: m.queueCapacity, RunningGuaranteed: l.RunningGuaranteed, RunningOpportunistic: l.RunningOpportunistic,
-		Queued: l.Queued, Used: l.Used, UsedOpportunistic: l.UsedOpportunistic}
+		Queued: l.Queued, Used: l.Used, UsedOpportunistic: l.UsedOpportunistic,
+		EstimatedQueueWait: scheduler.EstimateQueueWait(l.Queued, l.RunningGuaranteed+l.RunningOpportunistic, m.meanRun)}
+}
+
+// promote makes a running opportunistic container guaranteed: the node no
+// longer evicts it, and reports it as guaranteed. It reports whether the
+// container was running opportunistic here.
+func (m *manager) promote(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.byID[id]
+	if !ok || !m.ls.Promote(id) {
+		return false
+	}
+	c.info.ExecutionType = string(scheduler.Guaranteed)
+	m.logger.Info("container promoted to guaranteed", "container", id)
+	return true
+}
+
+// runningAM returns the token of the app attempt's AM if it runs (or waits
+// to) on this node.
+func (m *manager) runningAM(app string, attempt int) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	token, ok := m.ams[attemptKey{app, attempt}]
+	return token, ok
 }
 
 // logs reads up to limit bytes of a container's stdout or stderr from offset.

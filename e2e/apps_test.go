@@ -21,6 +21,7 @@ type containerInfo struct {
 	IsAM        bool   `json:"is_am"`
 	AllocatedAt int64  `json:"allocated_at"`
 	StartedAt   int64  `json:"started_at"`
+	FinishedAt  int64  `json:"finished_at"`
 }
 
 type appInfo struct {

@@ -154,6 +154,9 @@ func (t *txn) applyAskUpdate(req *AskUpdateRequest) error {
 		if err := ValidateAsk(&ask); err != nil {
 			return err
 		}
+		if ask.ExecutionType != scheduler.Guaranteed {
+			return fmt.Errorf("ask %d: execution_type must be GUARANTEED here, not %q", ask.AskID, ask.ExecutionType)
+		}
 	}
 	placedAfter := map[uint64]int{}
 	for _, c := range t.appContainers(req.AppID) {
@@ -192,15 +195,15 @@ func sameAsk(a, b scheduler.Ask) bool {
 		fmt.Sprint(a.Locality.Nodes, a.Locality.Racks) == fmt.Sprint(b.Locality.Nodes, b.Locality.Racks)
 }
 
-// ValidateAsk checks one guaranteed ask and names the bad field.
+// ValidateAsk checks one ask and names the bad field.
 func ValidateAsk(a *scheduler.Ask) error {
 	switch {
 	case a.AskID == scheduler.AMAskID:
 		return fmt.Errorf("ask_id 0 is reserved for the AM container")
 	case a.Count < 0:
 		return fmt.Errorf("ask %d: count must not be negative", a.AskID)
-	case a.ExecutionType != scheduler.Guaranteed:
-		return fmt.Errorf("ask %d: execution_type must be GUARANTEED here, not %q", a.AskID, a.ExecutionType)
+	case !a.ExecutionType.Valid():
+		return fmt.Errorf("ask %d: execution_type must be GUARANTEED or OPPORTUNISTIC, not %q", a.AskID, a.ExecutionType)
 	case a.Resources.Validate() != nil:
 		return fmt.Errorf("ask %d: resources: %v", a.AskID, a.Resources.Validate())
 	case a.Resources.MemoryMB <= 0 || a.Resources.Vcores <= 0:

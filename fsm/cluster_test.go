@@ -60,15 +60,18 @@ func checkInvariants(t *testing.T, st *State) {
 	t.Helper()
 	for _, n := range st.Nodes() {
 		var g, o scheduler.Resources
-		var rg, ro int
+		var rg, ro, queued int
 		for _, c := range st.NodeLiveContainers(n.ID) {
 			if !c.State.Live() {
 				t.Fatalf("completed container %s in the live index", c.ID)
 			}
 			if c.ExecutionType == scheduler.Opportunistic {
-				o = o.Add(c.Resources)
-				if c.State == scheduler.ContainerRunning {
+				switch c.State {
+				case scheduler.ContainerRunning:
+					o = o.Add(c.Resources)
 					ro++
+				case scheduler.ContainerQueued:
+					queued++
 				}
 			} else {
 				g = g.Add(c.Resources)
@@ -78,9 +81,9 @@ func checkInvariants(t *testing.T, st *State) {
 			}
 		}
 		if g.String() != n.AllocatedGuaranteed.String() || o.String() != n.AllocatedOpportunistic.String() ||
-			rg != n.RunningGuaranteed || ro != n.RunningOpportunistic {
-			t.Fatalf("node %s accounting %v/%v/%d/%d, containers say %v/%v/%d/%d",
-				n.ID, n.AllocatedGuaranteed, n.AllocatedOpportunistic, n.RunningGuaranteed, n.RunningOpportunistic, g, o, rg, ro)
+			rg != n.RunningGuaranteed || ro != n.RunningOpportunistic || queued != n.Queued {
+			t.Fatalf("node %s accounting %v/%v/%d/%d/%d queued, containers say %v/%v/%d/%d/%d",
+				n.ID, n.AllocatedGuaranteed, n.AllocatedOpportunistic, n.RunningGuaranteed, n.RunningOpportunistic, n.Queued, g, o, rg, ro, queued)
 		}
 		if !n.AllocatedGuaranteed.Fits(n.Capacity) {
 			t.Fatalf("node %s overcommitted: %v of %v", n.ID, n.AllocatedGuaranteed, n.Capacity)

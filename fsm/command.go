@@ -25,6 +25,7 @@ const (
 	ContainerUpdateType  MessageType = 9
 	ContainerStopType    MessageType = 10
 	PreemptMarkType      MessageType = 11
+	PromoteType          MessageType = 12
 )
 
 // IgnoreUnknownTypeFlag marks a command that a server which does not know
@@ -121,11 +122,31 @@ type ContainerStatus struct {
 	At          int64                    `codec:"at"`
 }
 
-// ContainerUpdateRequest records state changes reported by a node's agent.
-// Reports for containers not on that node, or older than what is recorded,
-// are ignored.
+// ContainerRecord is an opportunistic container that an agent's AMRMProxy
+// allocated, as the node it runs on first reports it.
+type ContainerRecord struct {
+	ID          string                   `codec:"id"`
+	AppID       string                   `codec:"app_id"`
+	Attempt     int                      `codec:"attempt"`
+	AskID       uint64                   `codec:"ask_id"`
+	Resources   scheduler.Resources      `codec:"resources"`
+	State       scheduler.ContainerState `codec:"state"`
+	ExitCode    *int                     `codec:"exit_code"`
+	Reason      scheduler.ExitReason     `codec:"reason"`
+	Diagnostics string                   `codec:"diagnostics"`
+	AllocatedAt int64                    `codec:"allocated_at"`
+	StartedAt   int64                    `codec:"started_at"`
+	FinishedAt  int64                    `codec:"finished_at"`
+}
+
+// ContainerUpdateRequest records what one heartbeat of a node's agent
+// changed: opportunistic containers its node runs that the servers do not
+// know yet (Records), then state changes of known ones (Updates). Reports
+// for containers not on that node, or older than what is recorded, are
+// ignored; so are records that are malformed or of unknown apps.
 type ContainerUpdateRequest struct {
 	NodeID  string            `codec:"node_id"`
+	Records []ContainerRecord `codec:"records"`
 	Updates []ContainerStatus `codec:"updates"`
 }
 
@@ -137,6 +158,22 @@ type ContainerStopRequest struct {
 	IDs    []string             `codec:"ids"`
 	Reason scheduler.ExitReason `codec:"reason"`
 	Now    int64                `codec:"now"`
+}
+
+// PromoteRequest promotes running opportunistic containers of an app's
+// current attempt to guaranteed. Each is re-checked against its node's free
+// guaranteed capacity; the result is a *PromoteResult.
+type PromoteRequest struct {
+	AppID   string   `codec:"app_id"`
+	Attempt int      `codec:"attempt"`
+	IDs     []string `codec:"ids"`
+	Now     int64    `codec:"now"`
+}
+
+// PromoteResult says, per ID of a PromoteRequest, "" when it was promoted
+// or why it was not.
+type PromoteResult struct {
+	Refused []string `codec:"refused"`
 }
 
 // PreemptMark marks one container for preemption.

@@ -43,8 +43,15 @@ func (t *txn) stopContainer(c *scheduler.Container, reason scheduler.ExitReason,
 	}
 }
 
-// applyContainerUpdate records what a node's agent reports.
+// applyContainerUpdate records what a node's agent reports: first the
+// opportunistic containers it runs that were allocated by AMRMProxies,
+// then state changes.
 func (t *txn) applyContainerUpdate(req *ContainerUpdateRequest) error {
+	if len(req.Records) > 0 {
+		if err := t.recordOpportunistic(req.NodeID, req.Records); err != nil {
+			return err
+		}
+	}
 	for _, u := range req.Updates {
 		c, ok := t.container(u.ID)
 		if !ok || c.NodeID != req.NodeID || !c.State.Live() {
@@ -113,12 +120,15 @@ func (t *txn) place(pos int, p *scheduler.Placement, now int64) string {
 	if !ok || node.Status != scheduler.NodeReady {
 		return "node is not ready"
 	}
-	if !p.Resources.Fits(node.FreeGuaranteed()) {
-		return fmt.Sprintf("%s exceeds the node's free guaranteed capacity %s", p.Resources, node.FreeGuaranteed())
-	}
 	app, ok := t.app(p.AppID)
 	if !ok || app.State.Terminal() {
 		return "app is not active"
+	}
+	if p.ExecutionType == scheduler.Opportunistic {
+		return t.placeOpportunistic(pos, p, app, now)
+	}
+	if !p.Resources.Fits(node.FreeGuaranteed()) {
+		return fmt.Sprintf("%s exceeds the node's free guaranteed capacity %s", p.Resources, node.FreeGuaranteed())
 	}
 	id := scheduler.GuaranteedContainerID(t.index, pos)
 	a, _ := t.mutableApp(p.AppID)

@@ -106,6 +106,10 @@ func (f *FSM) applyOne(t *txn, l *raft.Log) any {
 		var req ContainerStopRequest
 		mustDecode(l, body, &req)
 		return errOrNil(t.applyContainerStop(&req))
+	case PromoteType:
+		var req PromoteRequest
+		mustDecode(l, body, &req)
+		return t.applyPromote(&req)
 	case PreemptMarkType:
 		var req PreemptMarkRequest
 		mustDecode(l, body, &req)

@@ -144,11 +144,13 @@ func (t *txn) storeContainer(c *scheduler.Container, accountApp bool) {
 		account(n, c, 1)
 		t.putNode(n)
 	}
-	if accountApp && c.ExecutionType == scheduler.Guaranteed {
-		wasLive := existed && old.State.Live()
-		if wasLive != c.State.Live() {
+	if accountApp {
+		// An app's usage counts its live guaranteed containers, so it
+		// changes when a container is born, ends, or is promoted.
+		was := existed && holdsGuaranteed(old)
+		if is := holdsGuaranteed(c); was != is {
 			if a, ok := t.mutableApp(c.AppID); ok {
-				if c.State.Live() {
+				if is {
 					a.Used, a.Live = a.Used.Add(c.Resources), a.Live+1
 				} else {
 					a.Used, a.Live = a.Used.Sub(c.Resources), a.Live-1
@@ -160,22 +162,30 @@ func (t *txn) storeContainer(c *scheduler.Container, accountApp bool) {
 	t.touch(TableContainers)
 }
 
-// account adds (sign 1) or removes (sign -1) c's share of node n's usage.
+func holdsGuaranteed(c *scheduler.Container) bool {
+	return c.State.Live() && c.ExecutionType == scheduler.Guaranteed
+}
+
+// account adds (sign 1) or removes (sign -1) c's share of node n's usage:
+// live guaranteed containers hold their resources from allocation on;
+// opportunistic ones use the node only while they run, and count as queued
+// while they wait.
 func account(n *scheduler.Node, c *scheduler.Container, sign int64) {
 	if !c.State.Live() {
 		return
 	}
-	r := c.Resources.Scale(sign)
-	running := 0
-	if c.State == scheduler.ContainerRunning {
-		running = int(sign)
-	}
-	if c.ExecutionType == scheduler.Opportunistic {
-		n.AllocatedOpportunistic = n.AllocatedOpportunistic.Add(r)
-		n.RunningOpportunistic += running
-	} else {
-		n.AllocatedGuaranteed = n.AllocatedGuaranteed.Add(r)
-		n.RunningGuaranteed += running
+	running := c.State == scheduler.ContainerRunning
+	switch {
+	case c.ExecutionType == scheduler.Guaranteed:
+		n.AllocatedGuaranteed = n.AllocatedGuaranteed.Add(c.Resources.Scale(sign))
+		if running {
+			n.RunningGuaranteed += int(sign)
+		}
+	case running:
+		n.AllocatedOpportunistic = n.AllocatedOpportunistic.Add(c.Resources.Scale(sign))
+		n.RunningOpportunistic += int(sign)
+	case c.State == scheduler.ContainerQueued:
+		n.Queued += int(sign)
 	}
 }
 

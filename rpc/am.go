@@ -47,7 +47,24 @@ type AMAllocateResponse struct {
 	// PreemptionWarnings lists containers that will be killed after the
 	// preemption wait.
 	PreemptionWarnings []string `codec:"preemption_warnings"`
-	Promoted           []string `codec:"promoted"`
+	// Promoted lists containers of the request's promotions that are now
+	// guaranteed; PromotionFailures those that are not, and why.
+	Promoted          []string           `codec:"promoted"`
+	PromotionFailures []PromotionFailure `codec:"promotion_failures"`
+	// Partial is set when the AMRMProxy answered alone because no server
+	// could be reached: Allocated holds only what it allocated itself, and
+	// Index did not advance, so the next call brings what was missed. The
+	// proxy relays the request's releases and promotions later.
+	Partial bool `codec:"partial"`
+}
+
+// PromotionFailure is a promotion that was not granted. Retryable ones
+// (the container is not running or not recorded yet; no room now) may be
+// asked for again.
+type PromotionFailure struct {
+	ID        string `codec:"id"`
+	Reason    string `codec:"reason"`
+	Retryable bool   `codec:"retryable"`
 }
 
 // AMFinishRequest ends the app (AM.Finish): FINISHED or FAILED.

@@ -82,6 +82,11 @@ var ErrNoServers = errors.New("no weft servers known")
 // except retryable ones (no leader) which, like connection errors, make the
 // client try the next server, with jittered backoff once all were tried.
 func (c *Client) Call(method string, args, reply any) error {
+	return c.CallWithin(method, args, reply, c.RetryBudget)
+}
+
+// CallWithin is Call with its own retry budget instead of the client's.
+func (c *Client) CallWithin(method string, args, reply any, budget time.Duration) error {
 	start := time.Now()
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
@@ -100,7 +105,7 @@ func (c *Client) Call(method string, args, reply any) error {
 		// Connection failures are final after two rounds over every server,
 		// so a client whose servers are all down fails fast; a no-leader
 		// answer is retried for the whole budget, since an election is on.
-		if time.Since(start) > c.RetryBudget || !IsServerError(err) && attempt >= 2*n {
+		if time.Since(start) > budget || !IsServerError(err) && attempt >= 2*n {
 			return err
 		}
 		time.Sleep(backoff + rand.N(backoff))

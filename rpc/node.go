@@ -1,6 +1,10 @@
 package rpc
 
-import "github.com/weft-sched/weft/scheduler"
+import (
+	"time"
+
+	"github.com/weft-sched/weft/scheduler"
+)
 
 // NodeRegisterRequest registers an agent (Node.Register).
 type NodeRegisterRequest struct {
@@ -19,12 +23,22 @@ type NodeRegisterResponse struct {
 
 // ContainerReport is an agent's view of one container in a heartbeat.
 type ContainerReport struct {
-	ID          string                   `codec:"id"`
-	State       scheduler.ContainerState `codec:"state"`
-	ExitCode    *int                     `codec:"exit_code"`
-	Reason      scheduler.ExitReason     `codec:"reason"`
-	Diagnostics string                   `codec:"diagnostics"`
-	At          int64                    `codec:"at"` // Unix ns of the last change
+	ID string `codec:"id"`
+	// AppID, Attempt, AskID, Resources, ExecutionType and AllocatedAt let
+	// the leader record opportunistic containers that an AMRMProxy
+	// allocated without it.
+	AppID         string                   `codec:"app_id"`
+	Attempt       int                      `codec:"attempt"`
+	AskID         uint64                   `codec:"ask_id"`
+	Resources     scheduler.Resources      `codec:"resources"`
+	ExecutionType string                   `codec:"execution_type"`
+	State         scheduler.ContainerState `codec:"state"`
+	ExitCode      *int                     `codec:"exit_code"`
+	Reason        scheduler.ExitReason     `codec:"reason"`
+	Diagnostics   string                   `codec:"diagnostics"`
+	AllocatedAt   int64                    `codec:"allocated_at"` // Unix ns
+	StartedAt     int64                    `codec:"started_at"`   // Unix ns; 0 if it never ran
+	At            int64                    `codec:"at"`           // Unix ns of the last change
 }
 
 // NodeLoad is what a heartbeat reports of the node's load (SPEC §10).
@@ -36,6 +50,8 @@ type NodeLoad struct {
 	Queued               int                 `codec:"queued"`
 	Used                 scheduler.Resources `codec:"used"`
 	UsedOpportunistic    scheduler.Resources `codec:"used_opportunistic"`
+	// EstimatedQueueWait is how long a container arriving now would wait.
+	EstimatedQueueWait time.Duration `codec:"estimated_queue_wait"`
 }
 
 // HeartbeatRequest is an agent's periodic report (Node.Heartbeat). It lists
@@ -47,6 +63,9 @@ type HeartbeatRequest struct {
 	Epoch      uint64            `codec:"epoch"`
 	Containers []ContainerReport `codec:"containers"`
 	Load       NodeLoad          `codec:"load"`
+	// LeastLoadedAt is the computation of the least-loaded list the agent
+	// holds; the leader sends a list only when it has a newer one.
+	LeastLoadedAt int64 `codec:"least_loaded_at"`
 }
 
 // KillOrder asks an agent to stop a container, and says why.
@@ -75,11 +94,21 @@ type HeartbeatResponse struct {
 	// Acked lists completed containers the servers have recorded; the agent
 	// may forget them.
 	Acked []string `codec:"acked"`
-	// LeastLoaded is the leader's current least-loaded node list, for the
-	// agent's distributed opportunistic scheduler.
-	LeastLoaded []scheduler.LeastLoadedNode `codec:"least_loaded"`
-	// QueueLimit is the opportunistic queue length the agent must shed to.
+	// LeastLoaded is the leader's least-loaded node list, for the agent's
+	// distributed opportunistic scheduler, and LeastLoadedAt identifies its
+	// computation (Unix ns). LeastLoadedAt 0 means "no new list": the
+	// agent keeps the one it has.
+	LeastLoaded   []scheduler.LeastLoadedNode `codec:"least_loaded"`
+	LeastLoadedAt int64                       `codec:"least_loaded_at"`
+	// QueueLimit is the opportunistic queue length the agent must shed to
+	// (0: no limit known).
 	QueueLimit int `codec:"queue_limit"`
+	// Centralized tells the agent's AMRMProxy to forward opportunistic asks
+	// to the leader (opportunistic.distributed = false).
+	Centralized bool `codec:"centralized"`
+	// Promote lists containers on the node that were promoted to
+	// guaranteed: the agent must no longer evict them.
+	Promote []string `codec:"promote"`
 }
 
 // NodeInfo is one node as `weft node list -json` shows it.
@@ -96,6 +125,9 @@ type NodeInfo struct {
 	RunningGuaranteed      int                 `json:"running_guaranteed"`
 	RunningOpportunistic   int                 `json:"running_opportunistic"`
 	Queued                 int                 `json:"queued"`
+	// EstimatedQueueWait is the node's last reported estimate, known only
+	// to the leader (0 in stale reads from followers).
+	EstimatedQueueWait time.Duration `json:"estimated_queue_wait_ns"`
 }
 
 // NewNodeInfo describes a node.
@@ -104,7 +136,7 @@ func NewNodeInfo(n *scheduler.Node) NodeInfo {
 		ID: n.ID, Address: n.Address, Rack: n.Rack, Status: string(n.Status), StatusReason: n.StatusReason,
 		Epoch: n.Epoch, Capacity: n.Capacity, AllocatedGuaranteed: n.AllocatedGuaranteed,
 		AllocatedOpportunistic: n.AllocatedOpportunistic, RunningGuaranteed: n.RunningGuaranteed,
-		RunningOpportunistic: n.RunningOpportunistic,
+		RunningOpportunistic: n.RunningOpportunistic, Queued: n.Queued,
 	}
 }
 
@@ -125,4 +157,13 @@ type NodeStatusResponse struct {
 	ResponseMeta `codec:"meta" json:"-"`
 	Node         NodeInfo        `json:"node"`
 	Containers   []ContainerInfo `json:"containers"`
+}
+
+// AgentLoadResponse answers Agent.Load on agents: the node's capacity and
+// load, for AMRMProxies whose least-loaded list has gone stale (no leader).
+type AgentLoadResponse struct {
+	NodeID   string              `codec:"node_id"`
+	Rack     string              `codec:"rack"`
+	Capacity scheduler.Resources `codec:"capacity"`
+	Load     NodeLoad            `codec:"load"`
 }

@@ -44,7 +44,11 @@ type ClusterStatus struct {
 	Capacity          scheduler.Resources `json:"capacity"`
 	UsedGuaranteed    scheduler.Resources `json:"used_guaranteed"`
 	UsedOpportunistic scheduler.Resources `json:"used_opportunistic"`
-	Apps              map[string]int      `json:"apps"`
+	// Totals over READY nodes of the node list's columns.
+	RunningGuaranteed    int            `json:"running_guaranteed"`
+	RunningOpportunistic int            `json:"running_opportunistic"`
+	Queued               int            `json:"queued"`
+	Apps                 map[string]int `json:"apps"`
 }
 
 // RaftServer is one server of the Raft configuration.

@@ -73,6 +73,13 @@ type Container struct {
 	PreemptKillAt int64  `codec:"preempt_kill_at"`
 	PreemptFor    string `codec:"preempt_for"`
 	PreemptReason string `codec:"preempt_reason"`
+	// Distributed marks an opportunistic container allocated by an agent's
+	// AMRMProxy and recorded from its node's reports: its AM learned of it
+	// from the proxy, never from the servers.
+	Distributed bool `codec:"distributed"`
+	// Promoted marks a container that started opportunistic and was
+	// promoted to guaranteed (ExecutionType is then Guaranteed).
+	Promoted bool `codec:"promoted"`
 	// KillRequested asks the node's agent to stop the container.
 	KillRequested bool       `codec:"kill_requested"`
 	KillReason    ExitReason `codec:"kill_reason"`

@@ -242,7 +242,9 @@ func (s *LocalScheduler) Promote(id string) bool {
 	return true
 }
 
-// LocalLoad summarises the node for heartbeats.
+// LocalLoad summarises the node for heartbeats. Queued counts the
+// opportunistic queue only: a guaranteed container waiting for evictions
+// starts as soon as they exit.
 type LocalLoad struct {
 	RunningGuaranteed    int
 	RunningOpportunistic int
@@ -253,7 +255,7 @@ type LocalLoad struct {
 
 // Load reports what runs and waits on the node.
 func (s *LocalScheduler) Load() LocalLoad {
-	l := LocalLoad{Queued: len(s.queue) + len(s.pendingG), Used: s.used}
+	l := LocalLoad{Queued: len(s.queue), Used: s.used}
 	for _, e := range s.running {
 		if e.c.ExecutionType == Opportunistic {
 			l.RunningOpportunistic++

@@ -21,12 +21,16 @@ type Node struct {
 	Epoch        uint64 `codec:"epoch"`
 	RegisteredAt int64  `codec:"registered_at"`
 	StatusReason string `codec:"status_reason"`
-	// AllocatedGuaranteed and AllocatedOpportunistic are the resources of
-	// live containers on the node, kept by the FSM.
+	// AllocatedGuaranteed is what live guaranteed containers hold on the
+	// node; AllocatedOpportunistic what running opportunistic ones use
+	// (queued ones hold nothing). The FSM keeps both, and the counts.
 	AllocatedGuaranteed    Resources `codec:"allocated_guaranteed"`
 	AllocatedOpportunistic Resources `codec:"allocated_opportunistic"`
 	RunningGuaranteed      int       `codec:"running_guaranteed"`
 	RunningOpportunistic   int       `codec:"running_opportunistic"`
+	// Queued counts opportunistic containers waiting in the node's queue,
+	// as its agent last reported them.
+	Queued int `codec:"queued"`
 }
 
 // Copy returns a copy of n that may be modified.

@@ -42,50 +42,49 @@ type NodeLoad struct {
 	QueueCapacity int
 }
 
-// LeastLoadedNode is one entry of the list the leader pushes to agents.
+// LeastLoadedNode is one entry of the least-loaded list: a node and the
+// room it had for opportunistic containers when the list was computed.
 type LeastLoadedNode struct {
 	NodeID  string `codec:"node_id"`
 	Address string `codec:"address"`
 	Rack    string `codec:"rack"`
-	// Slots is how many more opportunistic containers the node may take
-	// (queued or started) before its queue is full.
-	Slots int `codec:"slots"`
+	// Free is what the node left unused: a container that fits in it
+	// starts at once.
+	Free Resources `codec:"free"`
+	// QueueSpace is how many more containers the node's queue takes.
+	QueueSpace int `codec:"queue_space"`
 }
 
 // LeastLoaded sorts nodes by queued opportunistic containers, then by free
 // resources normalised to the cluster (most free first), leaves out nodes
-// whose queue is full, and keeps the first nodesUsed (SPEC §10).
+// whose queue is full, and keeps the first nodesUsed (SPEC §10). A node
+// that queues nothing (capacity 0) stays in while it has free resources.
 func LeastLoaded(loads []NodeLoad, nodesUsed int) []LeastLoadedNode {
 	var cluster Resources
-	for _, l := range loads {
-		cluster = cluster.Add(l.Capacity)
+	for i := range loads {
+		cluster = cluster.Add(loads[i].Capacity)
 	}
 	type scored struct {
-		l    NodeLoad
-		free float64
+		l    *NodeLoad
+		free Resources
+		norm float64
 	}
-	var cands []scored
-	for _, l := range loads {
-		if l.Queued >= l.QueueCapacity && !(l.Queued == 0 && positive(clampPositive(l.Capacity.Sub(l.Used)))) {
+	cands := make([]scored, 0, len(loads))
+	for i := range loads {
+		l := &loads[i]
+		free := clampPositive(l.Capacity.Sub(l.Used))
+		if l.Queued >= l.QueueCapacity && !(l.Queued == 0 && positive(free)) {
 			continue // a full queue (or no queue and no room)
 		}
-		free := clampPositive(l.Capacity.Sub(l.Used))
-		score := 0.0
-		if cluster.MemoryMB > 0 {
-			score += float64(free.MemoryMB) / float64(cluster.MemoryMB)
-		}
-		if cluster.Vcores > 0 {
-			score += float64(free.Vcores) / float64(cluster.Vcores)
-		}
-		cands = append(cands, scored{l, score})
+		cands = append(cands, scored{l, free, normalisedTotal(free, cluster)})
 	}
 	sort.Slice(cands, func(i, j int) bool {
 		a, b := cands[i], cands[j]
 		if a.l.Queued != b.l.Queued {
 			return a.l.Queued < b.l.Queued
 		}
-		if a.free != b.free {
-			return a.free > b.free
+		if a.norm != b.norm {
+			return a.norm > b.norm
 		}
 		return a.l.NodeID < b.l.NodeID
 	})
@@ -95,9 +94,26 @@ func LeastLoaded(loads []NodeLoad, nodesUsed int) []LeastLoadedNode {
 	out := make([]LeastLoadedNode, len(cands))
 	for i, c := range cands {
 		out[i] = LeastLoadedNode{NodeID: c.l.NodeID, Address: c.l.Address, Rack: c.l.Rack,
-			Slots: max(1, c.l.QueueCapacity-c.l.Queued)}
+			Free: c.free, QueueSpace: max(0, c.l.QueueCapacity-c.l.Queued)}
 	}
 	return out
+}
+
+// normalisedTotal sums each resource of r as a fraction of the cluster's.
+func normalisedTotal(r, cluster Resources) float64 {
+	s := 0.0
+	if cluster.MemoryMB > 0 {
+		s += float64(r.MemoryMB) / float64(cluster.MemoryMB)
+	}
+	if cluster.Vcores > 0 {
+		s += float64(r.Vcores) / float64(cluster.Vcores)
+	}
+	for k, total := range cluster.Extended {
+		if total > 0 {
+			s += float64(r.Extended[k]) / float64(total)
+		}
+	}
+	return s
 }
 
 // QueueLimit is the queue length agents are asked to keep to:
@@ -121,68 +137,120 @@ func QueueLimit(queued []int, k float64, minLen, maxLen int) int {
 	return min(max(limit, minLen), maxLen)
 }
 
-// AllocateOpportunistic chooses nodes from the least-loaded list for up to
-// ask.Count opportunistic containers: node-local first, then rack-local,
-// then any node (only local ones when the ask does not relax locality);
-// round-robin from start through each tier; never past a node's slots,
-// which it consumes. It returns one node per container it could place.
-func AllocateOpportunistic(ask Ask, list []LeastLoadedNode, slots map[string]int, start int) []LeastLoadedNode {
-	if len(list) == 0 || ask.Count <= 0 {
-		return nil
+// Room is what an allocator may still hand out on each node of one
+// least-loaded list: free resources first, then queue space. Allocation
+// consumes it; the next list brings fresh room. Its positions are those of
+// the list it was made from.
+type Room struct {
+	free  []Resources
+	queue []int
+}
+
+// NewRoom returns the room of a freshly computed list.
+func NewRoom(list []LeastLoadedNode) *Room {
+	r := &Room{free: make([]Resources, len(list)), queue: make([]int, len(list))}
+	for i, n := range list {
+		r.free[i], r.queue[i] = n.Free, n.QueueSpace
 	}
-	var nodeLocal, rackLocal, rest []LeastLoadedNode
-	wantNode, wantRack := map[string]bool{}, map[string]bool{}
-	for _, n := range ask.Locality.Nodes {
-		wantNode[n] = true
-	}
-	for _, r := range ask.Locality.Racks {
-		wantRack[r] = true
-	}
-	local := len(wantNode)+len(wantRack) > 0
-	if ask.Locality.Relax {
-		// Relaxed asks also take the racks of the nodes they name.
-		for _, n := range list {
-			if wantNode[n.NodeID] {
-				wantRack[n.Rack] = true
-			}
-		}
-	}
-	for i := range list {
-		n := list[(start+i)%len(list)]
-		switch {
-		case wantNode[n.NodeID]:
-			nodeLocal = append(nodeLocal, n)
-		case wantRack[n.Rack]:
-			rackLocal = append(rackLocal, n)
-		default:
-			rest = append(rest, n)
-		}
-	}
-	tiers := [][]LeastLoadedNode{nodeLocal, rackLocal, rest}
+	return r
+}
+
+// take consumes room for one container of res on the node at pos: it
+// starts at once if it fits the node's free resources, else it queues.
+func (r *Room) take(pos int, res Resources) bool {
 	switch {
-	case !local:
-		tiers = [][]LeastLoadedNode{rest}
-	case !ask.Locality.Relax:
-		tiers = tiers[:2] // the named nodes and racks only
+	case res.Fits(r.free[pos]):
+		r.free[pos] = r.free[pos].Sub(res)
+	case r.queue[pos] > 0:
+		r.queue[pos]--
+	default:
+		return false
 	}
-	var out []LeastLoadedNode
-	for _, tier := range tiers {
-		for len(out) < ask.Count {
-			placed := false
-			for _, n := range tier { // one round over the tier, round-robin
-				if len(out) == ask.Count {
-					break
-				}
-				if slots[n.NodeID] > 0 {
-					slots[n.NodeID]--
-					out = append(out, n)
-					placed = true
+	return true
+}
+
+// Empty reports whether no node has room left for a container of res.
+func (r *Room) Empty(res Resources) bool {
+	for i := range r.queue {
+		if r.queue[i] > 0 || res.Fits(r.free[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Opportunistic locality tiers, tried in order.
+const (
+	tierNode = iota
+	tierRack
+	tierAny
+)
+
+// AllocateOpportunistic places up to ask.Count opportunistic containers
+// on the nodes of list (SPEC §10): node-local first, then rack-local, then
+// any node (only the named nodes and racks when the ask does not relax
+// locality; any node when it names none); within a tier round-robin, one
+// container per node per round, beginning at list position start; never
+// past a node's room, which it consumes. It appends to out the list
+// position of each container's node and returns it.
+func AllocateOpportunistic(ask Ask, list []LeastLoadedNode, room *Room, start int, out []int) []int {
+	if len(list) == 0 || ask.Count <= 0 {
+		return out
+	}
+	loc := ask.Locality
+	named := len(loc.Nodes)+len(loc.Racks) > 0
+	tier := func(n *LeastLoadedNode) int {
+		if !named {
+			return tierAny
+		}
+		for _, id := range loc.Nodes {
+			if id == n.NodeID {
+				return tierNode
+			}
+		}
+		for _, r := range loc.Racks {
+			if r == n.Rack {
+				return tierRack
+			}
+		}
+		if loc.Relax {
+			for _, id := range loc.Nodes { // the racks of the named nodes
+				for j := range list {
+					if list[j].NodeID == id && list[j].Rack == n.Rack {
+						return tierRack
+					}
 				}
 			}
-			if !placed {
-				break
+			return tierAny
+		}
+		return -1 // strict locality: never
+	}
+	placed := 0
+	start = ((start % len(list)) + len(list)) % len(list)
+	for t := tierNode; t <= tierAny && placed < ask.Count; t++ {
+		for progress := true; progress && placed < ask.Count; {
+			progress = false
+			for i := 0; i < len(list) && placed < ask.Count; i++ {
+				pos := (start + i) % len(list)
+				if tier(&list[pos]) == t && room.take(pos, ask.Resources) {
+					out = append(out, pos)
+					placed++
+					progress = true
+				}
 			}
 		}
 	}
 	return out
+}
+
+// EstimateQueueWait estimates how long a container arriving at a node now
+// would wait in its opportunistic queue: the queued containers ahead of it
+// run in waves as wide as the node's running containers, each wave taking
+// the mean run time of recent containers.
+func EstimateQueueWait(queued, running int, meanRun time.Duration) time.Duration {
+	if queued == 0 || meanRun <= 0 {
+		return 0
+	}
+	waves := (queued + max(1, running) - 1) / max(1, running)
+	return time.Duration(waves) * meanRun
 }

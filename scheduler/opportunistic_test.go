@@ -2,7 +2,9 @@ package scheduler
 
 import (
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 )
 
 func load(id string, queued, queueCap int, freeMem, freeVcores int64) NodeLoad {
@@ -11,12 +13,20 @@ func load(id string, queued, queueCap int, freeMem, freeVcores int64) NodeLoad {
 		Used: capacity.Sub(Resources{MemoryMB: freeMem, Vcores: freeVcores})}
 }
 
-func ids(ns []LeastLoadedNode) string {
-	s := ""
-	for _, n := range ns {
-		s += n.NodeID + " "
+func ids(list []LeastLoadedNode) string {
+	var s []string
+	for _, n := range list {
+		s = append(s, n.NodeID)
 	}
-	return s
+	return strings.Join(s, " ")
+}
+
+func at(list []LeastLoadedNode, pos []int) string {
+	var s []string
+	for _, p := range pos {
+		s = append(s, list[p].NodeID)
+	}
+	return strings.Join(s, " ")
 }
 
 func TestLeastLoadedSortsByQueueThenFreeResources(t *testing.T) {
@@ -26,16 +36,34 @@ func TestLeastLoadedSortsByQueueThenFreeResources(t *testing.T) {
 		load("n3", 0, 10, 4096, 4),
 		load("n4", 10, 10, 8192, 8), // full queue: left out
 		load("n5", 1, 10, 0, 0),
+		load("n6", 0, 0, 0, 0),    // queues nothing and has no room: left out
+		load("n7", 0, 0, 2048, 2), // queues nothing but has room: kept
 	}
 	got := LeastLoaded(loads, 10)
-	if ids(got) != "n3 n2 n5 n1 " {
-		t.Fatalf("order %q, want n3 n2 n5 n1 (queue length, then free, full queue out)", ids(got))
+	if ids(got) != "n3 n7 n2 n5 n1" {
+		t.Fatalf("order %q, want n3 n7 n2 n5 n1 (queue length, then normalised free; full queues out)", ids(got))
 	}
-	if got[0].Slots != 10 || got[3].Slots != 7 {
-		t.Fatalf("slots %+v", got)
+	if n := got[0]; n.QueueSpace != 10 || n.Free.Vcores != 4 || n.Free.MemoryMB != 4096 {
+		t.Fatalf("n3's room %+v, want 4 vcores / 4096 MB free and 10 queue places", n)
 	}
-	if ids(LeastLoaded(loads, 2)) != "n3 n2 " {
-		t.Fatalf("nodes_used not honoured")
+	if got[4].QueueSpace != 7 || got[1].QueueSpace != 0 {
+		t.Fatalf("queue space %+v", got)
+	}
+	if ids(LeastLoaded(loads, 2)) != "n3 n7" {
+		t.Fatalf("nodes_used not honoured: %q", ids(LeastLoaded(loads, 2)))
+	}
+}
+
+func TestLeastLoadedNormalisesFreeResourcesToTheCluster(t *testing.T) {
+	// A node with much memory and few vcores against one with the reverse:
+	// each resource counts as its fraction of the cluster's total.
+	capacity := Resources{MemoryMB: 100000, Vcores: 10}
+	loads := []NodeLoad{
+		{NodeID: "mem", Capacity: capacity, Used: Resources{MemoryMB: 10000, Vcores: 9}, QueueCapacity: 10}, // 90% mem, 10% vcores free
+		{NodeID: "cpu", Capacity: capacity, Used: Resources{MemoryMB: 80000, Vcores: 0}, QueueCapacity: 10}, // 20% mem, 100% vcores free
+	}
+	if got := ids(LeastLoaded(loads, 10)); got != "cpu mem" {
+		t.Fatalf("order %q: 0.1+0.5 of the cluster free beats 0.45+0.05", got)
 	}
 }
 
@@ -51,57 +79,117 @@ func TestQueueLimit(t *testing.T) {
 		{[]int{0, 0, 20, 20}, 1, 5, 15, 15},           // 10 + 10 = 20, clamped to 15
 		{[]int{0, 0, 0, 4}, 1, 5, 15, 5},              // 1 + 1.73 = 2, clamped up to 5
 		{[]int{2, 4, 4, 4, 5, 5, 7, 9}, 2, 0, 100, 9}, // mean 5, stdev 2: 5 + 2·2
-		{nil, 1, 5, 15, 15},
+		{[]int{30, 10, 10}, 1, 5, 30, 26},             // 16.7 + 9.4 = 26.1
+		{[]int{10, 0, 0}, 0, 0, 15, 3},                // k = 0: the mean, floored
+		{nil, 1, 5, 15, 15},                           // nothing known: no shedding
 	}
 	for _, c := range cases {
 		if got := QueueLimit(c.queued, c.k, c.min, c.max); got != c.want {
-			t.Errorf("QueueLimit(%v, k=%v) = %d, want %d", c.queued, c.k, got, c.want)
+			t.Errorf("QueueLimit(%v, k=%v, [%d,%d]) = %d, want %d", c.queued, c.k, c.min, c.max, got, c.want)
 		}
 	}
 }
 
+// list returns n nodes with two vcores free and two queue places each, two
+// nodes per rack: n1,n2 on /r1; n3,n4 on /r2; …
 func list(n int) []LeastLoadedNode {
 	var out []LeastLoadedNode
 	for i := 1; i <= n; i++ {
-		out = append(out, LeastLoadedNode{NodeID: fmt.Sprintf("n%d", i), Rack: fmt.Sprintf("/r%d", (i+1)/2), Slots: 2})
+		out = append(out, LeastLoadedNode{NodeID: fmt.Sprintf("n%d", i), Rack: fmt.Sprintf("/r%d", (i+1)/2),
+			Free: Resources{MemoryMB: 2048, Vcores: 2}, QueueSpace: 2})
 	}
-	return out // racks: n1,n2 → /r1; n3,n4 → /r2; …
+	return out
 }
 
-func slotsOf(l []LeastLoadedNode) map[string]int {
-	m := map[string]int{}
-	for _, n := range l {
-		m[n.NodeID] = n.Slots
-	}
-	return m
-}
+var oneCore = Resources{MemoryMB: 512, Vcores: 1}
 
-func TestAllocateOpportunisticRoundRobinsWithinCapacity(t *testing.T) {
+func TestAllocateOpportunisticRoundRobinsWithinRoom(t *testing.T) {
 	l := list(3)
-	got := AllocateOpportunistic(Ask{Count: 10}, l, slotsOf(l), 1)
-	// Round-robin from n2; two slots each: six containers, no more.
-	if ids(got) != "n2 n3 n1 n2 n3 n1 " {
-		t.Fatalf("placed on %q", ids(got))
+	room := NewRoom(l)
+	got := AllocateOpportunistic(Ask{Count: 20, Resources: oneCore}, l, room, 1, nil)
+	// From n2, one per node per round; each node takes two that start at
+	// once and two that queue: twelve in all, no more.
+	if at(l, got) != "n2 n3 n1 n2 n3 n1 n2 n3 n1 n2 n3 n1" {
+		t.Fatalf("placed on %q", at(l, got))
+	}
+	if !room.Empty(oneCore) {
+		t.Fatalf("room left after filling every node")
+	}
+	if got := AllocateOpportunistic(Ask{Count: 1, Resources: oneCore}, l, room, 0, nil); len(got) != 0 {
+		t.Fatalf("allocated %q past every node's room", at(l, got))
+	}
+}
+
+func TestAllocateOpportunisticRoomIsSharedAcrossAsks(t *testing.T) {
+	l := list(2)
+	room := NewRoom(l)
+	big := Resources{MemoryMB: 2048, Vcores: 2}
+	// A container as large as a node's free resources starts there; the
+	// next one queues, so a smaller ask afterwards finds only queue places.
+	first := AllocateOpportunistic(Ask{Count: 2, Resources: big}, l, room, 0, nil)
+	if at(l, first) != "n1 n2" {
+		t.Fatalf("big containers on %q", at(l, first))
+	}
+	second := AllocateOpportunistic(Ask{Count: 10, Resources: oneCore}, l, room, 0, nil)
+	if at(l, second) != "n1 n2 n1 n2" {
+		t.Fatalf("small containers on %q, want the four queue places", at(l, second))
 	}
 }
 
 func TestAllocateOpportunisticPrefersLocality(t *testing.T) {
 	l := list(6)
-	ask := Ask{Count: 5, Locality: Locality{Nodes: []string{"n3"}, Relax: true}}
-	got := AllocateOpportunistic(ask, l, slotsOf(l), 0)
-	// n3 (node-local) ×2, then its rack-mate n4 ×2, then the rest.
-	if ids(got)[:12] != "n3 n3 n4 n4 " || len(got) != 5 {
-		t.Fatalf("placed on %q", ids(got))
+	ask := Ask{Count: 9, Resources: oneCore, Locality: Locality{Nodes: []string{"n3"}, Relax: true}}
+	got := AllocateOpportunistic(ask, l, NewRoom(l), 0, nil)
+	// n3 until full (4), then its rack-mate n4 (4), then the rest.
+	if s := at(l, got); !strings.HasPrefix(s, "n3 n3 n3 n3 n4 n4 n4 n4 ") || len(got) != 9 {
+		t.Fatalf("placed on %q", s)
 	}
-	strict := Ask{Count: 5, Locality: Locality{Nodes: []string{"n3"}}}
-	if got := AllocateOpportunistic(strict, l, slotsOf(l), 0); ids(got) != "n3 n3 " {
-		t.Fatalf("strict locality placed on %q, want only n3", ids(got))
+	strict := Ask{Count: 9, Resources: oneCore, Locality: Locality{Nodes: []string{"n3"}}}
+	if got := AllocateOpportunistic(strict, l, NewRoom(l), 0, nil); at(l, got) != "n3 n3 n3 n3" {
+		t.Fatalf("strict node locality placed on %q, want only n3", at(l, got))
 	}
-	strictRack := Ask{Count: 5, Locality: Locality{Racks: []string{"/r2"}}}
-	if got := AllocateOpportunistic(strictRack, l, slotsOf(l), 0); ids(got) != "n3 n4 n3 n4 " {
-		t.Fatalf("strict rack placed on %q, want n3 and n4 of /r2", ids(got))
+	strictRack := Ask{Count: 3, Resources: oneCore, Locality: Locality{Racks: []string{"/r2"}}}
+	if got := AllocateOpportunistic(strictRack, l, NewRoom(l), 0, nil); at(l, got) != "n3 n4 n3" {
+		t.Fatalf("strict rack placed on %q, want n3 and n4 of /r2", at(l, got))
 	}
-	if got := AllocateOpportunistic(Ask{Count: 1}, nil, nil, 0); got != nil {
+	elsewhere := Ask{Count: 2, Resources: oneCore, Locality: Locality{Nodes: []string{"n99"}, Relax: true}}
+	if got := AllocateOpportunistic(elsewhere, l, NewRoom(l), 4, nil); at(l, got) != "n5 n6" {
+		t.Fatalf("relaxed ask for an unlisted node placed on %q, want any node from the start", at(l, got))
+	}
+	if got := AllocateOpportunistic(Ask{Count: 1, Resources: oneCore}, nil, NewRoom(nil), 0, nil); len(got) != 0 {
 		t.Fatalf("allocated from an empty list")
+	}
+}
+
+func TestAllocateOpportunisticDoesNotAllocate(t *testing.T) {
+	l := list(10)
+	room := NewRoom(l)
+	out := make([]int, 0, 16)
+	ask := Ask{Count: 4, Resources: oneCore}
+	if n := testing.AllocsPerRun(100, func() {
+		room = NewRoom(l)
+		out = AllocateOpportunistic(ask, l, room, 3, out[:0])
+	}); n > 3 { // NewRoom's two slices; the rule itself allocates nothing
+		t.Fatalf("%v allocations per allocation", n)
+	}
+}
+
+func TestEstimateQueueWait(t *testing.T) {
+	cases := []struct {
+		queued, running int
+		mean            time.Duration
+		want            time.Duration
+	}{
+		{0, 4, time.Second, 0},
+		{4, 4, time.Second, time.Second},     // one wave
+		{5, 4, time.Second, 2 * time.Second}, // two waves
+		{3, 0, time.Second, 3 * time.Second}, // nothing running: one at a time
+		{10, 2, 0, 0},                        // no history yet
+		{9, 3, 500 * time.Millisecond, 1500 * time.Millisecond},
+	}
+	for _, c := range cases {
+		if got := EstimateQueueWait(c.queued, c.running, c.mean); got != c.want {
+			t.Errorf("EstimateQueueWait(%d, %d, %s) = %s, want %s", c.queued, c.running, c.mean, got, c.want)
+		}
 	}
 }

@@ -21,8 +21,9 @@ type State interface {
 	NodeLiveContainers(nodeID string) []*Container
 }
 
-// Placement is one guaranteed container the leader decided to allocate.
-// Its ID is assigned when the plan carrying it is applied.
+// Placement is one container the leader decided to allocate: guaranteed
+// (from a scheduling pass) or opportunistic (centralized allocation). Its
+// ID is assigned when the plan carrying it is applied.
 type Placement struct {
 	AppID     string    `codec:"app_id"`
 	Attempt   int       `codec:"attempt"`
@@ -30,6 +31,8 @@ type Placement struct {
 	NodeID    string    `codec:"node_id"`
 	Resources Resources `codec:"resources"`
 	IsAM      bool      `codec:"is_am"`
+	// ExecutionType is empty (guaranteed) or Opportunistic.
+	ExecutionType ExecutionType `codec:"execution_type,omitempty"`
 }
 
 // candidate is a node with what a pass has left of its guaranteed room.

@@ -60,9 +60,10 @@ func (e *AM) Register(args *wrpc.AMRegisterRequest, reply *wrpc.AMRegisterRespon
 	return nil
 }
 
-// Allocate records the AM's asks and releases, then returns the containers
-// allocated to and completed for its attempt since MinQueryIndex, waiting
-// up to MaxWait when there is nothing new.
+// Allocate records the AM's guaranteed asks and releases, allocates its
+// opportunistic asks centrally, grants what it can of its promotions, then
+// returns the containers allocated to and completed for its attempt since
+// MinQueryIndex, waiting up to MaxWait when there is nothing new.
 func (e *AM) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateResponse) error {
 	if done, err := e.srv.forwardWrite("AM.Allocate", args, reply); done {
 		return err
@@ -84,25 +85,43 @@ func (e *AM) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateRespon
 			return err
 		}
 	}
-	var asks []scheduler.Ask
+	var guaranteed, opportunistic []scheduler.Ask
 	for _, a := range args.Asks {
 		if a.ExecutionType == "" {
 			a.ExecutionType = scheduler.Guaranteed
 		}
-		if a.ExecutionType != scheduler.Guaranteed {
-			return fmt.Errorf("ask %d: opportunistic containers are allocated by the AMRMProxy on the AM's node, not by servers", a.AskID)
+		if err := fsm.ValidateAsk(&a); err != nil {
+			return err
 		}
-		asks = append(asks, a)
+		if a.ExecutionType == scheduler.Opportunistic {
+			opportunistic = append(opportunistic, a)
+		} else {
+			guaranteed = append(guaranteed, a)
+		}
 	}
-	if len(asks) > 0 && app.State == scheduler.AppRunning {
-		req := &fsm.AskUpdateRequest{AppID: args.AppID, Attempt: args.Attempt, Asks: asks, SeenIndex: args.MinQueryIndex}
+	if len(guaranteed) > 0 && app.State == scheduler.AppRunning {
+		req := &fsm.AskUpdateRequest{AppID: args.AppID, Attempt: args.Attempt, Asks: guaranteed, SeenIndex: args.MinQueryIndex}
 		if e.srv.fsm.State().AskUpdateChanges(req) {
 			if _, _, err := e.srv.raftApply(fsm.AskUpdateType, req); err != nil {
 				return err
 			}
 		}
 	}
+	// Opportunistic asks reach a server when the cluster allocates them
+	// centrally (the AMRMProxies forward them) or when an AM talks to the
+	// servers directly: the leader allocates them from its list.
+	if len(opportunistic) > 0 && app.State == scheduler.AppRunning {
+		if err := e.srv.allocateCentral(e.srv.fsm.State(), app, args.Attempt, opportunistic, args.MinQueryIndex); err != nil {
+			return err
+		}
+	}
 	hdr := args.RequestHeader
+	if len(args.Promotions) > 0 && app.State == scheduler.AppRunning {
+		if err := e.srv.promote(e.srv.fsm.State(), app, args.Attempt, args.Promotions, reply); err != nil {
+			return err
+		}
+		hdr.MaxWait = time.Millisecond // the promotion results are news enough
+	}
 	return e.srv.blockingQuery(&hdr, &wrpc.ResponseMeta{}, func(st *fsm.State) (uint64, error) {
 		reply.Allocated, reply.Completed, reply.PreemptionWarnings = reply.Allocated[:0], reply.Completed[:0], reply.PreemptionWarnings[:0]
 		app, ok := st.App(args.AppID)
@@ -123,7 +142,9 @@ func (e *AM) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateRespon
 			if n, ok := st.Node(c.NodeID); ok {
 				addr = n.Address
 			}
-			if c.CreateIndex > args.MinQueryIndex {
+			// Containers an AMRMProxy allocated reached the AM from it,
+			// not from here.
+			if c.CreateIndex > args.MinQueryIndex && !c.Distributed {
 				reply.Allocated = append(reply.Allocated, wrpc.NewContainerInfo(c, addr))
 			}
 			if c.State == scheduler.ContainerCompleted && c.ModifyIndex > args.MinQueryIndex {

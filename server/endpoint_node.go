@@ -31,8 +31,10 @@ func (e *Node) Register(args *wrpc.NodeRegisterRequest, reply *wrpc.NodeRegister
 	return nil
 }
 
-// Heartbeat keeps a node alive and reconciles its containers. It writes to
-// Raft only when a container changed state.
+// Heartbeat keeps a node alive and reconciles its containers: it records
+// the opportunistic containers AMRMProxies placed there and every state
+// change, in one Raft command and only when something changed, and answers
+// with what the agent must do.
 func (e *Node) Heartbeat(args *wrpc.HeartbeatRequest, reply *wrpc.HeartbeatResponse) error {
 	if done, err := e.srv.forwardWrite("Node.Heartbeat", args, reply); done {
 		return err
@@ -47,20 +49,26 @@ func (e *Node) Heartbeat(args *wrpc.HeartbeatRequest, reply *wrpc.HeartbeatRespo
 	e.srv.liveness.seen(args.NodeID, args.Epoch, now)
 	e.srv.liveness.setLoad(args.NodeID, args.Load)
 
-	updates := containerUpdates(st, args)
-	if len(updates) > 0 {
-		if _, _, err := e.srv.raftApply(fsm.ContainerUpdateType, &fsm.ContainerUpdateRequest{NodeID: args.NodeID, Updates: updates}); err != nil {
+	records, refused := newOpportunistic(st, args)
+	updates := containerUpdates(st, args, now)
+	if len(records)+len(updates) > 0 {
+		if _, _, err := e.srv.raftApply(fsm.ContainerUpdateType, &fsm.ContainerUpdateRequest{
+			NodeID: args.NodeID, Records: records, Updates: updates}); err != nil {
 			return fmt.Errorf("record container updates: %w", err)
 		}
 		st = e.srv.fsm.State()
 	}
 	for _, r := range args.Containers {
-		if r.State != scheduler.ContainerCompleted {
-			continue
-		}
-		if c, ok := st.Container(r.ID); !ok || c.State == scheduler.ContainerCompleted {
+		c, known := st.Container(r.ID)
+		switch {
+		case r.State == scheduler.ContainerCompleted && (!known || c.State == scheduler.ContainerCompleted):
 			reply.Acked = append(reply.Acked, r.ID)
+		case known && c.State.Live() && c.Promoted && r.ExecutionType == string(scheduler.Opportunistic):
+			reply.Promote = append(reply.Promote, r.ID)
 		}
+	}
+	for _, id := range refused {
+		reply.Kill = append(reply.Kill, wrpc.KillOrder{ID: id, Reason: scheduler.ReasonKilled})
 	}
 	for _, c := range st.NodeLiveContainers(args.NodeID) {
 		switch {
@@ -77,14 +85,46 @@ func (e *Node) Heartbeat(args *wrpc.HeartbeatRequest, reply *wrpc.HeartbeatRespo
 		}
 	}
 	reply.Servers = e.srv.serverAddrs()
-	reply.LeastLoaded, reply.QueueLimit = e.srv.opportunisticView(st, now)
+	reply.LeastLoaded, reply.LeastLoadedAt, reply.QueueLimit = e.srv.opportunisticView(st, now, args.LeastLoadedAt)
+	reply.Centralized = !opportunisticConfig(st).Distributed
 	return nil
+}
+
+// newOpportunistic returns the opportunistic containers a node reports that
+// the replicated state does not hold yet (allocated by AMRMProxies, they
+// are recorded here, off the allocation path), and the live ones that can
+// never be recorded (malformed, or of an app the servers do not know),
+// which the agent must stop.
+func newOpportunistic(st *fsm.State, args *wrpc.HeartbeatRequest) (records []fsm.ContainerRecord, refused []string) {
+	for _, r := range args.Containers {
+		if r.ExecutionType != string(scheduler.Opportunistic) {
+			continue
+		}
+		if _, known := st.Container(r.ID); known {
+			continue
+		}
+		rec := fsm.ContainerRecord{ID: r.ID, AppID: r.AppID, Attempt: r.Attempt, AskID: r.AskID, Resources: r.Resources,
+			State: r.State, ExitCode: r.ExitCode, Reason: r.Reason, Diagnostics: r.Diagnostics,
+			AllocatedAt: r.AllocatedAt, StartedAt: r.StartedAt}
+		if r.State == scheduler.ContainerCompleted {
+			rec.FinishedAt = r.At
+		}
+		if _, ok := st.App(r.AppID); !ok || fsm.ValidateRecord(&rec) != nil {
+			if r.State.Live() {
+				refused = append(refused, r.ID)
+			}
+			continue
+		}
+		records = append(records, rec)
+	}
+	return records, refused
 }
 
 // containerUpdates compares an agent's report with the replicated state and
 // returns only the changes: new states, and live containers the agent no
-// longer knows (which are lost).
-func containerUpdates(st *fsm.State, args *wrpc.HeartbeatRequest) []fsm.ContainerStatus {
+// longer knows (which are lost). An ALLOCATED container the agent does not
+// know yet is not lost: its AM has not started it.
+func containerUpdates(st *fsm.State, args *wrpc.HeartbeatRequest, now time.Time) []fsm.ContainerStatus {
 	var out []fsm.ContainerStatus
 	reported := make(map[string]bool, len(args.Containers))
 	for _, r := range args.Containers {
@@ -93,12 +133,16 @@ func containerUpdates(st *fsm.State, args *wrpc.HeartbeatRequest) []fsm.Containe
 		if !ok || c.NodeID != args.NodeID || !c.State.Live() || c.State == r.State {
 			continue
 		}
-		out = append(out, fsm.ContainerStatus{ID: r.ID, State: r.State, ExitCode: r.ExitCode, Reason: r.Reason, Diagnostics: r.Diagnostics, At: r.At})
+		at := r.At
+		if r.State == scheduler.ContainerRunning && r.StartedAt > 0 {
+			at = r.StartedAt
+		}
+		out = append(out, fsm.ContainerStatus{ID: r.ID, State: r.State, ExitCode: r.ExitCode, Reason: r.Reason, Diagnostics: r.Diagnostics, At: at})
 	}
 	for _, c := range st.NodeLiveContainers(args.NodeID) {
 		if !reported[c.ID] && (c.State == scheduler.ContainerRunning || c.State == scheduler.ContainerQueued) {
 			out = append(out, fsm.ContainerStatus{ID: c.ID, State: scheduler.ContainerCompleted, Reason: scheduler.ReasonLost,
-				Diagnostics: "its agent no longer knows it", At: time.Now().UnixNano()})
+				Diagnostics: "its agent no longer knows it", At: now.UnixNano()})
 		}
 	}
 	return out
@@ -113,7 +157,7 @@ func (e *Node) List(args *wrpc.RequestHeader, reply *wrpc.NodeListResponse) erro
 		reply.Nodes = reply.Nodes[:0]
 		for _, n := range st.Nodes() {
 			info := wrpc.NewNodeInfo(n)
-			info.Queued = e.srv.liveness.queued(n.ID)
+			info.EstimatedQueueWait = e.srv.liveness.queueWait(n.ID)
 			reply.Nodes = append(reply.Nodes, info)
 		}
 		return st.TableIndex(fsm.TableNodes), nil
@@ -131,7 +175,7 @@ func (e *Node) Status(args *wrpc.NodeStatusRequest, reply *wrpc.NodeStatusRespon
 			return 0, fmt.Errorf("node %s %w", args.ID, wrpc.ErrNotFound)
 		}
 		reply.Node = wrpc.NewNodeInfo(n)
-		reply.Node.Queued = e.srv.liveness.queued(n.ID)
+		reply.Node.EstimatedQueueWait = e.srv.liveness.queueWait(n.ID)
 		reply.Containers = reply.Containers[:0]
 		for _, c := range st.NodeLiveContainers(n.ID) {
 			reply.Containers = append(reply.Containers, wrpc.NewContainerInfo(c, n.Address))

@@ -88,6 +88,7 @@ func (e *Status) Cluster(args *wrpc.RequestHeader, reply *wrpc.ClusterStatus) er
 		reply.Leader = string(addr)
 		reply.Servers = servers
 		reply.Nodes = wrpc.NodeCounts{}
+		reply.RunningGuaranteed, reply.RunningOpportunistic, reply.Queued = 0, 0, 0
 		reply.Capacity, reply.UsedGuaranteed, reply.UsedOpportunistic = scheduler.Resources{}, scheduler.Resources{}, scheduler.Resources{}
 		for _, n := range st.Nodes() {
 			if n.Status == scheduler.NodeDown {
@@ -98,6 +99,9 @@ func (e *Status) Cluster(args *wrpc.RequestHeader, reply *wrpc.ClusterStatus) er
 			reply.Capacity = reply.Capacity.Add(n.Capacity)
 			reply.UsedGuaranteed = reply.UsedGuaranteed.Add(n.AllocatedGuaranteed)
 			reply.UsedOpportunistic = reply.UsedOpportunistic.Add(n.AllocatedOpportunistic)
+			reply.RunningGuaranteed += n.RunningGuaranteed
+			reply.RunningOpportunistic += n.RunningOpportunistic
+			reply.Queued += n.Queued
 		}
 		reply.Apps = map[string]int{}
 		for _, a := range st.Apps() {

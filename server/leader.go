@@ -65,6 +65,7 @@ func (s *Server) leaderLoop(stopCh chan struct{}) {
 			return
 		}
 	}
+	s.board.reset(time.Now())
 	s.leaderReady.Store(true)
 	s.logger.Info("leader is ready", "index", s.fsm.State().Index())
 

@@ -53,11 +53,12 @@ func (l *liveness) setLoad(id string, load wrpc.NodeLoad) {
 	}
 }
 
-func (l *liveness) queued(id string) int {
+// queueWait returns the queue wait a node last estimated.
+func (l *liveness) queueWait(id string) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if n, ok := l.nodes[id]; ok {
-		return n.load.Queued
+		return n.load.EstimatedQueueWait
 	}
 	return 0
 }

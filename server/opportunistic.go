@@ -1,6 +1,7 @@
 package server
 
 import (
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -8,42 +9,134 @@ import (
 	"github.com/weft-sched/weft/scheduler"
 )
 
-// loadBoard caches the least-loaded node list and the queue limit that the
-// leader pushes to agents; they are rebuilt at most every
-// sorting_nodes_interval from the loads agents report.
+// loadBoard is the leader's view for opportunistic work (SPEC §10): the
+// least-loaded node list and the queue limit pushed to agents, rebuilt at
+// most every sorting_nodes_interval from the loads agents report, and the
+// room the centralized allocator has left on the list's nodes.
 type loadBoard struct {
 	mu       sync.Mutex
+	since    time.Time // leadership began (board reset)
 	computed time.Time
 	list     []scheduler.LeastLoadedNode
 	limit    int
+	room     *scheduler.Room // centralized allocation's room on list
+	rr       int             // where centralized round-robin goes on
 }
 
-// opportunisticView returns the current least-loaded list and queue limit.
-func (s *Server) opportunisticView(st *fsm.State, now time.Time) ([]scheduler.LeastLoadedNode, int) {
+// reset forgets every list: called when leadership begins, so a new leader
+// waits for fresh loads instead of pushing what it knew in an older term.
+func (b *loadBoard) reset(now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.since, b.computed, b.list, b.limit, b.room, b.rr = now, time.Time{}, nil, 0, nil, 0
+}
+
+// opportunisticConfig returns the cluster's settings, or the defaults for
+// a configuration written before they existed.
+func opportunisticConfig(st *fsm.State) scheduler.OpportunisticConfig {
 	cfg := st.QueueConfig().Scheduler.Opportunistic
 	if cfg.SortingNodesInterval <= 0 || cfg.NodesUsed <= 0 {
-		cfg = scheduler.DefaultOpportunisticConfig()
+		return scheduler.DefaultOpportunisticConfig()
 	}
+	return cfg
+}
+
+// listGrace is how long a new leader waits for every READY node's first
+// load report before it computes a list from the nodes heard so far: a
+// list built from one node's report would send every container there.
+func listGrace(cfg scheduler.OpportunisticConfig) time.Duration {
+	return max(2*cfg.SortingNodesInterval, 2*time.Second)
+}
+
+// opportunisticView returns the least-loaded list when it is newer than the
+// computation agentHas (else nil), its computation time, and the queue
+// limit. It rebuilds the list when the last one is older than the sorting
+// interval. Right after a leadership change it returns nothing (at 0,
+// limit 0) until the loads are in.
+func (s *Server) opportunisticView(st *fsm.State, now time.Time, agentHas int64) ([]scheduler.LeastLoadedNode, int64, int) {
 	b := &s.board
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if now.Sub(b.computed) < cfg.SortingNodesInterval {
-		return b.list, b.limit
+	if !s.refreshBoard(st, now) {
+		return nil, 0, 0
+	}
+	at := b.computed.UnixNano()
+	if at == agentHas {
+		return nil, at, b.limit
+	}
+	return b.list, at, b.limit
+}
+
+// refreshBoard rebuilds the list and limit if they are due; it reports
+// whether the board holds a list. b.mu must be held.
+func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
+	b := &s.board
+	cfg := opportunisticConfig(st)
+	if !b.computed.IsZero() && now.Sub(b.computed) < cfg.SortingNodesInterval {
+		return true
 	}
 	reported := s.liveness.loads()
 	var loads []scheduler.NodeLoad
 	var queued []int
+	ready := 0
 	for _, n := range st.Nodes() {
+		if n.Status != scheduler.NodeReady {
+			continue
+		}
+		ready++
 		l, ok := reported[n.ID]
-		if n.Status != scheduler.NodeReady || !ok {
+		if !ok {
 			continue
 		}
 		loads = append(loads, scheduler.NodeLoad{NodeID: n.ID, Address: n.Address, Rack: n.Rack, Capacity: n.Capacity,
 			Used: l.Used, Queued: l.Queued, QueueCapacity: l.QueueCapacity})
 		queued = append(queued, l.Queued)
 	}
+	if len(loads) < ready && now.Sub(b.since) < listGrace(cfg) {
+		return !b.computed.IsZero()
+	}
 	b.list = scheduler.LeastLoaded(loads, cfg.NodesUsed)
 	b.limit = scheduler.QueueLimit(queued, cfg.QueueLimitStdev, cfg.MinQueueLength, cfg.MaxQueueLength)
+	b.room = scheduler.NewRoom(b.list)
+	b.rr = 0
+	if len(b.list) > 0 {
+		b.rr = rand.IntN(len(b.list))
+	}
 	b.computed = now
-	return b.list, b.limit
+	return true
+}
+
+// allocateCentral allocates opportunistic asks on the leader (SPEC §10,
+// centralized allocation) from the least-loaded list with the same rule as
+// the AMRMProxies, and commits the placements through Raft. Each ask's
+// count is reduced by the containers of that ask placed after seenIndex,
+// which the AM has not heard of yet: a retried Allocate gets nothing twice.
+func (s *Server) allocateCentral(st *fsm.State, app *scheduler.App, attempt int, asks []scheduler.Ask, seenIndex uint64) error {
+	placedAfter := map[uint64]int{}
+	for _, c := range st.AppContainers(app.ID) {
+		if c.Attempt == attempt && !c.Distributed && c.ExecutionType == scheduler.Opportunistic && c.CreateIndex > seenIndex {
+			placedAfter[c.AskID]++
+		}
+	}
+	var plan []scheduler.Placement
+	var pos []int
+	b := &s.board
+	b.mu.Lock()
+	if s.refreshBoard(st, time.Now()) {
+		for _, ask := range asks {
+			ask.Count -= placedAfter[ask.AskID]
+			pos = scheduler.AllocateOpportunistic(ask, b.list, b.room, b.rr, pos[:0])
+			b.rr += len(pos)
+			for _, p := range pos {
+				plan = append(plan, scheduler.Placement{AppID: app.ID, Attempt: attempt, AskID: ask.AskID,
+					NodeID: b.list[p].NodeID, Resources: ask.Resources, ExecutionType: scheduler.Opportunistic})
+			}
+		}
+	}
+	b.mu.Unlock()
+	if len(plan) == 0 {
+		return nil
+	}
+	_, err := s.commitPlan(plan)
+	return err
 }

@@ -72,8 +72,8 @@ func runStatus(args []string) error {
 	fmt.Fprintf(w, "Servers\t%d\n", len(st.Servers))
 	fmt.Fprintf(w, "Nodes\t%d ready, %d down\n", st.Nodes.Ready, st.Nodes.Down)
 	fmt.Fprintf(w, "Capacity\t%s\n", st.Capacity)
-	fmt.Fprintf(w, "Used (G)\t%s\n", st.UsedGuaranteed)
-	fmt.Fprintf(w, "Used (O)\t%s\n", st.UsedOpportunistic)
+	fmt.Fprintf(w, "Used (G)\t%s, %d running\n", st.UsedGuaranteed, st.RunningGuaranteed)
+	fmt.Fprintf(w, "Used (O)\t%s, %d running, %d queued\n", st.UsedOpportunistic, st.RunningOpportunistic, st.Queued)
 	states := make([]string, 0, len(st.Apps))
 	for s, n := range st.Apps {
 		states = append(states, fmt.Sprintf("%s=%d", s, n))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/weft-sched/weft/rpc"
 )
@@ -63,6 +64,9 @@ func runNodeStatus(args []string) error {
 	fmt.Fprintf(w, "Capacity\t%s\n", n.Capacity)
 	fmt.Fprintf(w, "Allocated (G)\t%s, %d running\n", n.AllocatedGuaranteed, n.RunningGuaranteed)
 	fmt.Fprintf(w, "Allocated (O)\t%s, %d running, %d queued\n", n.AllocatedOpportunistic, n.RunningOpportunistic, n.Queued)
+	if n.EstimatedQueueWait > 0 {
+		fmt.Fprintf(w, "Queue wait\t~%s (estimated)\n", n.EstimatedQueueWait.Round(100*time.Millisecond))
+	}
 	w.Flush()
 	if len(resp.Containers) > 0 {
 		fmt.Fprintln(stdout, "\nContainers:")

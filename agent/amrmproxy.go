@@ -1,0 +1,241 @@
+package agent
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	wrpc "github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
+)
+
+// amrmProxy is the AM protocol on the agent (SPEC §8, §10): the AMs this
+// agent launched talk to it, and it splits each Allocate. Opportunistic
+// asks are allocated here by the distributed scheduler, with no server
+// round trip; guaranteed asks, releases and promotions go to the servers
+// through the agent's retrying client. When the servers cannot be reached
+// it still answers opportunistic asks (a partial answer) and relays the
+// releases later. With opportunistic.distributed = false it forwards
+// opportunistic asks to the leader too.
+type amrmProxy struct {
+	a *Agent
+
+	mu       sync.Mutex
+	attempts map[attemptKey]*proxyAttempt
+}
+
+type attemptKey struct {
+	app     string
+	attempt int
+}
+
+// proxyAttempt is what the proxy remembers of one AM attempt.
+type proxyAttempt struct {
+	// minted maps the containers this proxy allocated, that may still run,
+	// to their nodes' addresses: releasing one stops it on its node.
+	minted map[string]string
+	// releases the servers have not heard of yet (they were unreachable).
+	releases []string
+	// fallback marks opportunistic asks forwarded as guaranteed (not
+	// enforced, and no node could take them): their guaranteed twin must
+	// be withdrawn once they no longer need it.
+	fallback map[uint64]bool
+	lastSync time.Time // last answer from the servers
+}
+
+func newAMRMProxy(a *Agent) *amrmProxy {
+	return &amrmProxy{a: a, attempts: map[attemptKey]*proxyAttempt{}}
+}
+
+func (p *amrmProxy) attempt(app string, attempt int) *proxyAttempt {
+	k := attemptKey{app, attempt}
+	at, ok := p.attempts[k]
+	if !ok {
+		at = &proxyAttempt{minted: map[string]string{}, fallback: map[uint64]bool{}}
+		p.attempts[k] = at
+	}
+	return at
+}
+
+// forget drops what the proxy remembers of attempts whose AM no longer
+// runs here. p.mu must be held.
+func (p *amrmProxy) forget() {
+	for k := range p.attempts {
+		if _, runs := p.a.mgr.runningAM(k.app, k.attempt); !runs {
+			delete(p.attempts, k)
+		}
+	}
+}
+
+// checkAM admits only the AMs this agent launched, by their token.
+func (p *amrmProxy) checkAM(app string, attempt int, token string) error {
+	if want, runs := p.a.mgr.runningAM(app, attempt); !runs || want != token {
+		return fmt.Errorf("app %s attempt %d: no AM with this token runs on node %s; an AM talks to the AMRMProxy of its own node",
+			app, attempt, p.a.config.NodeID)
+	}
+	return nil
+}
+
+// Register relays AM.Register for an AM running on this node.
+func (p *amrmProxy) Register(args *wrpc.AMRegisterRequest, reply *wrpc.AMRegisterResponse) error {
+	if err := p.checkAM(args.AppID, args.Attempt, args.Token); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.forget()
+	p.mu.Unlock()
+	return p.a.client.Call("AM.Register", args, reply)
+}
+
+// Finish relays AM.Finish and forgets the attempt.
+func (p *amrmProxy) Finish(args *wrpc.AMFinishRequest, reply *wrpc.WriteResponse) error {
+	if err := p.checkAM(args.AppID, args.Attempt, args.Token); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	if at := p.attempts[attemptKey{args.AppID, args.Attempt}]; at != nil && len(at.releases) > 0 {
+		p.a.logger.Warn("the app finished with releases the servers never heard of; its end stops them", "app", args.AppID, "count", len(at.releases))
+	}
+	delete(p.attempts, attemptKey{args.AppID, args.Attempt})
+	p.mu.Unlock()
+	return p.a.client.Call("AM.Finish", args, reply)
+}
+
+// Allocate splits an AM.Allocate (see amrmProxy).
+func (p *amrmProxy) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateResponse) error {
+	if err := p.checkAM(args.AppID, args.Attempt, args.Token); err != nil {
+		return err
+	}
+	centralized, available, _, renewed := p.a.sched.view()
+	fwd := *args
+	fwd.Asks, fwd.Releases = nil, nil
+	var local []wrpc.ContainerInfo
+	var unmet []scheduler.Ask // opportunistic demand the room could not meet
+
+	p.mu.Lock()
+	at := p.attempt(args.AppID, args.Attempt)
+	for _, ask := range args.Asks {
+		if ask.ExecutionType != scheduler.Opportunistic || centralized {
+			fwd.Asks = append(fwd.Asks, ask)
+			continue
+		}
+		got := p.allocateLocal(at, args, ask)
+		local = append(local, got...)
+		rest := ask
+		rest.Count -= len(got)
+		// A non-enforced ask that no node can take opportunistically may be
+		// served as guaranteed (its twin, same ask ID); once it no longer
+		// needs that, the twin is withdrawn with count 0.
+		fallback := 0
+		if rest.Count > 0 && !ask.EnforceExecutionType && !available {
+			fallback = rest.Count
+		} else if rest.Count > 0 {
+			unmet = append(unmet, rest)
+		}
+		if fallback > 0 || at.fallback[ask.AskID] {
+			twin := ask
+			twin.ExecutionType, twin.Count = scheduler.Guaranteed, fallback
+			fwd.Asks = append(fwd.Asks, twin)
+			at.fallback[ask.AskID] = fallback > 0
+		}
+	}
+	for _, id := range args.Releases {
+		if addr, ok := at.minted[id]; ok {
+			delete(at.minted, id)
+			go p.stopOnNode(addr, id) // the servers may never have heard of it
+			continue
+		}
+		fwd.Releases = append(fwd.Releases, id)
+	}
+	fwd.Releases = append(at.releases, fwd.Releases...)
+	needServers := len(fwd.Asks)+len(fwd.Releases)+len(fwd.Promotions) > 0 || len(local) == 0 ||
+		time.Since(at.lastSync) > p.a.config.HeartbeatInterval
+	p.mu.Unlock()
+
+	down := p.a.serversDown()
+	if down && len(local) == 0 && len(unmet) > 0 {
+		// No servers to wait on: wait for the room to be renewed instead,
+		// then try again.
+		select {
+		case <-renewed:
+		case <-time.After(p.a.config.HeartbeatInterval):
+		}
+		p.mu.Lock()
+		for _, ask := range unmet {
+			local = append(local, p.allocateLocal(at, args, ask)...)
+		}
+		p.mu.Unlock()
+		return p.alone(at, args, fwd.Releases, local, reply)
+	}
+	if len(local) > 0 && (down || !needServers) {
+		return p.alone(at, args, fwd.Releases, local, reply)
+	}
+
+	budget := p.a.client.RetryBudget
+	switch {
+	case len(local) > 0:
+		// The AM has containers to start: do not block on the servers, nor
+		// wait long for them.
+		fwd.MaxWait, budget = time.Millisecond, p.a.config.HeartbeatInterval
+	case len(unmet) > 0 && (fwd.MaxWait <= 0 || fwd.MaxWait > p.a.config.HeartbeatInterval):
+		// Fresh room comes with the next list: come back for it then.
+		fwd.MaxWait = p.a.config.HeartbeatInterval
+	}
+	if err := p.a.client.CallWithin("AM.Allocate", &fwd, reply, budget); err != nil {
+		if len(local) > 0 && wrpc.IsRetryable(err) {
+			return p.alone(at, args, fwd.Releases, local, reply)
+		}
+		return err
+	}
+	p.mu.Lock()
+	at.releases, at.lastSync = nil, time.Now()
+	for _, c := range reply.Completed {
+		delete(at.minted, c.ID)
+	}
+	if scheduler.AppState(reply.AppState).Terminal() {
+		delete(p.attempts, attemptKey{args.AppID, args.Attempt})
+	}
+	p.mu.Unlock()
+	reply.Allocated = append(reply.Allocated, local...)
+	return nil
+}
+
+// alone answers an Allocate without the servers: the containers allocated
+// here, the index unchanged (the AM misses nothing), and the releases kept
+// for the next relay. Partial says whether the servers were unreachable.
+func (p *amrmProxy) alone(at *proxyAttempt, args *wrpc.AMAllocateRequest, releases []string, local []wrpc.ContainerInfo, reply *wrpc.AMAllocateResponse) error {
+	p.mu.Lock()
+	at.releases = releases
+	p.mu.Unlock()
+	*reply = wrpc.AMAllocateResponse{Index: args.MinQueryIndex, Allocated: local, Partial: p.a.serversDown()}
+	return nil
+}
+
+// allocateLocal allocates an opportunistic ask from the distributed
+// scheduler's room. IDs embed this node and its registration epoch, so
+// they never collide with anyone's. p.mu must be held.
+func (p *amrmProxy) allocateLocal(at *proxyAttempt, args *wrpc.AMAllocateRequest, ask scheduler.Ask) []wrpc.ContainerInfo {
+	nodes := p.a.sched.allocate(ask)
+	if len(nodes) == 0 {
+		return nil
+	}
+	now := time.Now().UnixNano()
+	prefix := "o-" + p.a.config.NodeID + "-" + strconv.FormatUint(p.a.epoch.Load(), 10) + "-"
+	out := make([]wrpc.ContainerInfo, len(nodes))
+	for i, n := range nodes {
+		id := prefix + strconv.FormatUint(p.a.seq.Add(1), 10)
+		out[i] = wrpc.ContainerInfo{ID: id, AppID: args.AppID, Attempt: args.Attempt, NodeID: n.NodeID, NodeAddress: n.Address,
+			AskID: ask.AskID, ExecutionType: string(scheduler.Opportunistic), State: string(scheduler.ContainerAllocated),
+			Resources: ask.Resources, Token: id, AllocatedAt: now}
+		at.minted[id] = n.Address
+	}
+	return out
+}
+
+// stopOnNode stops a released container this proxy allocated on its node.
+func (p *amrmProxy) stopOnNode(addr, id string) {
+	if err := p.a.client.Pool().Call(addr, "Container.Stop", &wrpc.ContainerIDRequest{ID: id}, &struct{}{}); err != nil {
+		p.a.logger.Warn("could not stop a released opportunistic container on its node", "container", id, "node", addr, "error", err)
+	}
+}
