@@ -36,6 +36,9 @@ type Agent struct {
 	heartbeat chan struct{} // asks for an early heartbeat
 	// down is set while heartbeats fail: the servers cannot be reached.
 	down atomic.Bool
+	// overAt is the computation of the queue limit that first found this
+	// node's queue over it (0: not over); heartbeat loop only.
+	overAt int64
 
 	sched *distScheduler
 	proxy *amrmProxy
@@ -237,9 +240,7 @@ func (a *Agent) heartbeatLoop() bool {
 		}
 		servers = resp.Servers
 		a.sched.update(&resp, time.Now())
-		if resp.QueueLimit > 0 {
-			a.mgr.shed(resp.QueueLimit)
-		}
+		a.rebalance(resp.QueueLimit, resp.LeastLoadedAt)
 		a.mgr.ack(resp.Acked)
 		for _, id := range resp.Promote {
 			a.mgr.promote(id)
@@ -250,6 +251,28 @@ func (a *Agent) heartbeatLoop() bool {
 		for _, l := range resp.LaunchAMs {
 			a.launchAM(l)
 		}
+	}
+}
+
+// rebalance sheds queued opportunistic containers above the leader's queue
+// limit (SPEC §10) once two successive computations of the limit (at)
+// both found the queue over it. A limit is computed from loads up to an
+// interval old: a burst that filled every queue since would be shed
+// against it, though the next computation sees the queues balanced.
+func (a *Agent) rebalance(limit int, at int64) {
+	if limit <= 0 || at == 0 {
+		return // no limit known (a new leader gathering loads)
+	}
+	if a.mgr.load().Queued <= limit {
+		a.overAt = 0
+		return
+	}
+	switch {
+	case a.overAt == 0:
+		a.overAt = at
+	case a.overAt != at:
+		a.mgr.shed(limit)
+		a.overAt = 0
 	}
 }
 

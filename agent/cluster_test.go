@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -52,6 +51,12 @@ func (w *testLog) Write(p []byte) (int, error) {
 
 // cluster starts one server and n agents in this process.
 func cluster(t *testing.T, n int) (*server.Server, []*Agent, *rpc.Client) {
+	return clusterWith(t, n, nil)
+}
+
+// clusterWith is cluster with each agent's configuration passed through
+// shape (when not nil) before the agent starts.
+func clusterWith(t *testing.T, n int, shape func(*Config)) (*server.Server, []*Agent, *rpc.Client) {
 	w := &testLog{t: t, done: make(chan struct{})}
 	t.Cleanup(func() { close(w.done) })
 	logger := hclog.New(&hclog.LoggerOptions{Output: w, Level: hclog.Info})
@@ -63,10 +68,14 @@ func cluster(t *testing.T, n int) (*server.Server, []*Agent, *rpc.Client) {
 	t.Cleanup(func() { srv.Shutdown() })
 	var agents []*Agent
 	for i := 1; i <= n; i++ {
-		a, err := New(&Config{NodeID: fmt.Sprintf("n%d", i), DataDir: t.TempDir(), RPCPort: -1, SerfPort: -1,
+		cfg := &Config{NodeID: fmt.Sprintf("n%d", i), DataDir: t.TempDir(), RPCPort: -1, SerfPort: -1,
 			Join: []string{srv.SerfAddr()}, Resources: scheduler.Resources{MemoryMB: 2048, Vcores: 4},
 			OpportunisticQueueLength: -1, SerfFastGossip: true, Executable: weftBin, KillGrace: time.Second,
-			Logger: logger.Named(fmt.Sprintf("n%d", i))})
+			Logger: logger.Named(fmt.Sprintf("n%d", i))}
+		if shape != nil {
+			shape(cfg)
+		}
+		a, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,41 +211,6 @@ func TestLeaderPushesTheLeastLoadedList(t *testing.T) {
 			if n.QueueSpace != DefaultOpportunisticQueueLength || n.Free.Vcores != 4 || n.Free.MemoryMB != 2048 || n.Address == "" {
 				t.Fatalf("list entry %+v", n)
 			}
-		}
-	}
-}
-
-func TestOpportunisticAppRunsThroughTheAMRMProxy(t *testing.T) {
-	_, agents, c := cluster(t, 2)
-	for _, a := range agents {
-		waitFor(t, 15*time.Second, func() bool { return len(a.LeastLoaded()) == 2 })
-	}
-	var sub rpc.AppSubmitResponse
-	spec := scheduler.AppSpec{DShell: scheduler.DShell{NumContainers: 12, ExecutionType: scheduler.Opportunistic,
-		Resources: scheduler.Resources{MemoryMB: 512, Vcores: 1}, Command: []string{"sh", "-c", "sleep 0.2"}}}
-	if err := c.Call("App.Submit", &rpc.AppSubmitRequest{Spec: spec}, &sub); err != nil {
-		t.Fatal(err)
-	}
-	if app := waitApp(t, c, sub.AppID); app.State != "FINISHED" {
-		t.Fatalf("app %+v", app)
-	}
-	var list rpc.ContainerListResponse
-	waitFor(t, 10*time.Second, func() bool {
-		c.Call("Container.List", &rpc.ContainerListRequest{AppID: sub.AppID}, &list)
-		ok := 0
-		for _, ci := range list.Containers {
-			if ci.ExecutionType == "OPPORTUNISTIC" && ci.Reason == "exited" {
-				ok++
-			}
-		}
-		return ok == 12
-	})
-	for _, ci := range list.Containers {
-		if ci.IsAM {
-			continue
-		}
-		if ci.ExecutionType != "OPPORTUNISTIC" || !strings.HasPrefix(ci.ID, "o-n") {
-			t.Fatalf("task container %+v: want an opportunistic container minted by an agent", ci)
 		}
 	}
 }

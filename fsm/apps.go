@@ -158,9 +158,11 @@ func (t *txn) applyAskUpdate(req *AskUpdateRequest) error {
 			return fmt.Errorf("ask %d: execution_type must be GUARANTEED here, not %q", ask.AskID, ask.ExecutionType)
 		}
 	}
+	// Containers placed after SeenIndex are ones the AM has not heard of
+	// yet; those an AMRMProxy allocated it knew of first, so they never count.
 	placedAfter := map[uint64]int{}
 	for _, c := range t.appContainers(req.AppID) {
-		if c.Attempt == req.Attempt && !c.IsAM && c.CreateIndex > req.SeenIndex {
+		if c.Attempt == req.Attempt && !c.IsAM && !c.Distributed && c.CreateIndex > req.SeenIndex {
 			placedAfter[c.AskID]++
 		}
 	}

@@ -58,7 +58,8 @@ type LeastLoadedNode struct {
 // LeastLoaded sorts nodes by queued opportunistic containers, then by free
 // resources normalised to the cluster (most free first), leaves out nodes
 // whose queue is full, and keeps the first nodesUsed (SPEC §10). A node
-// that queues nothing (capacity 0) stays in while it has free resources.
+// with a full (or no) queue stays in while its queue is empty and it has
+// free memory and vcores, which every container needs: work can start there.
 func LeastLoaded(loads []NodeLoad, nodesUsed int) []LeastLoadedNode {
 	var cluster Resources
 	for i := range loads {
@@ -73,8 +74,8 @@ func LeastLoaded(loads []NodeLoad, nodesUsed int) []LeastLoadedNode {
 	for i := range loads {
 		l := &loads[i]
 		free := clampPositive(l.Capacity.Sub(l.Used))
-		if l.Queued >= l.QueueCapacity && !(l.Queued == 0 && positive(free)) {
-			continue // a full queue (or no queue and no room)
+		if l.Queued >= l.QueueCapacity && !(l.Queued == 0 && free.MemoryMB > 0 && free.Vcores > 0) {
+			continue // a full queue, and nothing can start at once
 		}
 		cands = append(cands, scored{l, free, normalisedTotal(free, cluster)})
 	}

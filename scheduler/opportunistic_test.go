@@ -38,6 +38,7 @@ func TestLeastLoadedSortsByQueueThenFreeResources(t *testing.T) {
 		load("n5", 1, 10, 0, 0),
 		load("n6", 0, 0, 0, 0),    // queues nothing and has no room: left out
 		load("n7", 0, 0, 2048, 2), // queues nothing but has room: kept
+		load("n8", 0, 0, 4096, 0), // queues nothing; memory but no vcore: left out
 	}
 	got := LeastLoaded(loads, 10)
 	if ids(got) != "n3 n7 n2 n5 n1" {

@@ -99,6 +99,36 @@ func (e *AM) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateRespon
 			guaranteed = append(guaranteed, a)
 		}
 	}
+	hdr := args.RequestHeader
+	// Opportunistic asks reach a server when the cluster allocates them
+	// centrally (the AMRMProxies forward them) or when an AM talks to the
+	// servers directly: the leader allocates them from its list. What no
+	// node can take opportunistically, a non-enforced ask may get as
+	// guaranteed: its twin guaranteed ask (same ID) says how many.
+	if len(opportunistic) > 0 && app.State == scheduler.AppRunning {
+		unplaced, empty, err := e.srv.allocateCentral(e.srv.fsm.State(), app, args.Attempt, opportunistic, args.MinQueryIndex)
+		if err != nil {
+			return err
+		}
+		for _, ask := range opportunistic {
+			if ask.EnforceExecutionType {
+				continue
+			}
+			// The twin's count is the AM's: the FSM takes off what was
+			// placed since the AM's index, of either type.
+			twin := ask
+			twin.ExecutionType, twin.Count = scheduler.Guaranteed, 0
+			if empty {
+				twin.Count = ask.Count
+			}
+			guaranteed = append(guaranteed, twin)
+		}
+		for _, n := range unplaced {
+			if n > 0 && (hdr.MaxWait <= 0 || hdr.MaxWait > time.Second) {
+				hdr.MaxWait = time.Second // fresh room comes with the next list
+			}
+		}
+	}
 	if len(guaranteed) > 0 && app.State == scheduler.AppRunning {
 		req := &fsm.AskUpdateRequest{AppID: args.AppID, Attempt: args.Attempt, Asks: guaranteed, SeenIndex: args.MinQueryIndex}
 		if e.srv.fsm.State().AskUpdateChanges(req) {
@@ -107,15 +137,6 @@ func (e *AM) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateRespon
 			}
 		}
 	}
-	// Opportunistic asks reach a server when the cluster allocates them
-	// centrally (the AMRMProxies forward them) or when an AM talks to the
-	// servers directly: the leader allocates them from its list.
-	if len(opportunistic) > 0 && app.State == scheduler.AppRunning {
-		if err := e.srv.allocateCentral(e.srv.fsm.State(), app, args.Attempt, opportunistic, args.MinQueryIndex); err != nil {
-			return err
-		}
-	}
-	hdr := args.RequestHeader
 	if len(args.Promotions) > 0 && app.State == scheduler.AppRunning {
 		if err := e.srv.promote(e.srv.fsm.State(), app, args.Attempt, args.Promotions, reply); err != nil {
 			return err

@@ -111,32 +111,46 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 // the AMRMProxies, and commits the placements through Raft. Each ask's
 // count is reduced by the containers of that ask placed after seenIndex,
 // which the AM has not heard of yet: a retried Allocate gets nothing twice.
-func (s *Server) allocateCentral(st *fsm.State, app *scheduler.App, attempt int, asks []scheduler.Ask, seenIndex uint64) error {
-	placedAfter := map[uint64]int{}
-	for _, c := range st.AppContainers(app.ID) {
-		if c.Attempt == attempt && !c.Distributed && c.ExecutionType == scheduler.Opportunistic && c.CreateIndex > seenIndex {
-			placedAfter[c.AskID]++
-		}
-	}
+// It returns, per ask, how many containers it could not place, and whether
+// the list was empty (no node can take opportunistic work).
+func (s *Server) allocateCentral(st *fsm.State, app *scheduler.App, attempt int, asks []scheduler.Ask, seenIndex uint64) (unplaced []int, empty bool, err error) {
+	placedAfter := placedSince(st, app.ID, attempt, seenIndex)
+	unplaced = make([]int, len(asks))
 	var plan []scheduler.Placement
 	var pos []int
 	b := &s.board
 	b.mu.Lock()
-	if s.refreshBoard(st, time.Now()) {
-		for _, ask := range asks {
-			ask.Count -= placedAfter[ask.AskID]
+	listed := s.refreshBoard(st, time.Now())
+	empty = !listed || len(b.list) == 0
+	for i, ask := range asks {
+		ask.Count = max(0, ask.Count-placedAfter[ask.AskID])
+		if listed {
 			pos = scheduler.AllocateOpportunistic(ask, b.list, b.room, b.rr, pos[:0])
 			b.rr += len(pos)
-			for _, p := range pos {
-				plan = append(plan, scheduler.Placement{AppID: app.ID, Attempt: attempt, AskID: ask.AskID,
-					NodeID: b.list[p].NodeID, Resources: ask.Resources, ExecutionType: scheduler.Opportunistic})
-			}
 		}
+		unplaced[i] = ask.Count - len(pos)
+		for _, p := range pos {
+			plan = append(plan, scheduler.Placement{AppID: app.ID, Attempt: attempt, AskID: ask.AskID,
+				NodeID: b.list[p].NodeID, Resources: ask.Resources, ExecutionType: scheduler.Opportunistic})
+		}
+		pos = pos[:0]
 	}
 	b.mu.Unlock()
-	if len(plan) == 0 {
-		return nil
+	if len(plan) > 0 {
+		_, err = s.commitPlan(plan)
 	}
-	_, err := s.commitPlan(plan)
-	return err
+	return unplaced, empty, err
+}
+
+// placedSince counts, per ask, the containers the servers placed for an app
+// attempt after index (of either execution type). Containers AMRMProxies
+// allocated do not count: their AMs knew of them before any server did.
+func placedSince(st *fsm.State, appID string, attempt int, index uint64) map[uint64]int {
+	out := map[uint64]int{}
+	for _, c := range st.AppContainers(appID) {
+		if c.Attempt == attempt && !c.IsAM && !c.Distributed && c.CreateIndex > index {
+			out[c.AskID]++
+		}
+	}
+	return out
 }

@@ -1,0 +1,367 @@
+package agent
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
+)
+
+// The AMRMProxy splits an Allocate: opportunistic containers come from its
+// own list at once, named after its node and epoch; guaranteed ones from
+// the leader. Started opportunistic containers reach the servers through
+// their nodes' heartbeats.
+func TestAMRMProxySplitsAllocate(t *testing.T) {
+	w := startAMWorld(t, 2, nil)
+	w.waitList(2)
+
+	g := scheduler.Ask{AskID: 1, Count: 2, Resources: oneCore, ExecutionType: scheduler.Guaranteed}
+	resp := w.allocate(rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(2, 3, true), g}})
+	prefix := fmt.Sprintf("o-%s-%d-", w.home.NodeID(), w.home.Epoch())
+	var opp []rpc.ContainerInfo
+	gotG := 0
+	for _, c := range resp.Allocated {
+		if c.ExecutionType == string(scheduler.Opportunistic) {
+			opp = append(opp, c)
+		} else {
+			gotG++
+		}
+	}
+	if len(opp) != 3 {
+		t.Fatalf("%d opportunistic containers in the first answer, want all 3 at once: %+v", len(opp), resp.Allocated)
+	}
+	nodes := map[string]bool{}
+	for _, c := range opp {
+		if !strings.HasPrefix(c.ID, prefix) || c.AskID != 2 || c.NodeAddress != w.agent(c.NodeID).RPCAddr() {
+			t.Fatalf("container %+v: want an ID from %s and its node's address", c, prefix)
+		}
+		nodes[c.NodeID] = true
+	}
+	if len(nodes) != 2 {
+		t.Fatalf("three containers on %v: round-robin should use both nodes", nodes)
+	}
+	// The guaranteed ask goes to the leader; its containers follow.
+	waitFor(t, 15*time.Second, func() bool {
+		g.Count = 2 - gotG
+		r := w.allocate(rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(2, 0, true), g}})
+		for _, c := range r.Allocated {
+			if c.ExecutionType != string(scheduler.Guaranteed) || c.AskID != 1 {
+				t.Fatalf("unexpected container %+v", c)
+			}
+			gotG++
+		}
+		return gotG >= 2
+	})
+	if gotG != 2 {
+		t.Fatalf("%d guaranteed containers for an ask of 2", gotG)
+	}
+
+	// Started, the opportunistic containers are recorded from their nodes.
+	for _, c := range opp {
+		if r := w.start(c); r.State != "RUNNING" {
+			t.Fatalf("start %s: %+v", c.ID, r)
+		}
+	}
+	waitFor(t, 15*time.Second, func() bool {
+		for _, c := range opp {
+			ci, ok := w.container(c.ID)
+			if !ok || ci.State != "RUNNING" || ci.ExecutionType != "OPPORTUNISTIC" || ci.NodeID != c.NodeID {
+				return false
+			}
+		}
+		return true
+	})
+	var nl rpc.NodeListResponse
+	waitFor(t, 5*time.Second, func() bool {
+		w.c.Call("Node.List", &rpc.RequestHeader{}, &nl)
+		running := 0
+		for _, n := range nl.Nodes {
+			running += n.RunningOpportunistic
+		}
+		return running == 3
+	})
+
+	// Only the AM the agent launched may use its proxy.
+	for _, bad := range []struct {
+		token, addr string
+	}{{"not-the-token", w.home.RPCAddr()}, {w.am.Token, w.otherAgent().RPCAddr()}} {
+		am := rpc.NewAMClient(w.app, 1, bad.token, bad.addr)
+		_, err := am.Allocate(rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(3, 1, true)}}, time.Second)
+		am.Close()
+		if err == nil || !strings.Contains(err.Error(), "no AM with this token runs on node") {
+			t.Fatalf("a foreign AM at %s was served: %v", bad.addr, err)
+		}
+	}
+}
+
+func (w *amWorld) otherAgent() *Agent {
+	for _, a := range w.agents {
+		if a != w.home {
+			return a
+		}
+	}
+	w.t.Fatal("one agent only")
+	return nil
+}
+
+// With every server gone the proxy still allocates from its list, says its
+// answer is partial and keeps the AM's index; once no list has come from
+// the leader for a while it renews the room from the nodes themselves.
+func TestAMRMProxyAllocatesWithoutServers(t *testing.T) {
+	w := startAMWorld(t, 2, nil)
+	w.waitList(2)
+	before := w.allocate(rpc.AMAllocateRequest{})
+	w.srv.Shutdown()
+	waitFor(t, 10*time.Second, w.home.serversDown)
+
+	// Take every place the list offers (idle nodes: 7 free vcores beside
+	// the AM, 10 queue places each).
+	resp := w.allocate(rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(1, 100, true)}})
+	if len(resp.Allocated) != 27 || !resp.Partial || resp.Index != before.Index {
+		t.Fatalf("without servers: %d containers, partial %v, index %d (was %d); want the list's 27 places, partial, index kept",
+			len(resp.Allocated), resp.Partial, resp.Index, before.Index)
+	}
+	_, _, at, _ := w.home.sched.view()
+	// No list from the leader: the agent asks the nodes, which run none of
+	// those containers (never started), so the room is whole again.
+	waitFor(t, 15*time.Second, func() bool {
+		_, _, now, _ := w.home.sched.view()
+		return now != at
+	})
+	resp = w.allocate(rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(1, 100, true)}})
+	if len(resp.Allocated) != 27 || !resp.Partial {
+		t.Fatalf("after renewing from the nodes: %d containers (partial %v), want 27", len(resp.Allocated), resp.Partial)
+	}
+	seen := map[string]bool{}
+	for _, c := range resp.Allocated {
+		if seen[c.ID] {
+			t.Fatalf("container ID %s minted twice", c.ID)
+		}
+		seen[c.ID] = true
+	}
+}
+
+// enforce_execution_type: when no node can take opportunistic work, a
+// non-enforced opportunistic ask is served as guaranteed; an enforced one
+// waits for room.
+func TestEnforceExecutionType(t *testing.T) {
+	// Nodes that queue nothing: once their resources are in use, no node
+	// can take opportunistic work and the list is empty.
+	w := startAMWorld(t, 2, func(c *Config) {
+		c.OpportunisticQueueLength = 0
+		c.Resources = scheduler.Resources{MemoryMB: 2048, Vcores: 2}
+	})
+	w.waitList(2)
+	resp := w.allocate(rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(1, 3, true)}})
+	if len(resp.Allocated) != 3 { // the AM's node has 1 free vcore, the other 2
+		t.Fatalf("%d containers, want the 3 free vcores", len(resp.Allocated))
+	}
+	for _, c := range resp.Allocated {
+		w.start(c)
+	}
+	waitFor(t, 15*time.Second, func() bool { return len(w.home.LeastLoaded()) == 0 })
+
+	// Enforced: nothing, and no guaranteed ask reaches the leader.
+	for i := 0; i < 2; i++ {
+		if r := w.allocate(rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(2, 1, true)}}); len(r.Allocated) != 0 {
+			t.Fatalf("an enforced opportunistic ask got %+v with no room anywhere", r.Allocated)
+		}
+	}
+	var st rpc.AppStatusResponse
+	if err := w.c.Call("App.Status", &rpc.AppRequest{AppID: w.app}, &st); err != nil || !st.App.Pending.IsZero() {
+		t.Fatalf("pending %v (%v): an enforced ask must not turn guaranteed", st.App.Pending, err)
+	}
+	// Not enforced: the leader places it as guaranteed (opportunistic work
+	// takes no guaranteed capacity, so there is room).
+	var got rpc.ContainerInfo
+	waitFor(t, 15*time.Second, func() bool {
+		r := w.allocate(rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(2, 1, false)}})
+		if len(r.Allocated) > 0 {
+			got = r.Allocated[0]
+			return true
+		}
+		return false
+	})
+	if got.ExecutionType != "GUARANTEED" || got.AskID != 2 {
+		t.Fatalf("fallback container %+v, want a guaranteed one for ask 2", got)
+	}
+	// Once satisfied, the guaranteed twin is withdrawn.
+	w.allocate(rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(2, 0, false)}})
+	waitFor(t, 5*time.Second, func() bool {
+		w.c.Call("App.Status", &rpc.AppRequest{AppID: w.app}, &st)
+		return st.App.Pending.IsZero()
+	})
+}
+
+// A running opportunistic container is promoted through the proxy: the
+// servers count it as guaranteed and its node stops treating it as
+// evictable.
+func TestPromotionThroughTheProxy(t *testing.T) {
+	w := startAMWorld(t, 1, nil)
+	w.waitList(1)
+	c := w.allocate(rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(1, 1, true)}}).Allocated[0]
+	w.start(c)
+
+	var promoted []string
+	var failures []rpc.PromotionFailure
+	waitFor(t, 15*time.Second, func() bool {
+		r := w.allocate(rpc.AMAllocateRequest{Promotions: []string{c.ID, "o-nobody-1-1"}})
+		promoted, failures = r.Promoted, r.PromotionFailures
+		return len(promoted) == 1 // until its node's heartbeat has recorded it running
+	})
+	if promoted[0] != c.ID || len(failures) != 1 || failures[0].ID != "o-nobody-1-1" || !failures[0].Retryable {
+		t.Fatalf("promoted %v, failures %+v", promoted, failures)
+	}
+	ci, _ := w.container(c.ID)
+	if ci.ExecutionType != "GUARANTEED" {
+		t.Fatalf("servers still see %+v as opportunistic", ci)
+	}
+	var nl rpc.NodeListResponse
+	w.c.Call("Node.List", &rpc.RequestHeader{}, &nl)
+	if n := nl.Nodes[0]; n.RunningGuaranteed != 2 || n.RunningOpportunistic != 0 {
+		t.Fatalf("node %+v: the AM and the promoted container run guaranteed", n)
+	}
+	waitFor(t, 5*time.Second, func() bool {
+		for _, r := range w.home.mgr.reports() {
+			if r.ID == c.ID {
+				return r.ExecutionType == "GUARANTEED"
+			}
+		}
+		return false
+	})
+	// A second promotion of the same container is refused for good.
+	r := w.allocate(rpc.AMAllocateRequest{Promotions: []string{c.ID}})
+	if len(r.PromotionFailures) != 1 || r.PromotionFailures[0].Retryable {
+		t.Fatalf("second promotion: %+v", r.PromotionFailures)
+	}
+}
+
+// Queue rebalancing: the node whose queue is longer than the leader's limit
+// sheds its newest queued containers, reason shed; the other node keeps
+// its queue.
+func TestRebalancingShedsTheNewestQueued(t *testing.T) {
+	w := startAMWorld(t, 2, func(c *Config) {
+		c.Resources = scheduler.Resources{MemoryMB: 2048, Vcores: 2}
+		if c.NodeID == "n1" {
+			c.OpportunisticQueueLength = 30
+		}
+	})
+	// First a limit of 30 whatever the queues: nothing sheds while they fill.
+	w.setOpportunistic(scheduler.OpportunisticConfig{Distributed: true, SortingNodesInterval: time.Second, NodesUsed: 10,
+		QueueLimitStdev: 1, MinQueueLength: 30, MaxQueueLength: 30})
+	waitFor(t, 15*time.Second, func() bool { _, limit := w.home.sched.snapshot(); return limit == 30 })
+	w.waitList(2)
+	resp := w.allocate(rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(1, 100, true)}})
+	// Start in allocation order: each node's queue is in that order.
+	started := map[string][]string{}
+	for _, c := range resp.Allocated {
+		if r := w.start(c); r.State != "RUNNING" && r.State != "QUEUED" {
+			t.Fatalf("start %s: %+v", c.ID, r)
+		}
+		started[c.NodeID] = append(started[c.NodeID], c.ID)
+	}
+	n1, n2 := w.agent("n1"), w.agent("n2")
+	if q1, q2 := n1.mgr.load().Queued, n2.mgr.load().Queued; q1 != 30 || q2 != 10 {
+		t.Fatalf("queues n1=%d n2=%d, want 30 and 10 (every place taken)", q1, q2)
+	}
+	// Now k = 0: the limit is the mean queue length, which the longer queue
+	// follows down, shedding once two computations agree, until the queues
+	// are even: 20, 15, 12, 11, 10.
+	w.setOpportunistic(scheduler.OpportunisticConfig{Distributed: true, SortingNodesInterval: time.Second, NodesUsed: 10,
+		QueueLimitStdev: 0, MinQueueLength: 0, MaxQueueLength: 30})
+	waitFor(t, 30*time.Second, func() bool { return n1.mgr.load().Queued == 10 })
+	shed := map[string]bool{}
+	waitFor(t, 15*time.Second, func() bool {
+		for _, ci := range w.containers() {
+			if ci.Reason == "shed" {
+				shed[ci.ID] = true
+			}
+		}
+		return len(shed) == 20
+	})
+	if n2.mgr.load().Queued != 10 {
+		t.Fatalf("n2's queue changed to %d: only the longest queue sheds", n2.mgr.load().Queued)
+	}
+	// The shed ones are exactly n1's last 20 started (its newest queued).
+	ids := started["n1"]
+	for i, id := range ids {
+		if want := i >= len(ids)-20; shed[id] != want {
+			t.Fatalf("n1 container %d of %d (%s) shed=%v; want the newest 20 shed", i, len(ids), id, shed[id])
+		}
+		if ci, _ := w.container(id); shed[id] && (ci.StartedAt != 0 || ci.ExitCode != nil) {
+			t.Fatalf("shed container %+v had started", ci)
+		}
+	}
+}
+
+// With opportunistic.distributed = false the proxies forward opportunistic
+// asks, and the leader allocates them from its list, with IDs of its own.
+func TestCentralizedOpportunisticAllocation(t *testing.T) {
+	_, agents, c := cluster(t, 2)
+	cfg := scheduler.DefaultQueueConfig()
+	cfg.Scheduler.Opportunistic.Distributed = false
+	var wr rpc.WriteResponse
+	if err := c.Call("Queue.Apply", &rpc.QueueApplyRequest{Config: cfg}, &wr); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range agents {
+		waitFor(t, 15*time.Second, func() bool { centralized, _, _, _ := a.sched.view(); return centralized })
+	}
+	app := runOpportunisticApp(t, c, 12)
+	var list rpc.ContainerListResponse
+	c.Call("Container.List", &rpc.ContainerListRequest{AppID: app}, &list)
+	for _, ci := range list.Containers {
+		if !ci.IsAM && (ci.ExecutionType != "OPPORTUNISTIC" || !strings.HasPrefix(ci.ID, "c-")) {
+			t.Fatalf("task container %+v: want an opportunistic container placed by the leader", ci)
+		}
+	}
+}
+
+// The dshell AM runs an opportunistic app through the proxy: every task
+// container is opportunistic, minted by an agent, and exits 0.
+func TestOpportunisticAppRunsThroughTheAMRMProxy(t *testing.T) {
+	_, agents, c := cluster(t, 2)
+	for _, a := range agents {
+		waitFor(t, 15*time.Second, func() bool { return len(a.LeastLoaded()) == 2 })
+	}
+	app := runOpportunisticApp(t, c, 12)
+	var list rpc.ContainerListResponse
+	c.Call("Container.List", &rpc.ContainerListRequest{AppID: app}, &list)
+	for _, ci := range list.Containers {
+		if !ci.IsAM && (ci.ExecutionType != "OPPORTUNISTIC" || !strings.HasPrefix(ci.ID, "o-n")) {
+			t.Fatalf("task container %+v: want an opportunistic container minted by an agent", ci)
+		}
+	}
+}
+
+// runOpportunisticApp runs n opportunistic `sleep 0.2` tasks with the
+// dshell AM, checks every one exited 0, and returns the app's ID.
+func runOpportunisticApp(t *testing.T, c *rpc.Client, n int) string {
+	t.Helper()
+	var sub rpc.AppSubmitResponse
+	spec := scheduler.AppSpec{DShell: scheduler.DShell{NumContainers: n, ExecutionType: scheduler.Opportunistic, EnforceExecutionType: true,
+		Resources: scheduler.Resources{MemoryMB: 512, Vcores: 1}, Command: []string{"sh", "-c", "sleep 0.2"}}}
+	if err := c.Call("App.Submit", &rpc.AppSubmitRequest{Spec: spec}, &sub); err != nil {
+		t.Fatal(err)
+	}
+	if app := waitApp(t, c, sub.AppID); app.State != "FINISHED" {
+		t.Fatalf("app %+v", app)
+	}
+	waitFor(t, 10*time.Second, func() bool {
+		var list rpc.ContainerListResponse
+		c.Call("Container.List", &rpc.ContainerListRequest{AppID: sub.AppID}, &list)
+		var exited []string
+		for _, ci := range list.Containers {
+			if !ci.IsAM && ci.Reason == "exited" && ci.ExitCode != nil && *ci.ExitCode == 0 {
+				exited = append(exited, ci.ID)
+			}
+		}
+		sort.Strings(exited)
+		return len(exited) == n
+	})
+	return sub.AppID
+}
