@@ -223,7 +223,9 @@ func (a *Agent) heartbeatLoop() bool {
 		req := &wrpc.HeartbeatRequest{NodeID: a.config.NodeID, Epoch: a.epoch.Load(), Containers: a.mgr.reports(),
 			Load: a.mgr.load(), LeastLoadedAt: listAt}
 		var resp wrpc.HeartbeatResponse
-		if err := a.client.Call("Node.Heartbeat", req, &resp); err != nil {
+		// The loop itself retries: a heartbeat that cannot get through in
+		// two intervals has failed, and the servers count as unreachable.
+		if err := a.client.CallWithin("Node.Heartbeat", req, &resp, 2*a.config.HeartbeatInterval); err != nil {
 			a.down.Store(true)
 			if failures++; failures == 1 || failures%30 == 0 {
 				a.logger.Warn("heartbeat failed", "error", err, "consecutive_failures", failures)

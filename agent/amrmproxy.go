@@ -12,12 +12,13 @@ import (
 
 // amrmProxy is the AM protocol on the agent (SPEC §8, §10): the AMs this
 // agent launched talk to it, and it splits each Allocate. Opportunistic
-// asks are allocated here by the distributed scheduler, with no server
-// round trip; guaranteed asks, releases and promotions go to the servers
-// through the agent's retrying client. When the servers cannot be reached
-// it still answers opportunistic asks (a partial answer) and relays the
-// releases later. With opportunistic.distributed = false it forwards
-// opportunistic asks to the leader too.
+// asks are allocated here by the distributed scheduler and answered at
+// once, with no server round trip; guaranteed asks, releases and
+// promotions go to the servers through the agent's retrying client (in the
+// background when the AM already has containers to start). When the
+// servers cannot be reached it still answers opportunistic asks (a partial
+// answer) and relays the releases later. With opportunistic.distributed =
+// false it forwards opportunistic asks to the leader too.
 type amrmProxy struct {
 	a *Agent
 
@@ -41,7 +42,6 @@ type proxyAttempt struct {
 	// enforced, and no node could take them): their guaranteed twin must
 	// be withdrawn once they no longer need it.
 	fallback map[uint64]bool
-	lastSync time.Time // last answer from the servers
 }
 
 func newAMRMProxy(a *Agent) *amrmProxy {
@@ -149,8 +149,8 @@ func (p *amrmProxy) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocat
 		fwd.Releases = append(fwd.Releases, id)
 	}
 	fwd.Releases = append(at.releases, fwd.Releases...)
-	needServers := len(fwd.Asks)+len(fwd.Releases)+len(fwd.Promotions) > 0 || len(local) == 0 ||
-		time.Since(at.lastSync) > p.a.config.HeartbeatInterval
+	at.releases = nil
+	needServers := len(fwd.Asks)+len(fwd.Releases)+len(fwd.Promotions) > 0
 	p.mu.Unlock()
 
 	down := p.a.serversDown()
@@ -166,50 +166,67 @@ func (p *amrmProxy) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocat
 			local = append(local, p.allocateLocal(at, args, ask)...)
 		}
 		p.mu.Unlock()
-		return p.alone(at, args, fwd.Releases, local, reply)
+		p.keep(at, fwd.Releases)
+		*reply = wrpc.AMAllocateResponse{Index: args.MinQueryIndex, Allocated: local, Partial: true}
+		return nil
 	}
-	if len(local) > 0 && (down || !needServers) {
-		return p.alone(at, args, fwd.Releases, local, reply)
+	if len(local) > 0 {
+		// The AM gets its containers now; what the servers must hear is
+		// relayed in the background, and the AM's next call (its index
+		// unchanged) brings back what that produced.
+		if needServers && !down {
+			fwd.MaxWait = time.Millisecond
+			go p.relay(at, &fwd)
+		} else {
+			p.keep(at, fwd.Releases)
+		}
+		*reply = wrpc.AMAllocateResponse{Index: args.MinQueryIndex, Allocated: local, Partial: down}
+		return nil
 	}
-
-	budget := p.a.client.RetryBudget
-	switch {
-	case len(local) > 0:
-		// The AM has containers to start: do not block on the servers, nor
-		// wait long for them.
-		fwd.MaxWait, budget = time.Millisecond, p.a.config.HeartbeatInterval
-	case len(unmet) > 0 && (fwd.MaxWait <= 0 || fwd.MaxWait > p.a.config.HeartbeatInterval):
+	if len(unmet) > 0 && (fwd.MaxWait <= 0 || fwd.MaxWait > p.a.config.HeartbeatInterval) {
 		// Fresh room comes with the next list: come back for it then.
 		fwd.MaxWait = p.a.config.HeartbeatInterval
 	}
-	if err := p.a.client.CallWithin("AM.Allocate", &fwd, reply, budget); err != nil {
-		if len(local) > 0 && wrpc.IsRetryable(err) {
-			return p.alone(at, args, fwd.Releases, local, reply)
-		}
+	if err := p.a.client.Call("AM.Allocate", &fwd, reply); err != nil {
+		p.keep(at, fwd.Releases)
 		return err
 	}
+	p.synced(at, args, reply)
+	return nil
+}
+
+// keep holds releases the servers did not get, for the next relay.
+func (p *amrmProxy) keep(at *proxyAttempt, releases []string) {
+	if len(releases) == 0 {
+		return
+	}
 	p.mu.Lock()
-	at.releases, at.lastSync = nil, time.Now()
+	at.releases = append(at.releases, releases...)
+	p.mu.Unlock()
+}
+
+// relay sends the servers the part of an Allocate the proxy answered
+// alone; if they cannot be reached, its releases wait for the next relay.
+func (p *amrmProxy) relay(at *proxyAttempt, fwd *wrpc.AMAllocateRequest) {
+	var reply wrpc.AMAllocateResponse
+	if err := p.a.client.Call("AM.Allocate", fwd, &reply); err != nil {
+		p.keep(at, fwd.Releases)
+		p.a.logger.Warn("could not relay an AM's asks and releases; they go with its next call", "app", fwd.AppID, "error", err)
+		return
+	}
+	p.synced(at, fwd, &reply)
+}
+
+// synced records an answer from the servers.
+func (p *amrmProxy) synced(at *proxyAttempt, req *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateResponse) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	for _, c := range reply.Completed {
 		delete(at.minted, c.ID)
 	}
 	if scheduler.AppState(reply.AppState).Terminal() {
-		delete(p.attempts, attemptKey{args.AppID, args.Attempt})
+		delete(p.attempts, attemptKey{req.AppID, req.Attempt})
 	}
-	p.mu.Unlock()
-	reply.Allocated = append(reply.Allocated, local...)
-	return nil
-}
-
-// alone answers an Allocate without the servers: the containers allocated
-// here, the index unchanged (the AM misses nothing), and the releases kept
-// for the next relay. Partial says whether the servers were unreachable.
-func (p *amrmProxy) alone(at *proxyAttempt, args *wrpc.AMAllocateRequest, releases []string, local []wrpc.ContainerInfo, reply *wrpc.AMAllocateResponse) error {
-	p.mu.Lock()
-	at.releases = releases
-	p.mu.Unlock()
-	*reply = wrpc.AMAllocateResponse{Index: args.MinQueryIndex, Allocated: local, Partial: p.a.serversDown()}
-	return nil
 }
 
 // allocateLocal allocates an opportunistic ask from the distributed

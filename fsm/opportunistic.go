@@ -88,7 +88,8 @@ func ValidateRecord(r *ContainerRecord) error {
 
 // applyPromote makes running opportunistic containers of the app's current
 // attempt guaranteed, each only if its node's free guaranteed capacity
-// still holds it: no promotion can overcommit a node.
+// still holds it: no promotion can overcommit a node. A container promoted
+// already counts as promoted again.
 func (t *txn) applyPromote(req *PromoteRequest) *PromoteResult {
 	res := &PromoteResult{Refused: make([]string, len(req.IDs))}
 	app, ok := t.app(req.AppID)
@@ -99,6 +100,8 @@ func (t *txn) applyPromote(req *PromoteRequest) *PromoteResult {
 			res.Refused[i] = "the app's current attempt is not running"
 		case !known || c.AppID != req.AppID || c.Attempt != req.Attempt:
 			res.Refused[i] = "not a container of this app attempt"
+		case c.Promoted && c.State.Live():
+			continue
 		case c.ExecutionType != scheduler.Opportunistic:
 			res.Refused[i] = "already guaranteed"
 		case c.State != scheduler.ContainerRunning || c.KillRequested:

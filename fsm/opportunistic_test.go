@@ -136,8 +136,9 @@ func TestPromotion(t *testing.T) {
 		{ID: "o-q", AppID: app, Attempt: 1, Resources: big, State: scheduler.ContainerQueued},
 	}})
 	usedBefore := h.app(app).Used
+	// The last asks again for o-a: promotion is idempotent.
 	res := h.ok(PromoteType, &PromoteRequest{AppID: app, Attempt: 1, IDs: []string{"o-a", "o-b", "o-q", "o-zz", "o-a"}}).(*PromoteResult)
-	want := []string{"", "exceeds the node's free guaranteed capacity", "not running", "not a container of this app attempt", "already guaranteed"}
+	want := []string{"", "exceeds the node's free guaranteed capacity", "not running", "not a container of this app attempt", ""}
 	for i, w := range want {
 		if w == "" && res.Refused[i] != "" || !strings.Contains(res.Refused[i], w) {
 			t.Fatalf("promotion %d: %q, want %q", i, res.Refused[i], w)
@@ -152,8 +153,11 @@ func TestPromotion(t *testing.T) {
 		t.Fatalf("node after promotion %+v: the container's resources move from (O) to (G)", n)
 	}
 	if a := h.app(app); a.Used.MemoryMB != usedBefore.MemoryMB+1024 || a.Live != 2 {
-		t.Fatalf("app usage after promotion %v/%d: the promoted container now counts", a.Used, a.Live)
+		t.Fatalf("app usage after promotion %v/%d: the promoted container now counts (once)", a.Used, a.Live)
 	}
+	// A container guaranteed from the start is not promoted.
+	am := h.app(app).Attempts[0].ContainerID
+	h.refusedResult(PromoteType, &PromoteRequest{AppID: app, Attempt: 1, IDs: []string{am}}, "already guaranteed")
 	// An attempt that is over promotes nothing.
 	h.refusedResult(PromoteType, &PromoteRequest{AppID: app, Attempt: 7, IDs: []string{"o-b"}}, "current attempt is not running")
 	// The promoted container completing returns its guaranteed resources.

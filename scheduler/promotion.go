@@ -27,7 +27,8 @@ var (
 // the app's current, running attempt, on a READY node whose free
 // guaranteed capacity holds it, and the app's queue and every queue above
 // it must stay within max_resources. Containers are decided in order, each
-// counting the grants before it. A nil container stands for an ID the
+// counting the grants before it. A container promoted already is granted
+// again (promotion is idempotent). A nil container stands for an ID the
 // state does not hold (yet). The result holds, per container, nil for a
 // grant or the refusal.
 func CheckPromotions(st State, app *App, cs []*Container) []*PromotionRefusal {
@@ -47,6 +48,8 @@ func CheckPromotions(st State, app *App, cs []*Container) []*PromotionRefusal {
 		switch {
 		case c == nil:
 			out[i] = PromoteUnknown
+		case c.Promoted && c.State.Live() && c.AppID == app.ID && c.Attempt == app.CurrentAttempt():
+			continue // granted before
 		case c.AppID != app.ID || c.Attempt != app.CurrentAttempt() || app.State != AppRunning || !c.State.Live():
 			out[i] = PromoteNotYours
 		case c.ExecutionType == Guaranteed:

@@ -29,7 +29,10 @@ func TestCheckPromotions(t *testing.T) {
 	guaranteed.ExecutionType = Guaranteed
 	oldAttempt := opp("old", "n1", ContainerRunning)
 	oldAttempt.Attempt = 0
+	before := opp("before", "n1", ContainerRunning)
+	before.ExecutionType, before.Promoted = Guaranteed, true
 	cs := []*Container{
+		before,                           // promoted already: granted again, taking nothing more
 		opp("a", "n1", ContainerRunning), // granted: 1 of the node's 2 free vcores; the queue reaches 3 of 3
 		opp("b", "n1", ContainerQueued),  // not running yet
 		nil,                              // not recorded yet
@@ -39,14 +42,14 @@ func TestCheckPromotions(t *testing.T) {
 		opp("d", "n1", ContainerRunning), // the node has room (its last free vcore), the queue would reach 4 > 3
 	}
 	got := CheckPromotions(f, app, cs)
-	want := []*PromotionRefusal{nil, PromoteNotRunning, PromoteUnknown, PromoteNodeDown, PromoteGuaranteed, PromoteNotYours, nil}
-	for i := range want[:6] {
+	want := []*PromotionRefusal{nil, nil, PromoteNotRunning, PromoteUnknown, PromoteNodeDown, PromoteGuaranteed, PromoteNotYours, nil}
+	for i := range want[:7] {
 		if got[i] != want[i] {
 			t.Errorf("container %d: %v, want %v", i, got[i], want[i])
 		}
 	}
-	if got[6] == nil || !got[6].Retryable || got[6].Reason != "queue root.capped would exceed its max_resources" {
-		t.Errorf("container d: %+v, want refused by root.capped's max_resources, retryable", got[6])
+	if got[7] == nil || !got[7].Retryable || got[7].Reason != "queue root.capped would exceed its max_resources" {
+		t.Errorf("container d: %+v, want refused by root.capped's max_resources, retryable", got[7])
 	}
 }
 

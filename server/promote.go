@@ -23,7 +23,11 @@ func (s *Server) promote(st *fsm.State, app *scheduler.App, attempt int, ids []s
 	decisions := scheduler.CheckPromotions(st, app, cs)
 	var grant []string
 	for i, d := range decisions {
-		if d == nil {
+		switch {
+		case d == nil && cs[i].Promoted:
+			reply.Promoted = append(reply.Promoted, ids[i]) // promoted before
+			continue
+		case d == nil:
 			grant = append(grant, ids[i])
 			continue
 		}
