@@ -62,7 +62,7 @@ func New(config *Config) (*Agent, error) {
 		heartbeat:  make(chan struct{}, 1),
 		shutdownCh: make(chan struct{}),
 		client:     wrpc.NewClient(nil, nil),
-		sched:      newDistScheduler(),
+		sched:      newDistScheduler(config.HeartbeatInterval),
 	}
 	a.proxy = newAMRMProxy(a)
 	dir := filepath.Join(config.DataDir, "containers")

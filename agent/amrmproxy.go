@@ -233,7 +233,7 @@ func (p *amrmProxy) synced(at *proxyAttempt, req *wrpc.AMAllocateRequest, reply 
 // scheduler's room. IDs embed this node and its registration epoch, so
 // they never collide with anyone's. p.mu must be held.
 func (p *amrmProxy) allocateLocal(at *proxyAttempt, args *wrpc.AMAllocateRequest, ask scheduler.Ask) []wrpc.ContainerInfo {
-	nodes := p.a.sched.allocate(ask)
+	nodes := p.a.sched.allocate(ask, time.Now())
 	if len(nodes) == 0 {
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weft-sched/weft/internal/gossip"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -13,26 +14,41 @@ import (
 // §10, seed 000). It holds the least-loaded list the leader pushes in
 // heartbeat responses and the room left on each of its nodes, and allocates
 // opportunistic asks from it with scheduler.AllocateOpportunistic, so an
-// AMRMProxy never waits for a server to allocate them. When no list has
-// come from the leader for a while (no leader, or the servers cannot be
-// reached) it renews the room itself from the listed nodes' own loads, so
-// allocation goes on.
+// AMRMProxy never waits for a server to allocate them.
+//
+// A list computed at T reflects the containers its nodes had started by
+// then: when one is installed, the containers this scheduler allocated
+// since T, less a margin for the AM to start them, are taken off its room,
+// or their places would be handed out twice. When no list has come
+// from the leader for a while (no leader, or the servers cannot be
+// reached) it renews the room itself from the loads of the agents gossip
+// knows, so allocation goes on.
 type distScheduler struct {
+	margin time.Duration // how long before a list's computation its loads may miss an allocation
+
 	mu          sync.Mutex
 	list        []scheduler.LeastLoadedNode
-	leaderList  []scheduler.LeastLoadedNode // the leader's last list: the nodes a renewal asks
-	at          int64                       // the list's computation (the leader's, or a renewal's)
-	fromLeader  time.Time                   // when the leader last sent (or confirmed) a list
+	nodesUsed   int       // the leader's last list length: how many nodes a renewal keeps
+	at          int64     // the list's computation (the leader's, or a renewal's)
+	fromLeader  time.Time // when the leader last sent (or confirmed) a list
 	room        *scheduler.Room
 	rr          int
 	limit       int
 	centralized bool
 	renewed     chan struct{} // closed when the room is renewed
+	recent      []recentAlloc // allocations the last list may not reflect
 	pos         []int         // scratch for allocate
 }
 
-func newDistScheduler() *distScheduler {
-	return &distScheduler{room: scheduler.NewRoom(nil), renewed: make(chan struct{})}
+// recentAlloc is one container this scheduler placed on a node.
+type recentAlloc struct {
+	at   time.Time
+	node string
+	res  scheduler.Resources
+}
+
+func newDistScheduler(margin time.Duration) *distScheduler {
+	return &distScheduler{margin: margin, room: scheduler.NewRoom(nil), renewed: make(chan struct{})}
 }
 
 // update takes what a heartbeat response says about opportunistic work.
@@ -48,15 +64,31 @@ func (d *distScheduler) update(resp *wrpc.HeartbeatResponse, now time.Time) {
 	d.fromLeader = now
 	d.limit = resp.QueueLimit
 	if resp.LeastLoadedAt != d.at {
-		d.leaderList = resp.LeastLoaded
+		d.nodesUsed = len(resp.LeastLoaded)
 		d.install(resp.LeastLoaded, resp.LeastLoadedAt)
 	}
 }
 
-// install replaces the list and its room; d.mu must be held.
+// install replaces the list (computed at at) and its room, less what this
+// scheduler allocated that the list may not reflect; d.mu must be held.
 func (d *distScheduler) install(list []scheduler.LeastLoadedNode, at int64) {
 	d.list, d.at = list, at
 	d.room = scheduler.NewRoom(list)
+	cutoff := time.Unix(0, at).Add(-d.margin)
+	keep := d.recent[:0]
+	for _, r := range d.recent {
+		if !r.at.After(cutoff) {
+			continue // reflected in this list, and in every later one
+		}
+		keep = append(keep, r)
+		for i := range list {
+			if list[i].NodeID == r.node {
+				d.room.Take(i, r.res)
+				break
+			}
+		}
+	}
+	d.recent = keep
 	d.rr = 0
 	if len(list) > 0 {
 		d.rr = rand.IntN(len(list))
@@ -67,7 +99,7 @@ func (d *distScheduler) install(list []scheduler.LeastLoadedNode, at int64) {
 
 // allocate places what it can of an opportunistic ask and returns one
 // list entry per container.
-func (d *distScheduler) allocate(ask scheduler.Ask) []scheduler.LeastLoadedNode {
+func (d *distScheduler) allocate(ask scheduler.Ask, now time.Time) []scheduler.LeastLoadedNode {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.pos = scheduler.AllocateOpportunistic(ask, d.list, d.room, d.rr, d.pos[:0])
@@ -78,6 +110,7 @@ func (d *distScheduler) allocate(ask scheduler.Ask) []scheduler.LeastLoadedNode 
 	out := make([]scheduler.LeastLoadedNode, len(d.pos))
 	for i, p := range d.pos {
 		out[i] = d.list[p]
+		d.recent = append(d.recent, recentAlloc{at: now, node: out[i].NodeID, res: ask.Resources})
 	}
 	return out
 }
@@ -98,15 +131,15 @@ func (d *distScheduler) snapshot() ([]scheduler.LeastLoadedNode, int) {
 	return d.list, d.limit
 }
 
-// staleNodes returns the nodes to ask for their loads when the leader has
-// sent no list for longer than after, or nil.
-func (d *distScheduler) staleNodes(now time.Time, after time.Duration) []scheduler.LeastLoadedNode {
+// stale reports whether the leader has sent no list for longer than
+// after, and how many nodes a renewed list should keep.
+func (d *distScheduler) stale(now time.Time, after time.Duration) (bool, int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.fromLeader.IsZero() || now.Sub(d.fromLeader) <= after || d.centralized {
-		return nil
+		return false, 0
 	}
-	return d.leaderList
+	return true, max(d.nodesUsed, scheduler.DefaultOpportunisticConfig().NodesUsed)
 }
 
 // renew installs a list computed here from the nodes' own loads, unless
@@ -121,8 +154,12 @@ func (d *distScheduler) renew(loads []scheduler.NodeLoad, nodesUsed int, now tim
 	d.install(list, now.UnixNano())
 }
 
-// renewLoop renews the room from the listed nodes while the leader sends
-// no lists: every interval, once none has come for three intervals.
+// maxRenewPoll bounds how many agents one renewal asks for their load.
+const maxRenewPoll = 32
+
+// renewLoop renews the room while the leader sends no lists: every
+// interval, once none has come for three intervals, it asks up to
+// maxRenewPoll agents that gossip knows (a random sample) for their loads.
 func (a *Agent) renewLoop() {
 	defer a.wg.Done()
 	interval := a.config.HeartbeatInterval
@@ -134,43 +171,46 @@ func (a *Agent) renewLoop() {
 		case <-a.shutdownCh:
 			return
 		}
-		stale := a.sched.staleNodes(time.Now(), 3*interval)
-		if len(stale) == 0 {
+		stale, nodesUsed := a.sched.stale(time.Now(), 3*interval)
+		if !stale {
 			continue
 		}
-		loads := a.pollLoads(stale, interval)
-		a.sched.renew(loads, len(stale), time.Now(), 3*interval)
-		a.logger.Debug("no list from the leader; renewed opportunistic room from the nodes", "nodes", len(loads), "asked", len(stale))
+		agents := gossip.AliveAgents(a.serf)
+		rand.Shuffle(len(agents), func(i, j int) { agents[i], agents[j] = agents[j], agents[i] })
+		agents = agents[:min(len(agents), maxRenewPoll)]
+		loads := a.pollLoads(agents, interval)
+		a.sched.renew(loads, nodesUsed, time.Now(), 3*interval)
+		a.logger.Debug("no list from the leader; renewed opportunistic room from the nodes", "answered", len(loads), "asked", len(agents))
 	}
 }
 
-// pollLoads asks each node for its load (Agent.Load), waiting at most
-// timeout; nodes that do not answer in time are left out.
-func (a *Agent) pollLoads(nodes []scheduler.LeastLoadedNode, timeout time.Duration) []scheduler.NodeLoad {
+// pollLoads asks each agent for its load (Agent.Load), waiting at most
+// timeout; agents that do not answer in time are left out.
+func (a *Agent) pollLoads(agents []gossip.Agent, timeout time.Duration) []scheduler.NodeLoad {
 	type answer struct {
-		n    scheduler.LeastLoadedNode
+		ag   gossip.Agent
 		resp wrpc.AgentLoadResponse
 		ok   bool
 	}
-	answers := make(chan answer, len(nodes)) // late answers never block
-	for _, n := range nodes {
+	answers := make(chan answer, len(agents)) // late answers never block
+	for _, ag := range agents {
 		go func() {
-			var resp wrpc.AgentLoadResponse
-			if n.NodeID == a.config.NodeID {
-				answers <- answer{n, a.loadResponse(), true}
+			if ag.ID == a.config.NodeID {
+				answers <- answer{ag, a.loadResponse(), true}
 				return
 			}
-			err := a.client.Pool().Call(n.Address, "Agent.Load", &wrpc.RequestHeader{}, &resp)
-			answers <- answer{n, resp, err == nil}
+			var resp wrpc.AgentLoadResponse
+			err := a.client.Pool().Call(ag.RPCAddr, "Agent.Load", &wrpc.RequestHeader{}, &resp)
+			answers <- answer{ag, resp, err == nil}
 		}()
 	}
 	var out []scheduler.NodeLoad
 	deadline := time.After(timeout)
-	for range nodes {
+	for range agents {
 		select {
 		case r := <-answers:
 			if r.ok {
-				out = append(out, scheduler.NodeLoad{NodeID: r.n.NodeID, Address: r.n.Address, Rack: r.resp.Rack,
+				out = append(out, scheduler.NodeLoad{NodeID: r.ag.ID, Address: r.ag.RPCAddr, Rack: r.resp.Rack,
 					Capacity: r.resp.Capacity, Used: r.resp.Load.Used, Queued: r.resp.Load.Queued, QueueCapacity: r.resp.Load.QueueCapacity})
 			}
 		case <-deadline:

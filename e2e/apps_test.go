@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -12,16 +14,17 @@ import (
 )
 
 type containerInfo struct {
-	ID          string `json:"id"`
-	AppID       string `json:"app_id"`
-	NodeID      string `json:"node_id"`
-	State       string `json:"state"`
-	ExitCode    *int   `json:"exit_code"`
-	Reason      string `json:"reason"`
-	IsAM        bool   `json:"is_am"`
-	AllocatedAt int64  `json:"allocated_at"`
-	StartedAt   int64  `json:"started_at"`
-	FinishedAt  int64  `json:"finished_at"`
+	ID            string `json:"id"`
+	ExecutionType string `json:"execution_type"`
+	AppID         string `json:"app_id"`
+	NodeID        string `json:"node_id"`
+	State         string `json:"state"`
+	ExitCode      *int   `json:"exit_code"`
+	Reason        string `json:"reason"`
+	IsAM          bool   `json:"is_am"`
+	AllocatedAt   int64  `json:"allocated_at"`
+	StartedAt     int64  `json:"started_at"`
+	FinishedAt    int64  `json:"finished_at"`
 }
 
 type appInfo struct {
@@ -33,8 +36,11 @@ type appInfo struct {
 }
 
 type nodeInfo struct {
-	ID     string `json:"id"`
-	Status string `json:"status"`
+	ID                   string `json:"id"`
+	Status               string `json:"status"`
+	RunningGuaranteed    int    `json:"running_guaranteed"`
+	RunningOpportunistic int    `json:"running_opportunistic"`
+	Queued               int    `json:"queued"`
 }
 
 // world is a quorum of three servers plus three agents, every agent joined
@@ -45,7 +51,11 @@ type world struct {
 	agents   map[string]*proc
 }
 
-func startWorld(t *testing.T) *world {
+func startWorld(t *testing.T) *world { return startWorldWith(t, nil) }
+
+// startWorldWith is startWorld with extra flags for some agents (a1, a2,
+// a3); later flags override earlier ones.
+func startWorldWith(t *testing.T, extra map[string][]string) *world {
 	q := startQuorum(t)
 	q.waitForLeader("s1", 30*time.Second, "")
 	w := &world{quorum: q, agentIPs: []string{"127.0.0.4", "127.0.0.5", "127.0.0.6"}, agents: map[string]*proc{}}
@@ -54,12 +64,17 @@ func startWorld(t *testing.T) *world {
 		serfPort = freePort(t, w.agentIPs...)
 	}
 	join := net.JoinHostPort(q.ips[0], strconv.Itoa(q.serfPort))
+	var dirs []string
 	for i, ip := range w.agentIPs {
 		id := fmt.Sprintf("a%d", i+1)
-		w.agents[id] = startProc(t, id, "agent", "-node-id", id, "-data-dir", filepath.Join(t.TempDir(), id), "-bind", ip,
+		dir := filepath.Join(t.TempDir(), id)
+		dirs = append(dirs, dir)
+		args := []string{"agent", "-node-id", id, "-data-dir", dir, "-bind", ip,
 			"-rpc-port", strconv.Itoa(rpcPort), "-serf-port", strconv.Itoa(serfPort), "-join", join,
-			"-resources", "memory_mb=2048,vcores=4", "-rack", fmt.Sprintf("/rack%d", i%2))
+			"-resources", "memory_mb=2048,vcores=4", "-rack", fmt.Sprintf("/rack%d", i%2)}
+		w.agents[id] = startProc(t, id, append(args, extra[id]...)...)
 	}
+	amLogsOnFailure(t, dirs)
 	waitFor(t, 30*time.Second, "three READY nodes", func() error {
 		nodes := w.nodes("s2")
 		ready := 0
@@ -288,5 +303,23 @@ func TestAgentsRunAppsThroughFailures(t *testing.T) {
 		}
 		sort.Slice(after, func(i, j int) bool { return after[i] < after[j] })
 		t.Logf("leader %s killed; next container start after %s", leader, time.Duration(after[0]-killedAt.UnixNano()).Round(time.Millisecond))
+	})
+}
+
+// amLogsOnFailure logs the tail of every dshell AM's log under the agents'
+// data dirs when the test has failed: AMs log to their container's stderr.
+func amLogsOnFailure(t *testing.T, dirs []string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, d := range dirs {
+			files, _ := filepath.Glob(filepath.Join(d, "containers", "*", "*", "stderr"))
+			for _, f := range files {
+				if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte("weft.dshell")) {
+					t.Logf("---- AM log %s (last 4 KiB) ----\n%s", f, tail(b, 4096))
+				}
+			}
+		}
 	})
 }

@@ -156,9 +156,10 @@ func NewRoom(list []LeastLoadedNode) *Room {
 	return r
 }
 
-// take consumes room for one container of res on the node at pos: it
-// starts at once if it fits the node's free resources, else it queues.
-func (r *Room) take(pos int, res Resources) bool {
+// Take consumes room for one container of res on the node at pos: it
+// starts at once if it fits the node's free resources, else it queues. It
+// reports whether there was room.
+func (r *Room) Take(pos int, res Resources) bool {
 	switch {
 	case res.Fits(r.free[pos]):
 		r.free[pos] = r.free[pos].Sub(res)
@@ -233,7 +234,7 @@ func AllocateOpportunistic(ask Ask, list []LeastLoadedNode, room *Room, start in
 			progress = false
 			for i := 0; i < len(list) && placed < ask.Count; i++ {
 				pos := (start + i) % len(list)
-				if tier(&list[pos]) == t && room.take(pos, ask.Resources) {
+				if tier(&list[pos]) == t && room.Take(pos, ask.Resources) {
 					out = append(out, pos)
 					placed++
 					progress = true

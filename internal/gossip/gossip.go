@@ -132,3 +132,21 @@ func ServerRPCAddrs(s *serf.Serf) []string {
 	}
 	return out
 }
+
+// Agent is an alive agent as gossip describes it.
+type Agent struct {
+	ID      string
+	RPCAddr string
+	Rack    string
+}
+
+// AliveAgents returns the alive agents in the pool.
+func AliveAgents(s *serf.Serf) []Agent {
+	var out []Agent
+	for _, m := range s.Members() {
+		if m.Status == serf.StatusAlive && m.Tags[TagRole] == RoleAgent && m.Tags[TagRPCAddr] != "" {
+			out = append(out, Agent{ID: m.Tags[TagID], RPCAddr: m.Tags[TagRPCAddr], Rack: m.Tags[TagRack]})
+		}
+	}
+	return out
+}
