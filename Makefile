@@ -35,9 +35,14 @@ e2e:
 	$(GO) test -count=1 -timeout 10m ./e2e/...
 
 ## bench: benchmarks; raw results go to bench/latest.txt (summary: docs/benchmarks.md).
+## The agent benchmarks run real clusters in-process: opportunistic allocation
+## latency with a fixed count, and the Mercury-style short-task run once per mode
+## (about four minutes).
 bench:
 	@mkdir -p bench
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./scheduler/... ./fsm/... ./server/... | tee bench/latest.txt
+	{ $(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./scheduler/... ./fsm/... ./server/... && \
+	  $(GO) test -run '^$$' -bench OpportunisticAllocation -benchmem -benchtime 3000x ./agent/ && \
+	  $(GO) test -run '^$$' -bench ShortTasks -benchtime 1x -timeout 30m ./agent/ ; } | tee bench/latest.txt
 
 ## fuzz: fuzz the RPC decode path for a while (FUZZTIME, default 60s).
 FUZZTIME ?= 60s

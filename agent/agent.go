@@ -135,7 +135,12 @@ func (a *Agent) NodeID() string { return a.config.NodeID }
 // Epoch returns the epoch of the agent's current registration (0 before).
 func (a *Agent) Epoch() uint64 { return a.epoch.Load() }
 
+// pokeHeartbeat asks for a heartbeat now (a container changed state),
+// unless heartbeats are lazy.
 func (a *Agent) pokeHeartbeat() {
+	if a.config.LazyHeartbeats {
+		return
+	}
 	select {
 	case a.heartbeat <- struct{}{}:
 	default:

@@ -15,7 +15,7 @@ import (
 // holds a process that only sleeps: the test speaks the AM protocol in its
 // place, with its identity, through the AMRMProxy of the AM's node.
 type amWorld struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *server.Server
 	agents []*Agent
 	c      *rpc.Client
@@ -24,7 +24,7 @@ type amWorld struct {
 	am     *rpc.AMClient
 }
 
-func startAMWorld(t *testing.T, n int, shape func(*Config)) *amWorld {
+func startAMWorld(t testing.TB, n int, shape func(*Config)) *amWorld {
 	t.Helper()
 	standIn := filepath.Join(t.TempDir(), "stand-in-am")
 	if err := os.WriteFile(standIn, []byte("#!/bin/sh\nexec sleep 600\n"), 0o755); err != nil {

@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 }
 
 type testLog struct {
-	t    *testing.T
+	t    testing.TB
 	done chan struct{}
 }
 
@@ -50,16 +50,20 @@ func (w *testLog) Write(p []byte) (int, error) {
 }
 
 // cluster starts one server and n agents in this process.
-func cluster(t *testing.T, n int) (*server.Server, []*Agent, *rpc.Client) {
+func cluster(t testing.TB, n int) (*server.Server, []*Agent, *rpc.Client) {
 	return clusterWith(t, n, nil)
 }
 
 // clusterWith is cluster with each agent's configuration passed through
 // shape (when not nil) before the agent starts.
-func clusterWith(t *testing.T, n int, shape func(*Config)) (*server.Server, []*Agent, *rpc.Client) {
+func clusterWith(t testing.TB, n int, shape func(*Config)) (*server.Server, []*Agent, *rpc.Client) {
 	w := &testLog{t: t, done: make(chan struct{})}
 	t.Cleanup(func() { close(w.done) })
-	logger := hclog.New(&hclog.LoggerOptions{Output: w, Level: hclog.Info})
+	level := hclog.Info
+	if _, bench := t.(*testing.B); bench {
+		level = hclog.Error // benchmark output shows every log line
+	}
+	logger := hclog.New(&hclog.LoggerOptions{Output: w, Level: level})
 	srv, err := server.New(&server.Config{NodeID: "s1", DataDir: t.TempDir(), RPCPort: -1, SerfPort: -1,
 		BootstrapExpect: 1, SerfFastGossip: true, Logger: logger.Named("s1")})
 	if err != nil {
@@ -90,7 +94,7 @@ func clusterWith(t *testing.T, n int, shape func(*Config)) (*server.Server, []*A
 	return srv, agents, client
 }
 
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
+func waitFor(t testing.TB, timeout time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
@@ -101,7 +105,7 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
 	}
 }
 
-func waitApp(t *testing.T, c *rpc.Client, id string) rpc.AppInfo {
+func waitApp(t testing.TB, c *rpc.Client, id string) rpc.AppInfo {
 	t.Helper()
 	var index uint64
 	deadline := time.Now().Add(60 * time.Second)
@@ -124,7 +128,7 @@ func waitApp(t *testing.T, c *rpc.Client, id string) rpc.AppInfo {
 func TestAppRunsToCompletionInProcess(t *testing.T) {
 	_, _, c := cluster(t, 2)
 	var sub rpc.AppSubmitResponse
-	spec := scheduler.AppSpec{DShell: scheduler.DShell{NumContainers: 4, Command: []string{"sh", "-c", "echo task $WEFT_CONTAINER_ID on $WEFT_NODE_ID"}}}
+	spec := scheduler.AppSpec{DShell: scheduler.DShell{NumContainers: 4, Command: []string{"sh", "-c", "echo task $WEFT_TASK_INDEX $WEFT_CONTAINER_ID on $WEFT_NODE_ID"}}}
 	if err := c.Call("App.Submit", &rpc.AppSubmitRequest{Spec: spec}, &sub); err != nil {
 		t.Fatal(err)
 	}
@@ -137,6 +141,7 @@ func TestAppRunsToCompletionInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	tasks := 0
+	indexes := map[int]bool{}
 	for _, ci := range list.Containers {
 		if ci.IsAM {
 			continue
@@ -149,12 +154,17 @@ func TestAppRunsToCompletionInProcess(t *testing.T) {
 		if err := c.Call("Container.Logs", &rpc.ContainerLogsRequest{ID: ci.ID}, &logs); err != nil {
 			t.Fatal(err)
 		}
-		if want := fmt.Sprintf("task %s on %s\n", ci.ID, ci.NodeID); string(logs.Data) != want {
+		var index int
+		if _, err := fmt.Sscanf(string(logs.Data), "task %d", &index); err != nil || indexes[index] {
+			t.Fatalf("logs of %s = %q: want a task index seen once", ci.ID, logs.Data)
+		}
+		indexes[index] = true
+		if want := fmt.Sprintf("task %d %s on %s\n", index, ci.ID, ci.NodeID); string(logs.Data) != want {
 			t.Fatalf("logs of %s = %q, want %q", ci.ID, logs.Data, want)
 		}
 	}
-	if tasks != 4 {
-		t.Fatalf("%d task containers, want 4", tasks)
+	if tasks != 4 || !indexes[0] || !indexes[3] {
+		t.Fatalf("%d task containers with task indexes %v, want 4: 0 to 3", tasks, indexes)
 	}
 	// Every resource was given back.
 	var nodes rpc.NodeListResponse

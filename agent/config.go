@@ -37,7 +37,11 @@ type Config struct {
 	Rack                     string
 	OpportunisticQueueLength int // negative means the default
 	HeartbeatInterval        time.Duration
-	KillGrace                time.Duration
+	// LazyHeartbeats heartbeats only every HeartbeatInterval, not also as
+	// soon as a container changes state (as YARN node managers do): fewer
+	// writes for the leader, slower news of freed resources.
+	LazyHeartbeats bool
+	KillGrace      time.Duration
 	// Executable is the weft binary AM containers run ("weft am dshell").
 	// Default: this process's executable.
 	Executable        string

@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -141,7 +142,7 @@ func (d *DShell) assign(c wrpc.ContainerInfo) []string {
 		t.container = c.ID
 		t.runs++
 		d.byCID[c.ID] = i
-		env := map[string]string{}
+		env := map[string]string{wrpc.EnvTaskIndex: strconv.Itoa(i)}
 		for k, v := range d.spec.Env {
 			env[k] = v
 		}

@@ -112,7 +112,9 @@ type PlanResult struct {
 	Refused []string `codec:"refused"`
 }
 
-// ContainerStatus is an agent's report of one container.
+// ContainerStatus is an agent's report of one container: its state since
+// At, and when it started running (0 if it never did), which a container
+// that ran between two reports would otherwise lose.
 type ContainerStatus struct {
 	ID          string                   `codec:"id"`
 	State       scheduler.ContainerState `codec:"state"`
@@ -120,6 +122,7 @@ type ContainerStatus struct {
 	Reason      scheduler.ExitReason     `codec:"reason"`
 	Diagnostics string                   `codec:"diagnostics"`
 	At          int64                    `codec:"at"`
+	StartedAt   int64                    `codec:"started_at"`
 }
 
 // ContainerRecord is an opportunistic container that an agent's AMRMProxy

@@ -69,9 +69,17 @@ func (t *txn) applyContainerUpdate(req *ContainerUpdateRequest) error {
 				n := c.Copy()
 				n.State = scheduler.ContainerRunning
 				n.StartedAt = u.At
+				if u.StartedAt > 0 {
+					n.StartedAt = u.StartedAt
+				}
 				t.putContainer(n)
 			}
 		case scheduler.ContainerCompleted:
+			if c.StartedAt == 0 && u.StartedAt > 0 {
+				// It ran and ended between two reports.
+				c = c.Copy()
+				c.StartedAt = u.StartedAt
+			}
 			t.completeContainer(c, u.Reason, u.ExitCode, u.Diagnostics, u.At)
 		}
 	}
@@ -124,7 +132,7 @@ func (t *txn) place(pos int, p *scheduler.Placement, now int64) string {
 	if !ok || app.State.Terminal() {
 		return "app is not active"
 	}
-	if p.ExecutionType == scheduler.Opportunistic {
+	if p.Opportunistic {
 		return t.placeOpportunistic(pos, p, app, now)
 	}
 	if !p.Resources.Fits(node.FreeGuaranteed()) {

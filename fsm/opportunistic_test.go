@@ -94,6 +94,22 @@ func TestCompletedRecordKeepsItsTimes(t *testing.T) {
 	}
 }
 
+// A container that started and ended between two heartbeats goes from
+// ALLOCATED to COMPLETED in one report, and keeps its start time.
+func TestCompletionReportKeepsTheStartTime(t *testing.T) {
+	h := newHarness(t)
+	h.register("n1", 4096)
+	app := h.runningApp("n1")
+	res := h.ok(PlanApplyType, &PlanApplyRequest{Placements: []scheduler.Placement{
+		{AppID: app, Attempt: 1, AskID: 1, NodeID: "n1", Resources: small, Opportunistic: true}}, Now: 5}).(*PlanResult)
+	code := 0
+	h.ok(ContainerUpdateType, &ContainerUpdateRequest{NodeID: "n1", Updates: []ContainerStatus{
+		{ID: res.IDs[0], State: scheduler.ContainerCompleted, ExitCode: &code, Reason: scheduler.ReasonExited, At: 9, StartedAt: 7}}})
+	if c := h.container(res.IDs[0]); c.StartedAt != 7 || c.FinishedAt != 9 || c.AllocatedAt != 5 {
+		t.Fatalf("container %+v: want allocated 5, started 7, finished 9", c)
+	}
+}
+
 func TestCentralizedOpportunisticPlacement(t *testing.T) {
 	h := newHarness(t)
 	h.register("n1", 2048)
@@ -102,12 +118,12 @@ func TestCentralizedOpportunisticPlacement(t *testing.T) {
 	// on a 2 GiB node are accepted (the node queues what cannot start).
 	var ps []scheduler.Placement
 	for i := 0; i < 8; i++ {
-		ps = append(ps, scheduler.Placement{AppID: app, Attempt: 1, AskID: 1, NodeID: "n1", Resources: small, ExecutionType: scheduler.Opportunistic})
+		ps = append(ps, scheduler.Placement{AppID: app, Attempt: 1, AskID: 1, NodeID: "n1", Resources: small, Opportunistic: true})
 	}
 	ps = append(ps,
-		scheduler.Placement{AppID: app, Attempt: 2, AskID: 1, NodeID: "n1", Resources: small, ExecutionType: scheduler.Opportunistic},
-		scheduler.Placement{AppID: app, Attempt: 1, NodeID: "n1", Resources: small, ExecutionType: scheduler.Opportunistic, IsAM: true},
-		scheduler.Placement{AppID: app, Attempt: 1, AskID: 1, NodeID: "n7", Resources: small, ExecutionType: scheduler.Opportunistic},
+		scheduler.Placement{AppID: app, Attempt: 2, AskID: 1, NodeID: "n1", Resources: small, Opportunistic: true},
+		scheduler.Placement{AppID: app, Attempt: 1, NodeID: "n1", Resources: small, Opportunistic: true, IsAM: true},
+		scheduler.Placement{AppID: app, Attempt: 1, AskID: 1, NodeID: "n7", Resources: small, Opportunistic: true},
 	)
 	res := h.ok(PlanApplyType, &PlanApplyRequest{Placements: ps, Now: 5}).(*PlanResult)
 	if len(res.Refused) != 3 || !strings.Contains(res.Refused[0], "attempt is not running") ||

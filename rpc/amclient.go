@@ -17,6 +17,9 @@ const (
 	EnvContainerID   = "WEFT_CONTAINER_ID"
 	EnvNodeID        = "WEFT_NODE_ID"
 	EnvExecutionType = "WEFT_EXECUTION_TYPE"
+	// EnvTaskIndex is set by the dshell AM: which of its num_containers
+	// tasks a container runs (0-based; a re-run keeps its task's index).
+	EnvTaskIndex = "WEFT_TASK_INDEX"
 )
 
 // AMClient is the client side of the AM protocol (to the AMRMProxy on the

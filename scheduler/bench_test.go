@@ -60,3 +60,39 @@ type cachedQueues struct {
 }
 
 func (c *cachedQueues) Queues() []*Queue { return c.queues }
+
+// BenchmarkAllocateOpportunistic is the distributed scheduler's hot path:
+// one container from a list of nodes_used (10) nodes with locality.
+func BenchmarkAllocateOpportunistic(b *testing.B) {
+	l := list(10)
+	for i := range l {
+		l[i].QueueSpace = 1 << 30 // room never runs out
+	}
+	room := NewRoom(l)
+	ask := Ask{Count: 1, Resources: Resources{MemoryMB: 4096, Vcores: 4}, Locality: Locality{Nodes: []string{"n7"}, Relax: true}}
+	out := make([]int, 0, 1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		out = AllocateOpportunistic(ask, l, room, i, out[:0])
+		if len(out) != 1 {
+			b.Fatal("no room")
+		}
+	}
+}
+
+// BenchmarkLeastLoaded sorts the loads of 5,000 nodes into a list of 10,
+// as the leader does every sorting_nodes_interval.
+func BenchmarkLeastLoaded(b *testing.B) {
+	loads := make([]NodeLoad, 5000)
+	for i := range loads {
+		loads[i] = load(fmt.Sprintf("n%04d", i), i%11, 10, int64(i%8192), int64(i%8))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if l := LeastLoaded(loads, 10); len(l) != 10 {
+			b.Fatal("short list")
+		}
+	}
+}

@@ -31,8 +31,10 @@ type Placement struct {
 	NodeID    string    `codec:"node_id"`
 	Resources Resources `codec:"resources"`
 	IsAM      bool      `codec:"is_am"`
-	// ExecutionType is empty (guaranteed) or Opportunistic.
-	ExecutionType ExecutionType `codec:"execution_type,omitempty"`
+	// Opportunistic marks a centrally allocated opportunistic container
+	// (a bool, not an ExecutionType: placements are the scheduling pass's
+	// hot path, and it fits in IsAM's padding).
+	Opportunistic bool `codec:"opportunistic,omitempty"`
 }
 
 // candidate is a node with what a pass has left of its guaranteed room.

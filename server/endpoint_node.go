@@ -133,11 +133,8 @@ func containerUpdates(st *fsm.State, args *wrpc.HeartbeatRequest, now time.Time)
 		if !ok || c.NodeID != args.NodeID || !c.State.Live() || c.State == r.State {
 			continue
 		}
-		at := r.At
-		if r.State == scheduler.ContainerRunning && r.StartedAt > 0 {
-			at = r.StartedAt
-		}
-		out = append(out, fsm.ContainerStatus{ID: r.ID, State: r.State, ExitCode: r.ExitCode, Reason: r.Reason, Diagnostics: r.Diagnostics, At: at})
+		out = append(out, fsm.ContainerStatus{ID: r.ID, State: r.State, ExitCode: r.ExitCode, Reason: r.Reason,
+			Diagnostics: r.Diagnostics, At: r.At, StartedAt: r.StartedAt})
 	}
 	for _, c := range st.NodeLiveContainers(args.NodeID) {
 		if !reported[c.ID] && (c.State == scheduler.ContainerRunning || c.State == scheduler.ContainerQueued) {

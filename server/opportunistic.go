@@ -131,7 +131,7 @@ func (s *Server) allocateCentral(st *fsm.State, app *scheduler.App, attempt int,
 		unplaced[i] = ask.Count - len(pos)
 		for _, p := range pos {
 			plan = append(plan, scheduler.Placement{AppID: app.ID, Attempt: attempt, AskID: ask.AskID,
-				NodeID: b.list[p].NodeID, Resources: ask.Resources, ExecutionType: scheduler.Opportunistic})
+				NodeID: b.list[p].NodeID, Resources: ask.Resources, Opportunistic: true})
 		}
 		pos = pos[:0]
 	}

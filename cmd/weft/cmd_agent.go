@@ -15,6 +15,7 @@ func runAgent(args []string) error {
 		nodeID, dataDir, bind, resources, rack, logLevel string
 		rpcPort, serfPort, queueLen                      int
 		join                                             stringList
+		lazy                                             bool
 	)
 	fs.StringVar(&nodeID, "node-id", "", "`ID` of this node (default: the hostname)")
 	fs.StringVar(&dataDir, "data-dir", "", "`DIR` for container directories, logs and serf state (required)")
@@ -25,6 +26,7 @@ func runAgent(args []string) error {
 	fs.StringVar(&resources, "resources", agent.DefaultResources.String(), "capacity offered, e.g. `memory_mb=8192,vcores=8,gpu=2`")
 	fs.StringVar(&rack, "rack", agent.DefaultRack, "`RACK` of this node, for locality")
 	fs.IntVar(&queueLen, "opportunistic-queue-length", agent.DefaultOpportunisticQueueLength, "most opportunistic containers that may wait here (`N`; 0 never queues)")
+	fs.BoolVar(&lazy, "lazy-heartbeats", false, "heartbeat only every second, not also when a container changes state (fewer leader writes, slower feedback)")
 	fs.StringVar(&logLevel, "log-level", "info", "log `LEVEL`")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -50,7 +52,7 @@ func runAgent(args []string) error {
 	}
 	a, err := agent.New(&agent.Config{
 		NodeID: nodeID, DataDir: dataDir, BindAddr: bind, RPCPort: rpcPort, SerfPort: serfPort, Join: join,
-		Resources: res, Rack: rack, OpportunisticQueueLength: queueLen, Build: version, Logger: logger,
+		Resources: res, Rack: rack, OpportunisticQueueLength: queueLen, LazyHeartbeats: lazy, Build: version, Logger: logger,
 	})
 	if err != nil {
 		return err

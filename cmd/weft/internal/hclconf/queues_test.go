@@ -129,3 +129,44 @@ func TestServerFile(t *testing.T) {
 		t.Fatalf("bad server file: %v", err)
 	}
 }
+
+func TestOpportunisticSettings(t *testing.T) {
+	src := `scheduler {
+  opportunistic {
+    distributed            = false
+    sorting_nodes_interval = "500ms"
+    nodes_used             = 20
+    queue_limit_stdev      = 1.5
+    min_queue_length       = 2
+    max_queue_length       = 30
+  }
+}
+queue "root" {
+  queue "default" {}
+}
+`
+	cfg, err := ParseQueueConfig("q.hcl", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := scheduler.OpportunisticConfig{Distributed: false, SortingNodesInterval: 500 * time.Millisecond, NodesUsed: 20,
+		QueueLimitStdev: 1.5, MinQueueLength: 2, MaxQueueLength: 30}
+	if cfg.Scheduler.Opportunistic != want {
+		t.Fatalf("opportunistic = %+v, want %+v", cfg.Scheduler.Opportunistic, want)
+	}
+	// Unset keys keep their defaults.
+	cfg, err = ParseQueueConfig("q.hcl", []byte("scheduler {\n  opportunistic {\n    nodes_used = 3\n  }\n}\nqueue \"root\" {\n  queue \"default\" {}\n}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := scheduler.DefaultOpportunisticConfig()
+	def.NodesUsed = 3
+	if cfg.Scheduler.Opportunistic != def {
+		t.Fatalf("opportunistic = %+v, want the defaults with nodes_used 3", cfg.Scheduler.Opportunistic)
+	}
+	// A bad value is refused with its line and the field's name.
+	_, err = ParseQueueConfig("q.hcl", []byte("scheduler {\n  opportunistic {\n    min_queue_length = 40\n  }\n}\nqueue \"root\" {\n  queue \"default\" {}\n}\n"))
+	if err == nil || !strings.Contains(err.Error(), "q.hcl:3,") || !strings.Contains(err.Error(), "opportunistic.min_queue_length") {
+		t.Fatalf("error %v: want line 3 and opportunistic.min_queue_length", err)
+	}
+}
