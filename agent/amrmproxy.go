@@ -107,6 +107,14 @@ func (p *amrmProxy) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocat
 	if err := p.checkAM(args.AppID, args.Attempt, args.Token); err != nil {
 		return err
 	}
+	for i := range args.Asks {
+		if args.Asks[i].ExecutionType == "" {
+			args.Asks[i].ExecutionType = scheduler.Guaranteed
+		}
+		if err := args.Asks[i].Validate(); err != nil {
+			return err // the whole call is refused, as the servers would
+		}
+	}
 	centralized, available, _, renewed := p.a.sched.view()
 	fwd := *args
 	fwd.Asks, fwd.Releases = nil, nil

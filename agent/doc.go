@@ -1,8 +1,11 @@
 // Package agent is a weft node: it joins the serf pool, registers its
 // capacity and rack with the servers and heartbeats to them, runs containers
-// as process groups (launch, queue, evict, kill, logs) through the pure
-// scheduler.LocalScheduler, hosts the AMRMProxy that relays the AM protocol
-// to the servers, and holds the built-in distributed-shell AM (DShell).
+// as process groups (launch, queue, evict, shed, kill, logs) through the pure
+// scheduler.LocalScheduler, hosts the AMRMProxy that allocates its AMs'
+// opportunistic asks itself from the leader's least-loaded list (the
+// distributed scheduler, which goes on without a leader) and relays the
+// rest of the AM protocol to the servers, and holds the built-in
+// distributed-shell AM (DShell).
 //
 // It is plumbing around scheduler decisions: queueing and eviction rules
 // live in package scheduler. The agent must never write replicated state

@@ -20,6 +20,10 @@ func (e *containerEndpoint) Start(args *wrpc.ContainerStartRequest, reply *wrpc.
 		return fmt.Errorf("container %s: invalid container token", c.ID)
 	case len(args.Launch.Command) == 0:
 		return fmt.Errorf("container %s: launch command is empty", c.ID)
+	case scheduler.ValidateContainerResources(c.Resources) != nil:
+		return fmt.Errorf("container %s: %v", c.ID, scheduler.ValidateContainerResources(c.Resources))
+	case c.ExecutionType != "" && !scheduler.ExecutionType(c.ExecutionType).Valid():
+		return fmt.Errorf("container %s: execution_type must be GUARANTEED or OPPORTUNISTIC, not %q", c.ID, c.ExecutionType)
 	case e.a.epoch.Load() == 0:
 		return fmt.Errorf("node %s is not registered yet", e.a.config.NodeID)
 	}

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -84,6 +83,21 @@ func TestAMRMProxySplitsAllocate(t *testing.T) {
 		}
 		return running == 3
 	})
+
+	// A malformed ask is refused whole, naming the field, and takes no room.
+	bad := oppAsk(4, 5, true)
+	bad.Resources.MemoryMB = -256
+	if _, err := w.am.Allocate(rpc.AMAllocateRequest{Asks: []scheduler.Ask{bad}}, time.Second); err == nil ||
+		!strings.Contains(err.Error(), "memory_mb must not be negative") {
+		t.Fatalf("an ask of negative memory: %v", err)
+	}
+	// A node refuses to start a container of a size no ask could have.
+	forged := opp[0]
+	forged.ID, forged.Token, forged.Resources = prefix+"999999", prefix+"999999", scheduler.Resources{MemoryMB: 256, Vcores: -4}
+	if _, err := w.am.StartContainer(forged, rpc.LaunchSpec{Command: []string{"true"}}); err == nil ||
+		!strings.Contains(err.Error(), "vcores must not be negative") {
+		t.Fatalf("a container of negative vcores was started: %v", err)
+	}
 
 	// Only the AM the agent launched may use its proxy.
 	for _, bad := range []struct {
@@ -312,14 +326,7 @@ func TestCentralizedOpportunisticAllocation(t *testing.T) {
 	for _, a := range agents {
 		waitFor(t, 15*time.Second, func() bool { centralized, _, _, _ := a.sched.view(); return centralized })
 	}
-	app := runOpportunisticApp(t, c, 12)
-	var list rpc.ContainerListResponse
-	c.Call("Container.List", &rpc.ContainerListRequest{AppID: app}, &list)
-	for _, ci := range list.Containers {
-		if !ci.IsAM && (ci.ExecutionType != "OPPORTUNISTIC" || !strings.HasPrefix(ci.ID, "c-")) {
-			t.Fatalf("task container %+v: want an opportunistic container placed by the leader", ci)
-		}
-	}
+	runOpportunisticApp(t, c, 12, "c-") // IDs of containers the leader placed
 }
 
 // The dshell AM runs an opportunistic app through the proxy: every task
@@ -329,19 +336,13 @@ func TestOpportunisticAppRunsThroughTheAMRMProxy(t *testing.T) {
 	for _, a := range agents {
 		waitFor(t, 15*time.Second, func() bool { return len(a.LeastLoaded()) == 2 })
 	}
-	app := runOpportunisticApp(t, c, 12)
-	var list rpc.ContainerListResponse
-	c.Call("Container.List", &rpc.ContainerListRequest{AppID: app}, &list)
-	for _, ci := range list.Containers {
-		if !ci.IsAM && (ci.ExecutionType != "OPPORTUNISTIC" || !strings.HasPrefix(ci.ID, "o-n")) {
-			t.Fatalf("task container %+v: want an opportunistic container minted by an agent", ci)
-		}
-	}
+	runOpportunisticApp(t, c, 12, "o-n") // IDs an agent minted
 }
 
 // runOpportunisticApp runs n opportunistic `sleep 0.2` tasks with the
-// dshell AM, checks every one exited 0, and returns the app's ID.
-func runOpportunisticApp(t *testing.T, c *rpc.Client, n int) string {
+// dshell AM and checks that every task container was opportunistic, had an
+// ID beginning with idPrefix, and exited 0.
+func runOpportunisticApp(t *testing.T, c *rpc.Client, n int, idPrefix string) {
 	t.Helper()
 	var sub rpc.AppSubmitResponse
 	spec := scheduler.AppSpec{DShell: scheduler.DShell{NumContainers: n, ExecutionType: scheduler.Opportunistic, EnforceExecutionType: true,
@@ -352,17 +353,20 @@ func runOpportunisticApp(t *testing.T, c *rpc.Client, n int) string {
 	if app := waitApp(t, c, sub.AppID); app.State != "FINISHED" {
 		t.Fatalf("app %+v", app)
 	}
+	var list rpc.ContainerListResponse
 	waitFor(t, 10*time.Second, func() bool {
-		var list rpc.ContainerListResponse
 		c.Call("Container.List", &rpc.ContainerListRequest{AppID: sub.AppID}, &list)
-		var exited []string
+		exited := 0
 		for _, ci := range list.Containers {
 			if !ci.IsAM && ci.Reason == "exited" && ci.ExitCode != nil && *ci.ExitCode == 0 {
-				exited = append(exited, ci.ID)
+				exited++
 			}
 		}
-		sort.Strings(exited)
-		return len(exited) == n
+		return exited == n
 	})
-	return sub.AppID
+	for _, ci := range list.Containers {
+		if !ci.IsAM && (ci.ExecutionType != "OPPORTUNISTIC" || !strings.HasPrefix(ci.ID, idPrefix)) {
+			t.Fatalf("task container %+v: want an opportunistic container with an ID from %s", ci, idPrefix)
+		}
+	}
 }

@@ -151,7 +151,7 @@ func (t *txn) applyAskUpdate(req *AskUpdateRequest) error {
 		return fmt.Errorf("app %s has not registered its AM", req.AppID)
 	}
 	for _, ask := range req.Asks {
-		if err := ValidateAsk(&ask); err != nil {
+		if err := ask.Validate(); err != nil {
 			return err
 		}
 		if ask.ExecutionType != scheduler.Guaranteed {
@@ -195,23 +195,6 @@ func sameAsk(a, b scheduler.Ask) bool {
 	return a.Count == b.Count && a.Priority == b.Priority && a.Resources.String() == b.Resources.String() &&
 		a.ExecutionType == b.ExecutionType && a.Locality.Relax == b.Locality.Relax &&
 		fmt.Sprint(a.Locality.Nodes, a.Locality.Racks) == fmt.Sprint(b.Locality.Nodes, b.Locality.Racks)
-}
-
-// ValidateAsk checks one ask and names the bad field.
-func ValidateAsk(a *scheduler.Ask) error {
-	switch {
-	case a.AskID == scheduler.AMAskID:
-		return fmt.Errorf("ask_id 0 is reserved for the AM container")
-	case a.Count < 0:
-		return fmt.Errorf("ask %d: count must not be negative", a.AskID)
-	case !a.ExecutionType.Valid():
-		return fmt.Errorf("ask %d: execution_type must be GUARANTEED or OPPORTUNISTIC, not %q", a.AskID, a.ExecutionType)
-	case a.Resources.Validate() != nil:
-		return fmt.Errorf("ask %d: resources: %v", a.AskID, a.Resources.Validate())
-	case a.Resources.MemoryMB <= 0 || a.Resources.Vcores <= 0:
-		return fmt.Errorf("ask %d: resources: memory_mb and vcores must be positive", a.AskID)
-	}
-	return nil
 }
 
 // AskUpdateChanges reports whether applying req to s would change anything

@@ -142,6 +142,36 @@ type Ask struct {
 // AMAskID is the ask ID of an app's AM container.
 const AMAskID = 0
 
+// Validate checks an ask from an AM and names the bad field. An ask with an
+// empty execution type must be given one (guaranteed) before.
+func (a *Ask) Validate() error {
+	switch {
+	case a.AskID == AMAskID:
+		return fmt.Errorf("ask_id 0 is reserved for the AM container")
+	case a.Count < 0:
+		return fmt.Errorf("ask %d: count must not be negative", a.AskID)
+	case !a.ExecutionType.Valid():
+		return fmt.Errorf("ask %d: execution_type must be GUARANTEED or OPPORTUNISTIC, not %q", a.AskID, a.ExecutionType)
+	}
+	if err := ValidateContainerResources(a.Resources); err != nil {
+		return fmt.Errorf("ask %d: %w", a.AskID, err)
+	}
+	return nil
+}
+
+// ValidateContainerResources checks a container's size: no negative or
+// badly named resource, and some memory and vcores, which every container
+// needs.
+func ValidateContainerResources(r Resources) error {
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("resources: %w", err)
+	}
+	if r.MemoryMB <= 0 || r.Vcores <= 0 {
+		return fmt.Errorf("resources: memory_mb and vcores must be positive")
+	}
+	return nil
+}
+
 // Attempt is one run of an app's AM.
 type Attempt struct {
 	Attempt     int    `codec:"attempt"`

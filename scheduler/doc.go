@@ -4,7 +4,11 @@
 // (fairshare.go); FIFO/fair/DRF ordering (policy.go); the guaranteed
 // scheduling pass with limits, delay scheduling and spread/binpack
 // (placement.go, hierarchy.go, locality.go); preemption planning
-// (preemption.go); and the agent-side container scheduler (localsched.go).
+// (preemption.go); opportunistic containers: the least-loaded node list,
+// the room and allocation rule shared by AMRMProxies and the leader, the
+// queue limit and the queue-wait estimate (opportunistic.go), and
+// promotion checks (promotion.go); and the agent-side container scheduler
+// that queues, evicts and sheds (localsched.go).
 //
 // Every function here is a pure function of its inputs: a read-only state
 // snapshot, a request and the current time passed in as a value. The package

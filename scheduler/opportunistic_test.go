@@ -194,3 +194,24 @@ func TestEstimateQueueWait(t *testing.T) {
 		}
 	}
 }
+
+func TestAskValidateNamesTheField(t *testing.T) {
+	cases := []struct {
+		ask  Ask
+		want string
+	}{
+		{Ask{AskID: 0, Count: 1, Resources: oneCore, ExecutionType: Opportunistic}, "ask_id 0 is reserved"},
+		{Ask{AskID: 1, Count: -1, Resources: oneCore, ExecutionType: Opportunistic}, "count must not be negative"},
+		{Ask{AskID: 1, Count: 1, Resources: oneCore, ExecutionType: "SOMETIMES"}, "execution_type must be GUARANTEED or OPPORTUNISTIC"},
+		{Ask{AskID: 1, Count: 1, Resources: Resources{MemoryMB: -512, Vcores: 1}, ExecutionType: Opportunistic}, "memory_mb must not be negative"},
+		{Ask{AskID: 1, Count: 1, Resources: Resources{MemoryMB: 512}, ExecutionType: Opportunistic}, "memory_mb and vcores must be positive"},
+		{Ask{AskID: 1, Count: 1, Resources: Resources{MemoryMB: 512, Vcores: 1, Extended: map[string]int64{"GPU": 1}}, ExecutionType: Guaranteed}, "resource name"},
+		{Ask{AskID: 7, Count: 3, Resources: oneCore, ExecutionType: Guaranteed}, ""},
+	}
+	for _, c := range cases {
+		err := c.ask.Validate()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%+v: %v, want %q", c.ask, err, c.want)
+		}
+	}
+}

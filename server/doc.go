@@ -2,8 +2,10 @@
 // the serf LAN pool, the RPC listener that multiplexes msgpack RPC and Raft
 // on one port, the RPC endpoints, follower-to-leader forwarding and the
 // leader's duties: Raft membership reconciliation, the scheduling loop that
-// commits plans, and node liveness (preemption and least-loaded lists as
-// they come).
+// commits plans, preemption, node liveness, recording what agents report
+// (including the opportunistic containers AMRMProxies allocated), the
+// least-loaded node list and queue limit pushed to agents, centralized
+// opportunistic allocation and promotions.
 //
 // The server is plumbing around fsm and scheduler: every decision about
 // resources belongs to the scheduler package, and every change to the

@@ -90,7 +90,7 @@ func (e *AM) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateRespon
 		if a.ExecutionType == "" {
 			a.ExecutionType = scheduler.Guaranteed
 		}
-		if err := fsm.ValidateAsk(&a); err != nil {
+		if err := a.Validate(); err != nil {
 			return err
 		}
 		if a.ExecutionType == scheduler.Opportunistic {

@@ -98,6 +98,15 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 	b.list = scheduler.LeastLoaded(loads, cfg.NodesUsed)
 	b.limit = scheduler.QueueLimit(queued, cfg.QueueLimitStdev, cfg.MinQueueLength, cfg.MaxQueueLength)
 	b.room = scheduler.NewRoom(b.list)
+	// Containers this leader placed that their nodes have not reported yet
+	// are in no load: their places are taken.
+	for i, n := range b.list {
+		for _, c := range st.NodeLiveContainers(n.NodeID) {
+			if c.ExecutionType == scheduler.Opportunistic && c.State == scheduler.ContainerAllocated {
+				b.room.Take(i, c.Resources)
+			}
+		}
+	}
 	b.rr = 0
 	if len(b.list) > 0 {
 		b.rr = rand.IntN(len(b.list))
