@@ -62,7 +62,10 @@ func New(config *Config) (*Agent, error) {
 		heartbeat:  make(chan struct{}, 1),
 		shutdownCh: make(chan struct{}),
 		client:     wrpc.NewClient(nil, nil),
-		sched:      newDistScheduler(config.HeartbeatInterval),
+		// A list's loads may miss a container its AM is still starting
+		// (allow half a second) and its node has not reported yet (up to
+		// a heartbeat interval when heartbeats are lazy).
+		sched: newDistScheduler(config.HeartbeatInterval+500*time.Millisecond, time.Now()),
 	}
 	a.proxy = newAMRMProxy(a)
 	dir := filepath.Join(config.DataDir, "containers")
@@ -246,11 +249,14 @@ func (a *Agent) heartbeatLoop() bool {
 			return true
 		}
 		servers = resp.Servers
-		a.sched.update(&resp, time.Now())
+		a.sched.update(&resp, listAt, time.Now())
 		a.rebalance(resp.QueueLimit, resp.LeastLoadedAt)
 		a.mgr.ack(resp.Acked)
 		for _, id := range resp.Promote {
 			a.mgr.promote(id)
+		}
+		for _, id := range resp.Demote {
+			a.mgr.demote(id)
 		}
 		for _, k := range resp.Kill {
 			a.mgr.stop(k.ID, k.Reason)

@@ -42,6 +42,9 @@ type proxyAttempt struct {
 	// enforced, and no node could take them): their guaranteed twin must
 	// be withdrawn once they no longer need it.
 	fallback map[uint64]bool
+	// refused is the servers' final refusal of a background relay (the
+	// attempt is over, say): the AM's next call gets it.
+	refused error
 }
 
 func newAMRMProxy(a *Agent) *amrmProxy {
@@ -115,7 +118,7 @@ func (p *amrmProxy) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocat
 			return err // the whole call is refused, as the servers would
 		}
 	}
-	centralized, available, _, renewed := p.a.sched.view()
+	centralized, saturated, _, renewed := p.a.sched.view()
 	fwd := *args
 	fwd.Asks, fwd.Releases = nil, nil
 	var local []wrpc.ContainerInfo
@@ -123,6 +126,11 @@ func (p *amrmProxy) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocat
 
 	p.mu.Lock()
 	at := p.attempt(args.AppID, args.Attempt)
+	if err := at.refused; err != nil {
+		at.refused = nil
+		p.mu.Unlock()
+		return err
+	}
 	for _, ask := range args.Asks {
 		if ask.ExecutionType != scheduler.Opportunistic || centralized {
 			fwd.Asks = append(fwd.Asks, ask)
@@ -132,11 +140,12 @@ func (p *amrmProxy) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocat
 		local = append(local, got...)
 		rest := ask
 		rest.Count -= len(got)
-		// A non-enforced ask that no node can take opportunistically may be
-		// served as guaranteed (its twin, same ask ID); once it no longer
-		// needs that, the twin is withdrawn with count 0.
+		// A non-enforced ask that no node can take opportunistically (every
+		// queue is full) may be served as guaranteed (its twin, same ask
+		// ID); once it no longer needs that, the twin is withdrawn with
+		// count 0.
 		fallback := 0
-		if rest.Count > 0 && !ask.EnforceExecutionType && !available {
+		if rest.Count > 0 && !ask.EnforceExecutionType && saturated {
 			fallback = rest.Count
 		} else if rest.Count > 0 {
 			unmet = append(unmet, rest)
@@ -150,8 +159,7 @@ func (p *amrmProxy) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocat
 	}
 	for _, id := range args.Releases {
 		if addr, ok := at.minted[id]; ok {
-			delete(at.minted, id)
-			go p.stopOnNode(addr, id) // the servers may never have heard of it
+			go p.stopOnNode(at, addr, id) // the servers may never have heard of it
 			continue
 		}
 		fwd.Releases = append(fwd.Releases, id)
@@ -218,6 +226,12 @@ func (p *amrmProxy) keep(at *proxyAttempt, releases []string) {
 func (p *amrmProxy) relay(at *proxyAttempt, fwd *wrpc.AMAllocateRequest) {
 	var reply wrpc.AMAllocateResponse
 	if err := p.a.client.Call("AM.Allocate", fwd, &reply); err != nil {
+		if !wrpc.IsRetryable(err) {
+			p.mu.Lock()
+			at.refused = err
+			p.mu.Unlock()
+			return
+		}
 		p.keep(at, fwd.Releases)
 		p.a.logger.Warn("could not relay an AM's asks and releases; they go with its next call", "app", fwd.AppID, "error", err)
 		return
@@ -246,7 +260,7 @@ func (p *amrmProxy) allocateLocal(at *proxyAttempt, args *wrpc.AMAllocateRequest
 		return nil
 	}
 	now := time.Now().UnixNano()
-	prefix := "o-" + p.a.config.NodeID + "-" + strconv.FormatUint(p.a.epoch.Load(), 10) + "-"
+	prefix := scheduler.AgentContainerIDPrefix + p.a.config.NodeID + "-" + strconv.FormatUint(p.a.epoch.Load(), 10) + "-"
 	out := make([]wrpc.ContainerInfo, len(nodes))
 	for i, n := range nodes {
 		id := prefix + strconv.FormatUint(p.a.seq.Add(1), 10)
@@ -258,9 +272,16 @@ func (p *amrmProxy) allocateLocal(at *proxyAttempt, args *wrpc.AMAllocateRequest
 	return out
 }
 
-// stopOnNode stops a released container this proxy allocated on its node.
-func (p *amrmProxy) stopOnNode(addr, id string) {
+// stopOnNode stops a released container this proxy allocated on its node
+// (a container its node never saw needs nothing). The proxy forgets the
+// container only once the node has answered, so an AM that sends the
+// release again reaches the node again.
+func (p *amrmProxy) stopOnNode(at *proxyAttempt, addr, id string) {
 	if err := p.a.client.Pool().Call(addr, "Container.Stop", &wrpc.ContainerIDRequest{ID: id}, &struct{}{}); err != nil {
-		p.a.logger.Warn("could not stop a released opportunistic container on its node", "container", id, "node", addr, "error", err)
+		p.a.logger.Warn("could not stop a released opportunistic container on its node; the AM may release it again", "container", id, "node", addr, "error", err)
+		return
 	}
+	p.mu.Lock()
+	delete(at.minted, id)
+	p.mu.Unlock()
 }

@@ -16,15 +16,17 @@ import (
 // opportunistic asks from it with scheduler.AllocateOpportunistic, so an
 // AMRMProxy never waits for a server to allocate them.
 //
-// A list computed at T reflects the containers its nodes had started by
+// A list computed at T reflects the containers its nodes had reported by
 // then: when one is installed, the containers this scheduler allocated
-// since T, less a margin for the AM to start them, are taken off its room,
-// or their places would be handed out twice. When no list has come
+// since T, less a margin for their AMs to start them and their nodes to
+// report them, are taken off its room, or their places would be handed
+// out twice. T is placed on the agent's clock from the list's age, so the
+// servers' and agents' clocks need not agree. When no list has come
 // from the leader for a while (no leader, or the servers cannot be
 // reached) it renews the room itself from the loads of the agents gossip
 // knows, so allocation goes on.
 type distScheduler struct {
-	margin time.Duration // how long before a list's computation its loads may miss an allocation
+	margin time.Duration // how long before a list's computation its loads may still miss an allocation
 
 	mu          sync.Mutex
 	list        []scheduler.LeastLoadedNode
@@ -36,7 +38,7 @@ type distScheduler struct {
 	limit       int
 	centralized bool
 	renewed     chan struct{} // closed when the room is renewed
-	recent      []recentAlloc // allocations the last list may not reflect
+	recent      []recentAlloc // allocations the last list may not reflect (agent clock)
 	pos         []int         // scratch for allocate
 }
 
@@ -47,14 +49,17 @@ type recentAlloc struct {
 	res  scheduler.Resources
 }
 
-func newDistScheduler(margin time.Duration) *distScheduler {
-	return &distScheduler{margin: margin, room: scheduler.NewRoom(nil), renewed: make(chan struct{})}
+// newDistScheduler returns a scheduler with no list yet. If none comes
+// from the leader it renews one itself, as when lists stop coming.
+func newDistScheduler(margin time.Duration, now time.Time) *distScheduler {
+	return &distScheduler{margin: margin, fromLeader: now, room: scheduler.NewRoom(nil), renewed: make(chan struct{})}
 }
 
-// update takes what a heartbeat response says about opportunistic work.
-// A list whose computation differs from the one held replaces it, and its
-// room starts afresh, round-robin from a random node.
-func (d *distScheduler) update(resp *wrpc.HeartbeatResponse, now time.Time) {
+// update takes what a heartbeat response says about opportunistic work;
+// sent is the computation the heartbeat said the agent held. A list whose
+// computation differs from the one held replaces it, and its room starts
+// afresh, round-robin from a random node.
+func (d *distScheduler) update(resp *wrpc.HeartbeatResponse, sent int64, now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.centralized = resp.Centralized
@@ -63,18 +68,23 @@ func (d *distScheduler) update(resp *wrpc.HeartbeatResponse, now time.Time) {
 	}
 	d.fromLeader = now
 	d.limit = resp.QueueLimit
+	if resp.LeastLoadedAt == sent && resp.LeastLoaded == nil {
+		return // the list we said we held (left out of the answer)
+	}
 	if resp.LeastLoadedAt != d.at {
 		d.nodesUsed = len(resp.LeastLoaded)
-		d.install(resp.LeastLoaded, resp.LeastLoadedAt)
+		d.install(resp.LeastLoaded, resp.LeastLoadedAt, now.Add(-resp.LeastLoadedAge))
 	}
 }
 
-// install replaces the list (computed at at) and its room, less what this
-// scheduler allocated that the list may not reflect; d.mu must be held.
-func (d *distScheduler) install(list []scheduler.LeastLoadedNode, at int64) {
+// install replaces the list and its room, less what this scheduler
+// allocated that the list may not reflect; at identifies the list's
+// computation, and computed is when it was, on this agent's clock. d.mu
+// must be held.
+func (d *distScheduler) install(list []scheduler.LeastLoadedNode, at int64, computed time.Time) {
 	d.list, d.at = list, at
 	d.room = scheduler.NewRoom(list)
-	cutoff := time.Unix(0, at).Add(-d.margin)
+	cutoff := computed.Add(-d.margin)
 	keep := d.recent[:0]
 	for _, r := range d.recent {
 		if !r.at.After(cutoff) {
@@ -115,13 +125,14 @@ func (d *distScheduler) allocate(ask scheduler.Ask, now time.Time) []scheduler.L
 	return out
 }
 
-// view returns whether asks are forwarded to the leader, whether any node
-// can take opportunistic work, the list's computation, and a channel
-// closed when the room is next renewed.
-func (d *distScheduler) view() (centralized, available bool, at int64, renewed <-chan struct{}) {
+// view returns whether asks are forwarded to the leader, whether no node
+// can take opportunistic work (a list is held, and it is empty: every
+// queue is full), the list's computation, and a channel closed when the
+// room is next renewed.
+func (d *distScheduler) view() (centralized, saturated bool, at int64, renewed <-chan struct{}) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.centralized, len(d.list) > 0, d.at, d.renewed
+	return d.centralized, d.at != 0 && len(d.list) == 0, d.at, d.renewed
 }
 
 // snapshot returns the current list and queue limit.
@@ -136,7 +147,7 @@ func (d *distScheduler) snapshot() ([]scheduler.LeastLoadedNode, int) {
 func (d *distScheduler) stale(now time.Time, after time.Duration) (bool, int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.fromLeader.IsZero() || now.Sub(d.fromLeader) <= after || d.centralized {
+	if now.Sub(d.fromLeader) <= after || d.centralized {
 		return false, 0
 	}
 	return true, max(d.nodesUsed, scheduler.DefaultOpportunisticConfig().NodesUsed)
@@ -151,7 +162,7 @@ func (d *distScheduler) renew(loads []scheduler.NodeLoad, nodesUsed int, now tim
 	if now.Sub(d.fromLeader) <= after {
 		return
 	}
-	d.install(list, now.UnixNano())
+	d.install(list, now.UnixNano(), now)
 }
 
 // maxRenewPoll bounds how many agents one renewal asks for their load.

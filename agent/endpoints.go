@@ -27,6 +27,9 @@ func (e *containerEndpoint) Start(args *wrpc.ContainerStartRequest, reply *wrpc.
 	case e.a.epoch.Load() == 0:
 		return fmt.Errorf("node %s is not registered yet", e.a.config.NodeID)
 	}
+	// AM containers are launched by the agent itself, on the leader's
+	// order: a client cannot claim one (and with it an AM's identity).
+	c.IsAM = false
 	*reply = *e.a.mgr.start(c, args.Launch)
 	return nil
 }
@@ -40,7 +43,8 @@ func (e *containerEndpoint) Stop(args *wrpc.ContainerIDRequest, reply *struct{})
 // Promote tells the agent that a container was promoted to guaranteed:
 // it is no longer evicted for guaranteed arrivals. The leader calls it
 // after recording the promotion; heartbeats repeat it until the agent
-// reports the container guaranteed.
+// reports the container guaranteed, and undo a promotion the servers do
+// not hold.
 func (e *containerEndpoint) Promote(args *wrpc.ContainerIDRequest, reply *struct{}) error {
 	if !e.a.mgr.promote(args.ID) {
 		return fmt.Errorf("container %s is not running opportunistic on node %s", args.ID, e.a.config.NodeID)

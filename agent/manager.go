@@ -296,6 +296,16 @@ func (m *manager) promote(id string) bool {
 	return true
 }
 
+// demote undoes a promotion the servers do not hold.
+func (m *manager) demote(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.byID[id]; ok && m.ls.Demote(id) {
+		c.info.ExecutionType = string(scheduler.Opportunistic)
+		m.logger.Warn("container was promoted without the servers; opportunistic again", "container", id)
+	}
+}
+
 // runningAM returns the token of the app attempt's AM if it runs (or waits
 // to) on this node.
 func (m *manager) runningAM(app string, attempt int) (string, bool) {

@@ -84,6 +84,17 @@ func TestAMRMProxySplitsAllocate(t *testing.T) {
 		return running == 3
 	})
 
+	// Releasing a container the servers never heard of (allocated here,
+	// never started) succeeds; so does releasing it again, as an AM whose
+	// call failed would.
+	spare := w.allocate(rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(5, 1, true)}}).Allocated[0]
+	for i := 0; i < 2; i++ {
+		w.allocate(rpc.AMAllocateRequest{Releases: []string{spare.ID, "o-gone-1-1"}})
+	}
+	if _, known := w.container(spare.ID); known {
+		t.Fatalf("a released, never started container was recorded")
+	}
+
 	// A malformed ask is refused whole, naming the field, and takes no room.
 	bad := oppAsk(4, 5, true)
 	bad.Resources.MemoryMB = -256
@@ -252,6 +263,37 @@ func TestPromotionThroughTheProxy(t *testing.T) {
 	r := w.allocate(rpc.AMAllocateRequest{Promotions: []string{c.ID, w.am.Token}})
 	if len(r.Promoted) != 1 || r.Promoted[0] != c.ID || len(r.PromotionFailures) != 1 || r.PromotionFailures[0].Retryable {
 		t.Fatalf("second promotion: promoted %v, failures %+v", r.Promoted, r.PromotionFailures)
+	}
+}
+
+// A promotion the servers do not hold (Container.Promote is not
+// authenticated yet) is undone by the node's next heartbeat: the
+// replicated state is the only truth.
+func TestUnrecordedPromotionIsUndone(t *testing.T) {
+	w := startAMWorld(t, 1, nil)
+	w.waitList(1)
+	c := w.allocate(rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(1, 1, true)}}).Allocated[0]
+	w.start(c)
+	waitFor(t, 15*time.Second, func() bool { ci, ok := w.container(c.ID); return ok && ci.State == "RUNNING" })
+	reported := func() string {
+		for _, r := range w.home.mgr.reports() {
+			if r.ID == c.ID {
+				return r.ExecutionType
+			}
+		}
+		return ""
+	}
+	pool := rpc.NewPool(nil)
+	defer pool.Shutdown()
+	if err := pool.Call(c.NodeAddress, "Container.Promote", &rpc.ContainerIDRequest{ID: c.ID}, &struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := reported(); got != "GUARANTEED" {
+		t.Fatalf("after Container.Promote the node reports %q", got)
+	}
+	waitFor(t, 10*time.Second, func() bool { return reported() == "OPPORTUNISTIC" })
+	if ci, _ := w.container(c.ID); ci.ExecutionType != "OPPORTUNISTIC" {
+		t.Fatalf("servers hold %+v", ci)
 	}
 }
 

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -76,8 +77,10 @@ func (t *txn) recordOpportunistic(nodeID string, records []ContainerRecord) erro
 // recorded, or nil.
 func ValidateRecord(r *ContainerRecord) error {
 	switch {
-	case r.ID == "" || len(r.ID) > maxContainerIDLength:
-		return fmt.Errorf("container id must be 1 to %d bytes", maxContainerIDLength)
+	case !strings.HasPrefix(r.ID, scheduler.AgentContainerIDPrefix) || len(r.ID) > maxContainerIDLength:
+		// Only IDs an agent mints: one that looked like a leader's could
+		// collide with a later placement.
+		return fmt.Errorf("container id %.64q is not an agent's (%s…, at most %d bytes)", r.ID, scheduler.AgentContainerIDPrefix, maxContainerIDLength)
 	case r.State != scheduler.ContainerQueued && r.State != scheduler.ContainerRunning && r.State != scheduler.ContainerCompleted:
 		return fmt.Errorf("container %s: state %q is not QUEUED, RUNNING or COMPLETED", r.ID, r.State)
 	case r.Resources.Validate() != nil || r.Resources.MemoryMB <= 0 || r.Resources.Vcores <= 0:

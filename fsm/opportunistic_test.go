@@ -33,12 +33,13 @@ func TestOpportunisticContainersAreRecordedFromReports(t *testing.T) {
 		{ID: "o-n2-1-4", AppID: app, Attempt: 1, Resources: scheduler.Resources{MemoryMB: -1, Vcores: 1}, State: scheduler.ContainerRunning},
 		{ID: "o-n2-1-5", AppID: app, Attempt: 1, Resources: oneCore, State: "BOGUS"},
 		{ID: "", AppID: app, Attempt: 1, Resources: oneCore, State: scheduler.ContainerRunning},
+		{ID: "c-99-0", AppID: app, Attempt: 1, Resources: oneCore, State: scheduler.ContainerRunning}, // a leader's ID
 	}})
 	n, _ := h.f.State().Node("n1")
 	if n.RunningOpportunistic != 1 || n.Queued != 1 || n.AllocatedOpportunistic.String() != oneCore.String() {
 		t.Fatalf("node accounting %+v: one running opportunistic container uses the node, one waits", n)
 	}
-	for _, id := range []string{"o-n2-1-3", "o-n2-1-4", "o-n2-1-5", ""} {
+	for _, id := range []string{"o-n2-1-3", "o-n2-1-4", "o-n2-1-5", "", "c-99-0"} {
 		if _, ok := h.f.State().Container(id); ok {
 			t.Fatalf("recorded the malformed or foreign record %q", id)
 		}

@@ -100,6 +100,9 @@ type HeartbeatResponse struct {
 	// agent keeps the one it has.
 	LeastLoaded   []scheduler.LeastLoadedNode `codec:"least_loaded"`
 	LeastLoadedAt int64                       `codec:"least_loaded_at"`
+	// LeastLoadedAge is how long ago the list was computed, as the leader
+	// answers: an agent places the computation on its own clock with it.
+	LeastLoadedAge time.Duration `codec:"least_loaded_age"`
 	// QueueLimit is the opportunistic queue length the agent must shed to
 	// (0: no limit known).
 	QueueLimit int `codec:"queue_limit"`
@@ -107,8 +110,11 @@ type HeartbeatResponse struct {
 	// to the leader (opportunistic.distributed = false).
 	Centralized bool `codec:"centralized"`
 	// Promote lists containers on the node that were promoted to
-	// guaranteed: the agent must no longer evict them.
+	// guaranteed: the agent must no longer evict them. Demote lists
+	// containers the agent reports guaranteed that the servers hold as
+	// opportunistic (it was told of a promotion that never happened).
 	Promote []string `codec:"promote"`
+	Demote  []string `codec:"demote"`
 }
 
 // NodeInfo is one node as `weft node list -json` shows it.

@@ -107,6 +107,12 @@ func (c *Container) Copy() *Container {
 
 // GuaranteedContainerID is the ID of the pos-th placement of the plan
 // committed at Raft index: unique across leader changes by construction.
+// (Centrally allocated opportunistic containers get one too.)
 func GuaranteedContainerID(index uint64, pos int) string {
 	return fmt.Sprintf("c-%d-%d", index, pos)
 }
+
+// AgentContainerIDPrefix begins the ID of every container an AMRMProxy
+// allocates: o-NODE-EPOCH-SEQ. Leader placements begin with "c-", so the
+// two never collide.
+const AgentContainerIDPrefix = "o-"

@@ -77,14 +77,19 @@ func (s *LocalScheduler) start(e *localEntry) {
 	s.running = append(s.running, e)
 }
 
-// Submit takes an arriving container. A container that fits starts at
-// once. A guaranteed one that does not fit evicts running opportunistic
+// Submit takes an arriving container. One larger than the node is
+// rejected. A container that fits starts at once. A guaranteed one that does not fit evicts running opportunistic
 // containers, most recently started first, until it will fit, and starts
 // when they have exited. An opportunistic one that does not fit (or would
 // jump a queue) waits in the FIFO queue, or is rejected if the queue is full.
 func (s *LocalScheduler) Submit(c LocalContainer) Actions {
 	var act Actions
 	if _, dup := s.byID[c.ID]; dup {
+		return act
+	}
+	if !c.Resources.Fits(s.capacity) {
+		// It could never run here, and would block the queue behind it.
+		act.Drop = append(act.Drop, Stop{c.ID, ReasonRejected})
 		return act
 	}
 	e := &localEntry{c: c}
@@ -239,6 +244,19 @@ func (s *LocalScheduler) Promote(id string) bool {
 	}
 	e.promoted = true
 	e.c.ExecutionType = Guaranteed
+	return true
+}
+
+// Demote undoes a promotion the servers do not hold: the container is
+// opportunistic and evictable again. It reports whether id was a running
+// promoted container.
+func (s *LocalScheduler) Demote(id string) bool {
+	e, ok := s.byID[id]
+	if !ok || (e.state != localRunning && e.state != localKilling) || !e.promoted {
+		return false
+	}
+	e.promoted = false
+	e.c.ExecutionType = Opportunistic
 	return true
 }
 

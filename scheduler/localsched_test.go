@@ -10,7 +10,7 @@ import (
 // step is one call on a LocalScheduler and the actions it must return,
 // written compactly: "start a b", "kill c:evicted", "drop d:rejected".
 type step struct {
-	op   string // "G id mem" | "O id mem" | "fin id" | "stop id" | "shed n" | "promote id"
+	op   string // "G id mem" | "O id mem" | "fin id" | "stop id" | "shed n" | "promote id" | "demote id"
 	want string // actions, "; "-separated, empty for none
 }
 
@@ -40,6 +40,10 @@ func runSteps(t *testing.T, capMem int64, queueLimit int, steps []step) *LocalSc
 		case "promote":
 			if !s.Promote(f[1]) {
 				act.Drop = append(act.Drop, Stop{f[1], "not-promoted"})
+			}
+		case "demote":
+			if !s.Demote(f[1]) {
+				act.Drop = append(act.Drop, Stop{f[1], "not-demoted"})
 			}
 		}
 		if got := formatActions(act); got != st.want {
@@ -135,6 +139,22 @@ func TestLocalSchedulerTransitions(t *testing.T) {
 			{"G g1 500", "kill o1:evicted"},
 			{"fin o1", "start g1"},
 		}, LocalLoad{RunningGuaranteed: 2}},
+
+		{"a demoted container is evictable again", 1000, 10, []step{
+			{"O o1 500", "start o1"},
+			{"O o2 500", "start o2"},
+			{"promote o2", ""},
+			{"demote o2", ""},
+			{"demote o1", "drop o1:not-demoted"}, // never promoted
+			{"G g1 500", "kill o2:evicted"},
+		}, LocalLoad{RunningOpportunistic: 2}},
+
+		{"a container larger than the node is rejected and blocks nothing", 1000, 10, []step{
+			{"G g1 1000", "start g1"},
+			{"O big 1200", "drop big:rejected"},
+			{"O o1 100", ""},
+			{"fin g1", "start o1"},
+		}, LocalLoad{RunningOpportunistic: 1}},
 
 		{"shedding drops the newest queued", 1000, 10, []step{
 			{"G g1 1000", "start g1"},

@@ -48,9 +48,11 @@ type LeastLoadedNode struct {
 	NodeID  string `codec:"node_id"`
 	Address string `codec:"address"`
 	Rack    string `codec:"rack"`
-	// Free is what the node left unused: a container that fits in it
-	// starts at once.
-	Free Resources `codec:"free"`
+	// Capacity is the node's total: a container larger than it can never
+	// run there. Free is what the node left unused: a container that fits
+	// in it starts at once.
+	Capacity Resources `codec:"capacity"`
+	Free     Resources `codec:"free"`
 	// QueueSpace is how many more containers the node's queue takes.
 	QueueSpace int `codec:"queue_space"`
 }
@@ -95,7 +97,7 @@ func LeastLoaded(loads []NodeLoad, nodesUsed int) []LeastLoadedNode {
 	out := make([]LeastLoadedNode, len(cands))
 	for i, c := range cands {
 		out[i] = LeastLoadedNode{NodeID: c.l.NodeID, Address: c.l.Address, Rack: c.l.Rack,
-			Free: c.free, QueueSpace: max(0, c.l.QueueCapacity-c.l.Queued)}
+			Capacity: c.l.Capacity, Free: c.free, QueueSpace: max(0, c.l.QueueCapacity-c.l.Queued)}
 	}
 	return out
 }
@@ -143,40 +145,35 @@ func QueueLimit(queued []int, k float64, minLen, maxLen int) int {
 // consumes it; the next list brings fresh room. Its positions are those of
 // the list it was made from.
 type Room struct {
-	free  []Resources
-	queue []int
+	capacity []Resources
+	free     []Resources
+	queue    []int
 }
 
 // NewRoom returns the room of a freshly computed list.
 func NewRoom(list []LeastLoadedNode) *Room {
-	r := &Room{free: make([]Resources, len(list)), queue: make([]int, len(list))}
+	r := &Room{capacity: make([]Resources, len(list)), free: make([]Resources, len(list)), queue: make([]int, len(list))}
 	for i, n := range list {
-		r.free[i], r.queue[i] = n.Free, n.QueueSpace
+		r.capacity[i], r.free[i], r.queue[i] = n.Capacity, n.Free, n.QueueSpace
 	}
 	return r
 }
 
 // Take consumes room for one container of res on the node at pos: it
-// starts at once if it fits the node's free resources, else it queues. It
-// reports whether there was room.
+// starts at once if it fits the node's free resources, else it queues. A
+// container larger than the node's capacity is never placed there: it would
+// wait at the head of the queue forever. Take reports whether there was
+// room.
 func (r *Room) Take(pos int, res Resources) bool {
 	switch {
+	case !res.Fits(r.capacity[pos]):
+		return false
 	case res.Fits(r.free[pos]):
 		r.free[pos] = r.free[pos].Sub(res)
 	case r.queue[pos] > 0:
 		r.queue[pos]--
 	default:
 		return false
-	}
-	return true
-}
-
-// Empty reports whether no node has room left for a container of res.
-func (r *Room) Empty(res Resources) bool {
-	for i := range r.queue {
-		if r.queue[i] > 0 || res.Fits(r.free[i]) {
-			return false
-		}
 	}
 	return true
 }

@@ -78,9 +78,18 @@ func (e *AM) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateRespon
 		return err
 	}
 	now := time.Now().UnixNano()
-	if len(args.Releases) > 0 {
+	// A release of a container the servers never heard of is an
+	// opportunistic one its node never ran (its AMRMProxy stops it there):
+	// there is nothing to record. Releasing another app's is refused.
+	var releases []string
+	for _, id := range args.Releases {
+		if _, known := st.Container(id); known {
+			releases = append(releases, id)
+		}
+	}
+	if len(releases) > 0 {
 		if _, _, err := e.srv.raftApply(fsm.ContainerStopType, &fsm.ContainerStopRequest{
-			AppID: args.AppID, IDs: args.Releases, Reason: scheduler.ReasonKilled, Now: now,
+			AppID: args.AppID, IDs: releases, Reason: scheduler.ReasonKilled, Now: now,
 		}); err != nil {
 			return err
 		}
@@ -138,7 +147,7 @@ func (e *AM) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateRespon
 		}
 	}
 	if len(args.Promotions) > 0 && app.State == scheduler.AppRunning {
-		if err := e.srv.promote(e.srv.fsm.State(), app, args.Attempt, args.Promotions, reply); err != nil {
+		if err := e.srv.promote(app, args.Attempt, args.Promotions, reply); err != nil {
 			return err
 		}
 		hdr.MaxWait = time.Millisecond // the promotion results are news enough

@@ -65,6 +65,9 @@ func (e *Node) Heartbeat(args *wrpc.HeartbeatRequest, reply *wrpc.HeartbeatRespo
 			reply.Acked = append(reply.Acked, r.ID)
 		case known && c.State.Live() && c.Promoted && r.ExecutionType == string(scheduler.Opportunistic):
 			reply.Promote = append(reply.Promote, r.ID)
+		case known && c.State.Live() && c.ExecutionType == scheduler.Opportunistic && r.ExecutionType == string(scheduler.Guaranteed):
+			// The agent was told of a promotion the servers do not hold.
+			reply.Demote = append(reply.Demote, r.ID)
 		}
 	}
 	for _, id := range refused {
@@ -85,7 +88,7 @@ func (e *Node) Heartbeat(args *wrpc.HeartbeatRequest, reply *wrpc.HeartbeatRespo
 		}
 	}
 	reply.Servers = e.srv.serverAddrs()
-	reply.LeastLoaded, reply.LeastLoadedAt, reply.QueueLimit = e.srv.opportunisticView(st, now, args.LeastLoadedAt)
+	e.srv.opportunisticView(st, now, args.LeastLoadedAt, reply)
 	reply.Centralized = !opportunisticConfig(st).Distributed
 	return nil
 }

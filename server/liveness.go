@@ -77,12 +77,14 @@ func (l *liveness) loads() map[string]wrpc.NodeLoad {
 	return out
 }
 
-// reset starts every node's clock at now: called when leadership begins.
+// reset starts every node's clock at now and forgets their loads, which
+// may be a term old: called when leadership begins.
 func (l *liveness) reset(now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, n := range l.nodes {
 		n.last = now
+		n.load, n.reported = wrpc.NodeLoad{}, false
 	}
 }
 

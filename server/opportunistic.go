@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weft-sched/weft/fsm"
+	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
 
@@ -21,6 +22,9 @@ type loadBoard struct {
 	limit    int
 	room     *scheduler.Room // centralized allocation's room on list
 	rr       int             // where centralized round-robin goes on
+	// inflight holds central placements not committed yet: a list rebuilt
+	// meanwhile must not hand their places out again.
+	inflight map[*scheduler.Placement]struct{}
 }
 
 // reset forgets every list: called when leadership begins, so a new leader
@@ -48,23 +52,22 @@ func listGrace(cfg scheduler.OpportunisticConfig) time.Duration {
 	return max(2*cfg.SortingNodesInterval, 2*time.Second)
 }
 
-// opportunisticView returns the least-loaded list when it is newer than the
-// computation agentHas (else nil), its computation time, and the queue
-// limit. It rebuilds the list when the last one is older than the sorting
-// interval. Right after a leadership change it returns nothing (at 0,
-// limit 0) until the loads are in.
-func (s *Server) opportunisticView(st *fsm.State, now time.Time, agentHas int64) ([]scheduler.LeastLoadedNode, int64, int) {
+// opportunisticView fills a heartbeat response's opportunistic view: the
+// least-loaded list when it is newer than the computation the agent holds,
+// its computation and age, and the queue limit. It rebuilds the list when
+// the last one is older than the sorting interval. Right after a
+// leadership change it says nothing (at 0, limit 0) until the loads are in.
+func (s *Server) opportunisticView(st *fsm.State, now time.Time, agentHas int64, reply *wrpc.HeartbeatResponse) {
 	b := &s.board
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !s.refreshBoard(st, now) {
-		return nil, 0, 0
+		return
 	}
-	at := b.computed.UnixNano()
-	if at == agentHas {
-		return nil, at, b.limit
+	reply.LeastLoadedAt, reply.LeastLoadedAge, reply.QueueLimit = b.computed.UnixNano(), now.Sub(b.computed), b.limit
+	if reply.LeastLoadedAt != agentHas {
+		reply.LeastLoaded = b.list
 	}
-	return b.list, at, b.limit
 }
 
 // refreshBoard rebuilds the list and limit if they are due; it reports
@@ -98,12 +101,17 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 	b.list = scheduler.LeastLoaded(loads, cfg.NodesUsed)
 	b.limit = scheduler.QueueLimit(queued, cfg.QueueLimitStdev, cfg.MinQueueLength, cfg.MaxQueueLength)
 	b.room = scheduler.NewRoom(b.list)
-	// Containers this leader placed that their nodes have not reported yet
-	// are in no load: their places are taken.
+	// Containers this leader placed that their nodes have not reported yet,
+	// or is placing, are in no load: their places are taken.
 	for i, n := range b.list {
 		for _, c := range st.NodeLiveContainers(n.NodeID) {
 			if c.ExecutionType == scheduler.Opportunistic && c.State == scheduler.ContainerAllocated {
 				b.room.Take(i, c.Resources)
+			}
+		}
+		for p := range b.inflight {
+			if p.NodeID == n.NodeID {
+				b.room.Take(i, p.Resources)
 			}
 		}
 	}
@@ -144,9 +152,20 @@ func (s *Server) allocateCentral(st *fsm.State, app *scheduler.App, attempt int,
 		}
 		pos = pos[:0]
 	}
+	if b.inflight == nil {
+		b.inflight = map[*scheduler.Placement]struct{}{} // a leader may take writes before its loop resets the board
+	}
+	for i := range plan {
+		b.inflight[&plan[i]] = struct{}{}
+	}
 	b.mu.Unlock()
 	if len(plan) > 0 {
 		_, err = s.commitPlan(plan)
+		b.mu.Lock()
+		for i := range plan {
+			delete(b.inflight, &plan[i])
+		}
+		b.mu.Unlock()
 	}
 	return unplaced, empty, err
 }

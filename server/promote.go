@@ -1,6 +1,7 @@
 package server
 
 import (
+	"sync"
 	"time"
 
 	"github.com/weft-sched/weft/fsm"
@@ -8,30 +9,38 @@ import (
 	"github.com/weft-sched/weft/scheduler"
 )
 
+// promoteWait bounds how long the leader waits for nodes to hear of
+// promotions before it answers the AM; a node that did not hear in time
+// learns from its next heartbeat.
+const promoteWait = 2 * time.Second
+
 // promote grants what it can of an AM's promotion requests (SPEC §10): the
 // scheduler decides which containers may become guaranteed, the FSM
-// re-checks each node's capacity as it records them, and the nodes are told
-// at once so their agents stop counting the containers as evictable (their
-// heartbeats would tell them within a second anyway).
-func (s *Server) promote(st *fsm.State, app *scheduler.App, attempt int, ids []string, reply *wrpc.AMAllocateResponse) error {
+// re-checks each node's capacity as it records them, and the nodes are
+// told before the AM hears "promoted", so their agents stop counting the
+// containers as evictable (heartbeats repeat it until they have). Leader
+// promotions are decided one request at a time, so two AMs of one queue
+// cannot both pass its max_resources check on the same state.
+func (s *Server) promote(app *scheduler.App, attempt int, ids []string, reply *wrpc.AMAllocateResponse) error {
+	s.promoteMu.Lock()
+	defer s.promoteMu.Unlock()
+	st := s.fsm.State()
 	cs := make([]*scheduler.Container, len(ids))
 	for i, id := range ids {
 		if c, ok := st.Container(id); ok {
 			cs[i] = c
 		}
 	}
-	decisions := scheduler.CheckPromotions(st, app, cs)
 	var grant []string
-	for i, d := range decisions {
+	for i, d := range scheduler.CheckPromotions(st, app, cs) {
 		switch {
 		case d == nil && cs[i].Promoted:
 			reply.Promoted = append(reply.Promoted, ids[i]) // promoted before
-			continue
 		case d == nil:
 			grant = append(grant, ids[i])
-			continue
+		default:
+			reply.PromotionFailures = append(reply.PromotionFailures, wrpc.PromotionFailure{ID: ids[i], Reason: d.Reason, Retryable: d.Retryable})
 		}
-		reply.PromotionFailures = append(reply.PromotionFailures, wrpc.PromotionFailure{ID: ids[i], Reason: d.Reason, Retryable: d.Retryable})
 	}
 	if len(grant) == 0 {
 		return nil
@@ -41,17 +50,28 @@ func (s *Server) promote(st *fsm.State, app *scheduler.App, attempt int, ids []s
 		return err
 	}
 	after := s.fsm.State()
+	var told sync.WaitGroup
 	for i, why := range res.(*fsm.PromoteResult).Refused {
 		if why != "" {
-			// The node's room went to someone else in between: ask again.
+			// The node's room went to a guaranteed placement in between.
 			reply.PromotionFailures = append(reply.PromotionFailures, wrpc.PromotionFailure{ID: grant[i], Reason: why, Retryable: true})
 			continue
 		}
 		reply.Promoted = append(reply.Promoted, grant[i])
 		c, _ := after.Container(grant[i])
 		if n, ok := after.Node(c.NodeID); ok {
-			go s.tellNodePromoted(n.Address, c.ID)
+			told.Add(1)
+			go func() {
+				defer told.Done()
+				s.tellNodePromoted(n.Address, c.ID)
+			}()
 		}
+	}
+	done := make(chan struct{})
+	go func() { told.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(promoteWait):
 	}
 	s.logger.Info("promoted opportunistic containers", "app", app.ID, "promoted", len(reply.Promoted), "refused", len(reply.PromotionFailures))
 	return nil

@@ -50,6 +50,8 @@ type Server struct {
 	// its term, so consistent reads never see state older than the term.
 	liveness *liveness
 	board    loadBoard
+	// promoteMu makes the leader decide promotions one request at a time.
+	promoteMu sync.Mutex
 	// nodeEventCh carries serf events about agents to the leader.
 	nodeEventCh chan serf.Member
 
