@@ -1,10 +1,10 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"net/rpc"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/serf/serf"
+	"github.com/weft-sched/weft/internal/clock"
 	"github.com/weft-sched/weft/internal/gossip"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
@@ -24,6 +25,7 @@ import (
 type Agent struct {
 	config *Config
 	logger hclog.Logger
+	clock  clock.Clock
 
 	listener net.Listener
 	rpcAddr  string
@@ -44,8 +46,15 @@ type Agent struct {
 	proxy *amrmProxy
 	seq   atomic.Uint64 // opportunistic container IDs minted here
 
+	// ctx ends when the agent shuts down; every goroutine it starts ends
+	// with it and is waited for (wg). runCtx ends earlier, when the agent
+	// leaves: registering and heartbeating stop first.
+	ctx       context.Context
+	cancel    context.CancelFunc
+	runCancel context.CancelFunc
+	runDone   chan struct{}
+
 	shutdownOnce sync.Once
-	shutdownCh   chan struct{}
 	wg           sync.WaitGroup
 }
 
@@ -57,16 +66,18 @@ func New(config *Config) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{
-		config:     config,
-		logger:     config.Logger.Named("agent").With("node_id", config.NodeID),
-		heartbeat:  make(chan struct{}, 1),
-		shutdownCh: make(chan struct{}),
-		client:     wrpc.NewClient(nil, nil),
+		config:    config,
+		logger:    config.Logger.Named("agent").With("node_id", config.NodeID),
+		clock:     config.Clock,
+		heartbeat: make(chan struct{}, 1),
+		client:    wrpc.NewClient(nil, nil),
+		runDone:   make(chan struct{}),
 		// A list's loads may miss a container its AM is still starting
 		// (allow half a second) and its node has not reported yet (up to
 		// a heartbeat interval when heartbeats are lazy).
-		sched: newDistScheduler(config.HeartbeatInterval+500*time.Millisecond, time.Now()),
+		sched: newDistScheduler(config.HeartbeatInterval+500*time.Millisecond, config.Clock.Now()),
 	}
+	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.proxy = newAMRMProxy(a)
 	dir := filepath.Join(config.DataDir, "containers")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -88,18 +99,8 @@ func New(config *Config) (*Agent, error) {
 		return nil, fmt.Errorf("listen for RPC: %w", err)
 	}
 	a.listener, a.rpcAddr = ln, ln.Addr().String()
-	srv := rpc.NewServer()
-	for name, rcvr := range map[string]any{"AM": a.proxy, "Container": &containerEndpoint{a}, "Agent": &agentEndpoint{a}} {
-		if err := srv.RegisterName(name, rcvr); err != nil {
-			return nil, err
-		}
-	}
-	a.rpcConns = wrpc.NewListener(srv, a.logger, nil)
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		a.rpcConns.Serve(ln)
-	}()
+	a.rpcConns = wrpc.NewListener(a.registerEndpoints(), a.logger, nil)
+	a.goFunc(func() { a.rpcConns.Serve(ln) })
 
 	conf, err := gossip.Serf(gossip.Config{
 		NodeID: config.NodeID, BindAddr: config.BindAddr, Port: port(config.SerfPort), DataDir: config.DataDir,
@@ -117,13 +118,14 @@ func New(config *Config) (*Agent, error) {
 		a.Shutdown()
 		return nil, fmt.Errorf("start serf: %w", err)
 	}
-	a.wg.Add(3)
-	go func() {
-		defer a.wg.Done()
-		gossip.JoinLoop(a.serf, config.Join, config.JoinRetryInterval, a.logger, a.shutdownCh)
-	}()
-	go a.run()
-	go a.renewLoop()
+	a.goFunc(func() { gossip.JoinLoop(a.serf, config.Join, config.JoinRetryInterval, a.logger, a.ctx.Done()) })
+	var runCtx context.Context
+	runCtx, a.runCancel = context.WithCancel(a.ctx)
+	a.goFunc(func() {
+		defer close(a.runDone)
+		a.run(runCtx)
+	})
+	a.goFunc(a.renewLoop)
 	a.logger.Info("agent started", "rpc_addr", a.rpcAddr, "serf_addr", gossip.Addr(a.serf),
 		"resources", config.Resources.String(), "rack", config.Rack, "opportunistic_queue_length", config.OpportunisticQueueLength)
 	return a, nil
@@ -150,11 +152,22 @@ func (a *Agent) pokeHeartbeat() {
 	}
 }
 
-func (a *Agent) sleep(d time.Duration) bool {
+// goFunc runs f in a goroutine the agent owns: Shutdown waits for it, so f
+// must return once a.ctx ends.
+func (a *Agent) goFunc(f func()) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		f()
+	}()
+}
+
+// sleep waits d on the agent's clock; it reports false if ctx ended first.
+func (a *Agent) sleep(ctx context.Context, d time.Duration) bool {
 	select {
-	case <-time.After(d):
+	case <-a.clock.After(d):
 		return true
-	case <-a.shutdownCh:
+	case <-ctx.Done():
 		return false
 	}
 }
@@ -174,56 +187,74 @@ func (a *Agent) discoverServers(fromLeader []string) bool {
 	return true
 }
 
-// run registers and then heartbeats until shutdown, registering again
+// run registers and then heartbeats until ctx ends, registering again
 // whenever the servers ask.
-func (a *Agent) run() {
-	defer a.wg.Done()
+func (a *Agent) run(ctx context.Context) {
 	for {
-		if !a.register() {
+		if !a.register(ctx) {
 			return
 		}
-		if !a.heartbeatLoop() {
+		if !a.heartbeatLoop(ctx) {
 			return
 		}
 	}
 }
 
-func (a *Agent) register() bool {
+// registerTimeout bounds one registration call (retried across servers).
+const registerTimeout = 10 * time.Second
+
+func (a *Agent) register(ctx context.Context) bool {
 	backoff := 200 * time.Millisecond
+	// One request: a registration retried after a lost answer gets the
+	// epoch of the first, not another one.
+	req := &wrpc.NodeRegisterRequest{ID: a.config.NodeID, Address: a.rpcAddr, Rack: a.config.Rack, Capacity: a.config.Resources}
 	for {
 		if a.discoverServers(nil) {
 			var resp wrpc.NodeRegisterResponse
-			err := a.client.Call("Node.Register", &wrpc.NodeRegisterRequest{
-				ID: a.config.NodeID, Address: a.rpcAddr, Rack: a.config.Rack, Capacity: a.config.Resources,
-			}, &resp)
+			callCtx, cancel := context.WithTimeout(ctx, registerTimeout)
+			err := a.client.Call(callCtx, "Node.Register", req, &resp)
+			cancel()
 			if err == nil {
 				a.epoch.Store(resp.Epoch)
 				a.mgr.reopen()
 				a.logger.Info("registered", "epoch", resp.Epoch)
 				return true
 			}
+			if ctx.Err() != nil {
+				return false
+			}
 			a.logger.Warn("registration failed; retrying", "error", err)
+			if !wrpc.IsRetryable(err) {
+				req.RequestID = "" // refused: the next attempt is a new request
+			}
 		}
-		if !a.sleep(backoff) {
+		if !a.sleep(ctx, backoff) {
 			return false
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
+// heartbeatTimeout bounds one heartbeat, across every server tried: well
+// under the servers' node TTL (SPEC §13), so that a server that hangs or is
+// cut off costs a heartbeat or two, never the node.
+func (a *Agent) heartbeatTimeout() time.Duration {
+	return max(2*a.config.HeartbeatInterval, 3*time.Second)
+}
+
 // heartbeatLoop heartbeats every interval (and early when a container
-// changes state). It returns false on shutdown and true when the servers
+// changes state). It returns false when ctx ends and true when the servers
 // ask the agent to register again.
-func (a *Agent) heartbeatLoop() bool {
-	tick := time.NewTicker(a.config.HeartbeatInterval)
+func (a *Agent) heartbeatLoop(ctx context.Context) bool {
+	tick := a.clock.NewTicker(a.config.HeartbeatInterval)
 	defer tick.Stop()
 	var servers []string
 	failures := 0
 	for {
 		select {
-		case <-tick.C:
+		case <-tick.C():
 		case <-a.heartbeat:
-		case <-a.shutdownCh:
+		case <-ctx.Done():
 			return false
 		}
 		a.discoverServers(servers)
@@ -231,9 +262,13 @@ func (a *Agent) heartbeatLoop() bool {
 		req := &wrpc.HeartbeatRequest{NodeID: a.config.NodeID, Epoch: a.epoch.Load(), Containers: a.mgr.reports(),
 			Load: a.mgr.load(), LeastLoadedAt: listAt}
 		var resp wrpc.HeartbeatResponse
-		// The loop itself retries: a heartbeat that cannot get through in
-		// two intervals has failed, and the servers count as unreachable.
-		if err := a.client.CallWithin("Node.Heartbeat", req, &resp, 2*a.config.HeartbeatInterval); err != nil {
+		hbCtx, cancel := context.WithTimeout(ctx, a.heartbeatTimeout())
+		err := a.client.Call(hbCtx, "Node.Heartbeat", req, &resp)
+		cancel()
+		if ctx.Err() != nil {
+			return false
+		}
+		if err != nil {
 			a.down.Store(true)
 			if failures++; failures == 1 || failures%30 == 0 {
 				a.logger.Warn("heartbeat failed", "error", err, "consecutive_failures", failures)
@@ -249,7 +284,7 @@ func (a *Agent) heartbeatLoop() bool {
 			return true
 		}
 		servers = resp.Servers
-		a.sched.update(&resp, listAt, time.Now())
+		a.sched.update(&resp, listAt, a.clock.Now())
 		a.rebalance(resp.QueueLimit, resp.LeastLoadedAt)
 		a.mgr.ack(resp.Acked)
 		for _, id := range resp.Promote {
@@ -320,17 +355,37 @@ func (a *Agent) launchAM(l wrpc.AMLaunch) {
 	})
 }
 
-// Leave stops every container, reports their end, leaves the pool and
-// shuts down.
+// leaveTimeout bounds the final report and deregistration of Leave.
+const leaveTimeout = 10 * time.Second
+
+// Leave departs gracefully: it stops heartbeating (so nothing re-registers
+// the node), stops every container and waits for them, reports their ends,
+// takes the node out of service (DOWN at once, so nothing more is placed
+// there), leaves the pool and shuts down.
 func (a *Agent) Leave() error {
-	a.logger.Info("leaving: stopping containers")
+	a.logger.Info("leaving: stopping heartbeats and every container")
+	a.runCancel()
+	<-a.runDone
 	a.mgr.stopAll(scheduler.ReasonKilled)
 	if epoch := a.epoch.Load(); epoch > 0 {
+		ctx, cancel := context.WithTimeout(a.ctx, leaveTimeout)
 		var resp wrpc.HeartbeatResponse
-		a.client.Call("Node.Heartbeat", &wrpc.HeartbeatRequest{NodeID: a.config.NodeID, Epoch: epoch, Containers: a.mgr.reports()}, &resp)
+		if err := a.client.Call(ctx, "Node.Heartbeat", &wrpc.HeartbeatRequest{NodeID: a.config.NodeID, Epoch: epoch,
+			Containers: a.mgr.reports(), Load: a.mgr.load()}, &resp); err != nil {
+			a.logger.Warn("could not report the stopped containers; the servers will find them lost", "error", err)
+		}
+		var wr wrpc.WriteResponse
+		if err := a.client.Call(ctx, "Node.Deregister", &wrpc.NodeDeregisterRequest{ID: a.config.NodeID, Epoch: epoch}, &wr); err != nil {
+			a.logger.Warn("could not take the node out of service; the servers will mark it down when gossip says it left", "error", err)
+		} else {
+			a.logger.Info("node taken out of service", "epoch", epoch)
+		}
+		cancel()
 	}
 	if a.serf != nil {
-		a.serf.Leave()
+		if err := a.serf.Leave(); err != nil {
+			a.logger.Warn("leave the gossip pool", "error", err)
+		}
 	}
 	return a.Shutdown()
 }
@@ -340,7 +395,7 @@ func (a *Agent) Leave() error {
 // signal); the servers see the node fail.
 func (a *Agent) Shutdown() error {
 	a.shutdownOnce.Do(func() {
-		close(a.shutdownCh)
+		a.cancel()
 		if a.serf != nil {
 			a.serf.Shutdown()
 		}

@@ -1,7 +1,7 @@
 package agent
 
 import (
-	"fmt"
+	"context"
 	"strconv"
 	"sync"
 	"time"
@@ -74,25 +74,25 @@ func (p *amrmProxy) forget() {
 // checkAM admits only the AMs this agent launched, by their token.
 func (p *amrmProxy) checkAM(app string, attempt int, token string) error {
 	if want, runs := p.a.mgr.runningAM(app, attempt); !runs || want != token {
-		return fmt.Errorf("app %s attempt %d: no AM with this token runs on node %s; an AM talks to the AMRMProxy of its own node",
+		return wrpc.Errorf(wrpc.CodeBadRequest, "app %s attempt %d: no AM with this token runs on node %s; an AM talks to the AMRMProxy of its own node",
 			app, attempt, p.a.config.NodeID)
 	}
 	return nil
 }
 
 // Register relays AM.Register for an AM running on this node.
-func (p *amrmProxy) Register(args *wrpc.AMRegisterRequest, reply *wrpc.AMRegisterResponse) error {
+func (p *amrmProxy) Register(ctx context.Context, args *wrpc.AMRegisterRequest, reply *wrpc.AMRegisterResponse) error {
 	if err := p.checkAM(args.AppID, args.Attempt, args.Token); err != nil {
 		return err
 	}
 	p.mu.Lock()
 	p.forget()
 	p.mu.Unlock()
-	return p.a.client.Call("AM.Register", args, reply)
+	return p.a.client.Call(ctx, "AM.Register", args, reply)
 }
 
 // Finish relays AM.Finish and forgets the attempt.
-func (p *amrmProxy) Finish(args *wrpc.AMFinishRequest, reply *wrpc.WriteResponse) error {
+func (p *amrmProxy) Finish(ctx context.Context, args *wrpc.AMFinishRequest, reply *wrpc.WriteResponse) error {
 	if err := p.checkAM(args.AppID, args.Attempt, args.Token); err != nil {
 		return err
 	}
@@ -102,11 +102,11 @@ func (p *amrmProxy) Finish(args *wrpc.AMFinishRequest, reply *wrpc.WriteResponse
 	}
 	delete(p.attempts, attemptKey{args.AppID, args.Attempt})
 	p.mu.Unlock()
-	return p.a.client.Call("AM.Finish", args, reply)
+	return p.a.client.Call(ctx, "AM.Finish", args, reply)
 }
 
 // Allocate splits an AM.Allocate (see amrmProxy).
-func (p *amrmProxy) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateResponse) error {
+func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateResponse) error {
 	if err := p.checkAM(args.AppID, args.Attempt, args.Token); err != nil {
 		return err
 	}
@@ -115,7 +115,7 @@ func (p *amrmProxy) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocat
 			args.Asks[i].ExecutionType = scheduler.Guaranteed
 		}
 		if err := args.Asks[i].Validate(); err != nil {
-			return err // the whole call is refused, as the servers would
+			return wrpc.Errorf(wrpc.CodeBadRequest, "%v", err) // the whole call is refused, as the servers would
 		}
 	}
 	centralized, saturated, _, renewed := p.a.sched.view()
@@ -159,7 +159,7 @@ func (p *amrmProxy) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocat
 	}
 	for _, id := range args.Releases {
 		if addr, ok := at.minted[id]; ok {
-			go p.stopOnNode(at, addr, id) // the servers may never have heard of it
+			p.a.goFunc(func() { p.stopOnNode(at, addr, id) }) // the servers may never have heard of it
 			continue
 		}
 		fwd.Releases = append(fwd.Releases, id)
@@ -175,7 +175,8 @@ func (p *amrmProxy) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocat
 		// then try again.
 		select {
 		case <-renewed:
-		case <-time.After(p.a.config.HeartbeatInterval):
+		case <-p.a.clock.After(p.a.config.HeartbeatInterval):
+		case <-ctx.Done():
 		}
 		p.mu.Lock()
 		for _, ask := range unmet {
@@ -192,7 +193,7 @@ func (p *amrmProxy) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocat
 		// unchanged) brings back what that produced.
 		if needServers && !down {
 			fwd.MaxWait = time.Millisecond
-			go p.relay(at, &fwd)
+			p.a.goFunc(func() { p.relay(at, &fwd) })
 		} else {
 			p.keep(at, fwd.Releases)
 		}
@@ -203,7 +204,7 @@ func (p *amrmProxy) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocat
 		// Fresh room comes with the next list: come back for it then.
 		fwd.MaxWait = p.a.config.HeartbeatInterval
 	}
-	if err := p.a.client.Call("AM.Allocate", &fwd, reply); err != nil {
+	if err := p.a.client.Call(ctx, "AM.Allocate", &fwd, reply); err != nil {
 		p.keep(at, fwd.Releases)
 		return err
 	}
@@ -224,8 +225,10 @@ func (p *amrmProxy) keep(at *proxyAttempt, releases []string) {
 // relay sends the servers the part of an Allocate the proxy answered
 // alone; if they cannot be reached, its releases wait for the next relay.
 func (p *amrmProxy) relay(at *proxyAttempt, fwd *wrpc.AMAllocateRequest) {
+	ctx, cancel := context.WithTimeout(p.a.ctx, relayTimeout)
+	defer cancel()
 	var reply wrpc.AMAllocateResponse
-	if err := p.a.client.Call("AM.Allocate", fwd, &reply); err != nil {
+	if err := p.a.client.Call(ctx, "AM.Allocate", fwd, &reply); err != nil {
 		if !wrpc.IsRetryable(err) {
 			p.mu.Lock()
 			at.refused = err
@@ -238,6 +241,9 @@ func (p *amrmProxy) relay(at *proxyAttempt, fwd *wrpc.AMAllocateRequest) {
 	}
 	p.synced(at, fwd, &reply)
 }
+
+// relayTimeout bounds a background relay of an AM's asks and releases.
+const relayTimeout = 30 * time.Second
 
 // synced records an answer from the servers.
 func (p *amrmProxy) synced(at *proxyAttempt, req *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateResponse) {
@@ -255,11 +261,12 @@ func (p *amrmProxy) synced(at *proxyAttempt, req *wrpc.AMAllocateRequest, reply 
 // scheduler's room. IDs embed this node and its registration epoch, so
 // they never collide with anyone's. p.mu must be held.
 func (p *amrmProxy) allocateLocal(at *proxyAttempt, args *wrpc.AMAllocateRequest, ask scheduler.Ask) []wrpc.ContainerInfo {
-	nodes := p.a.sched.allocate(ask, time.Now())
+	clockNow := p.a.clock.Now()
+	nodes := p.a.sched.allocate(ask, clockNow)
 	if len(nodes) == 0 {
 		return nil
 	}
-	now := time.Now().UnixNano()
+	now := clockNow.UnixNano()
 	prefix := scheduler.AgentContainerIDPrefix + p.a.config.NodeID + "-" + strconv.FormatUint(p.a.epoch.Load(), 10) + "-"
 	out := make([]wrpc.ContainerInfo, len(nodes))
 	for i, n := range nodes {
@@ -277,7 +284,9 @@ func (p *amrmProxy) allocateLocal(at *proxyAttempt, args *wrpc.AMAllocateRequest
 // container only once the node has answered, so an AM that sends the
 // release again reaches the node again.
 func (p *amrmProxy) stopOnNode(at *proxyAttempt, addr, id string) {
-	if err := p.a.client.Pool().Call(addr, "Container.Stop", &wrpc.ContainerIDRequest{ID: id}, &struct{}{}); err != nil {
+	ctx, cancel := context.WithTimeout(p.a.ctx, relayTimeout)
+	defer cancel()
+	if err := p.a.client.Pool().Call(ctx, addr, "Container.Stop", &wrpc.ContainerIDRequest{ID: id}, &struct{}{}); err != nil {
 		p.a.logger.Warn("could not stop a released opportunistic container on its node; the AM may release it again", "container", id, "node", addr, "error", err)
 		return
 	}

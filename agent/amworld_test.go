@@ -1,11 +1,13 @@
 package agent
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/weft-sched/weft/internal/testutil"
 	"github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 	"github.com/weft-sched/weft/server"
@@ -38,13 +40,13 @@ func startAMWorld(t testing.TB, n int, shape func(*Config)) *amWorld {
 	})
 	w := &amWorld{t: t, srv: srv, agents: agents, c: c}
 	var sub rpc.AppSubmitResponse
-	spec := scheduler.AppSpec{DShell: scheduler.DShell{NumContainers: 1, Command: []string{"true"}}}
-	if err := c.Call("App.Submit", &rpc.AppSubmitRequest{Spec: spec}, &sub); err != nil {
+	spec := scheduler.AppSpec{User: "test", DShell: scheduler.DShell{NumContainers: 1, Command: []string{"true"}}}
+	if err := c.Call(context.Background(), "App.Submit", &rpc.AppSubmitRequest{Spec: spec}, &sub); err != nil {
 		t.Fatal(err)
 	}
 	w.app = sub.AppID
 	var token string
-	waitFor(t, 15*time.Second, func() bool {
+	testutil.WaitFor(t, 15*time.Second, func() bool {
 		for _, ci := range w.containers() {
 			if ci.IsAM && ci.State == "RUNNING" {
 				token, w.home = ci.ID, w.agent(ci.NodeID)
@@ -55,7 +57,7 @@ func startAMWorld(t testing.TB, n int, shape func(*Config)) *amWorld {
 	})
 	w.am = rpc.NewAMClient(w.app, 1, token, w.home.RPCAddr())
 	t.Cleanup(w.am.Close)
-	if _, err := w.am.Register(); err != nil {
+	if _, err := w.am.Register(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return w
@@ -65,7 +67,7 @@ func startAMWorld(t testing.TB, n int, shape func(*Config)) *amWorld {
 // after the AM started: the AM's node shows its vcore in use.
 func (w *amWorld) waitList(n int) {
 	w.t.Helper()
-	waitFor(w.t, 15*time.Second, func() bool {
+	testutil.WaitFor(w.t, 15*time.Second, func() bool {
 		list, _ := w.home.sched.snapshot()
 		seen := false
 		for _, e := range list {
@@ -90,7 +92,7 @@ func (w *amWorld) agent(id string) *Agent {
 // containers lists the app's containers as the servers know them.
 func (w *amWorld) containers() []rpc.ContainerInfo {
 	var list rpc.ContainerListResponse
-	if err := w.c.Call("Container.List", &rpc.ContainerListRequest{AppID: w.app}, &list); err != nil {
+	if err := w.c.Call(context.Background(), "Container.List", &rpc.ContainerListRequest{AppID: w.app}, &list); err != nil {
 		w.t.Fatal(err)
 	}
 	return list.Containers
@@ -108,7 +110,7 @@ func (w *amWorld) container(id string) (rpc.ContainerInfo, bool) {
 // allocate calls AM.Allocate through the proxy, blocking at most a second.
 func (w *amWorld) allocate(req rpc.AMAllocateRequest) *rpc.AMAllocateResponse {
 	w.t.Helper()
-	resp, err := w.am.Allocate(req, time.Second)
+	resp, err := w.am.Allocate(context.Background(), req, time.Second)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -118,7 +120,7 @@ func (w *amWorld) allocate(req rpc.AMAllocateRequest) *rpc.AMAllocateResponse {
 // start runs `sleep 600` in an allocated container on its node.
 func (w *amWorld) start(ci rpc.ContainerInfo) *rpc.ContainerStartResponse {
 	w.t.Helper()
-	resp, err := w.am.StartContainer(ci, rpc.LaunchSpec{Command: []string{"sleep", "600"}})
+	resp, err := w.am.StartContainer(context.Background(), ci, rpc.LaunchSpec{Command: []string{"sleep", "600"}})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -132,7 +134,7 @@ func (w *amWorld) setOpportunistic(o scheduler.OpportunisticConfig) {
 	cfg := scheduler.DefaultQueueConfig()
 	cfg.Scheduler.Opportunistic = o
 	var resp rpc.WriteResponse
-	if err := w.c.Call("Queue.Apply", &rpc.QueueApplyRequest{Config: cfg}, &resp); err != nil {
+	if err := w.c.Call(context.Background(), "Queue.Apply", &rpc.QueueApplyRequest{Config: cfg}, &resp); err != nil {
 		w.t.Fatal(err)
 	}
 }

@@ -1,11 +1,13 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"testing"
 	"time"
 
+	"github.com/weft-sched/weft/internal/testutil"
 	"github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -28,7 +30,7 @@ func BenchmarkOpportunisticAllocation(b *testing.B) {
 				o := scheduler.DefaultOpportunisticConfig()
 				o.Distributed = false
 				w.setOpportunistic(o)
-				waitFor(b, 15*time.Second, func() bool { centralized, _, _, _ := w.home.sched.view(); return centralized })
+				testutil.WaitFor(b, 15*time.Second, func() bool { centralized, _, _, _ := w.home.sched.view(); return centralized })
 			}
 			w.waitList(3)
 			req := rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(1, 1, true)}}
@@ -37,7 +39,7 @@ func BenchmarkOpportunisticAllocation(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				start := time.Now()
-				resp, err := w.am.Allocate(req, time.Second)
+				resp, err := w.am.Allocate(context.Background(), req, time.Second)
 				lat = append(lat, time.Since(start))
 				if err != nil || len(resp.Allocated) != 1 {
 					b.Fatalf("allocation %d: %v, %d containers", i, err, len(resp.Allocated))
@@ -112,14 +114,14 @@ type shortTasksResult struct {
 func runShortTasks(b *testing.B, c *rpc.Client, apps, perApp, opportunistic int) shortTasksResult {
 	var ids []string
 	for a := 0; a < apps; a++ {
-		spec := scheduler.AppSpec{Name: fmt.Sprintf("short-%d", a), DShell: scheduler.DShell{NumContainers: perApp,
+		spec := scheduler.AppSpec{Name: fmt.Sprintf("short-%d", a), User: "test", DShell: scheduler.DShell{NumContainers: perApp,
 			Resources: scheduler.Resources{MemoryMB: 256, Vcores: 1}, ExecutionType: scheduler.Guaranteed,
 			Env: map[string]string{"APP": fmt.Sprint(a)}, Command: []string{"sh", "-c", shortTasks}}}
 		if a < opportunistic {
 			spec.DShell.ExecutionType, spec.DShell.EnforceExecutionType = scheduler.Opportunistic, true
 		}
 		var sub rpc.AppSubmitResponse
-		if err := c.Call("App.Submit", &rpc.AppSubmitRequest{Spec: spec}, &sub); err != nil {
+		if err := c.Call(context.Background(), "App.Submit", &rpc.AppSubmitRequest{Spec: spec}, &sub); err != nil {
 			b.Fatal(err)
 		}
 		ids = append(ids, sub.AppID)
@@ -139,7 +141,7 @@ func runShortTasks(b *testing.B, c *rpc.Client, apps, perApp, opportunistic int)
 		}
 		last = max(last, app.FinishedAt)
 		var list rpc.ContainerListResponse
-		if err := c.Call("Container.List", &rpc.ContainerListRequest{AppID: id}, &list); err != nil {
+		if err := c.Call(context.Background(), "Container.List", &rpc.ContainerListRequest{AppID: id}, &list); err != nil {
 			b.Fatal(err)
 		}
 		for _, ci := range list.Containers {
@@ -156,7 +158,7 @@ func runShortTasks(b *testing.B, c *rpc.Client, apps, perApp, opportunistic int)
 	}
 	var capacity scheduler.Resources
 	var nodes rpc.NodeListResponse
-	if err := c.Call("Node.List", &rpc.RequestHeader{}, &nodes); err != nil {
+	if err := c.Call(context.Background(), "Node.List", &rpc.RequestHeader{}, &nodes); err != nil {
 		b.Fatal(err)
 	}
 	for _, n := range nodes.Nodes {

@@ -1,14 +1,14 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/weft-sched/weft/internal/testutil"
 	"github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 	"github.com/weft-sched/weft/server"
@@ -23,11 +23,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	weftBin = filepath.Join(dir, "weft")
-	build := exec.Command("go", "build", "-o", weftBin, "../cmd/weft")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build weft:", err)
+	if weftBin, err = testutil.BuildWeft(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -89,20 +86,9 @@ func clusterWith(t testing.TB, n int, shape func(*Config)) (*server.Server, []*A
 	client := rpc.NewClient([]string{srv.RPCAddr()}, nil)
 	t.Cleanup(client.Close)
 	for _, a := range agents {
-		waitFor(t, 15*time.Second, func() bool { return a.Epoch() > 0 })
+		testutil.WaitFor(t, 15*time.Second, func() bool { return a.Epoch() > 0 })
 	}
 	return srv, agents, client
-}
-
-func waitFor(t testing.TB, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func waitApp(t testing.TB, c *rpc.Client, id string) rpc.AppInfo {
@@ -113,7 +99,7 @@ func waitApp(t testing.TB, c *rpc.Client, id string) rpc.AppInfo {
 		req := &rpc.AppRequest{AppID: id}
 		req.MinQueryIndex, req.MaxWait = index, 5*time.Second
 		var resp rpc.AppStatusResponse
-		if err := c.Call("App.Status", req, &resp); err != nil {
+		if err := c.Call(context.Background(), "App.Status", req, &resp); err != nil {
 			t.Fatal(err)
 		}
 		index = resp.Index
@@ -128,8 +114,8 @@ func waitApp(t testing.TB, c *rpc.Client, id string) rpc.AppInfo {
 func TestAppRunsToCompletionInProcess(t *testing.T) {
 	_, _, c := cluster(t, 2)
 	var sub rpc.AppSubmitResponse
-	spec := scheduler.AppSpec{DShell: scheduler.DShell{NumContainers: 4, Command: []string{"sh", "-c", "echo task $WEFT_TASK_INDEX $WEFT_CONTAINER_ID on $WEFT_NODE_ID"}}}
-	if err := c.Call("App.Submit", &rpc.AppSubmitRequest{Spec: spec}, &sub); err != nil {
+	spec := scheduler.AppSpec{User: "test", DShell: scheduler.DShell{NumContainers: 4, Command: []string{"sh", "-c", "echo task $WEFT_TASK_INDEX $WEFT_CONTAINER_ID on $WEFT_NODE_ID"}}}
+	if err := c.Call(context.Background(), "App.Submit", &rpc.AppSubmitRequest{Spec: spec}, &sub); err != nil {
 		t.Fatal(err)
 	}
 	app := waitApp(t, c, sub.AppID)
@@ -137,7 +123,7 @@ func TestAppRunsToCompletionInProcess(t *testing.T) {
 		t.Fatalf("app ended %+v", app)
 	}
 	var list rpc.ContainerListResponse
-	if err := c.Call("Container.List", &rpc.ContainerListRequest{AppID: sub.AppID}, &list); err != nil {
+	if err := c.Call(context.Background(), "Container.List", &rpc.ContainerListRequest{AppID: sub.AppID}, &list); err != nil {
 		t.Fatal(err)
 	}
 	tasks := 0
@@ -151,7 +137,7 @@ func TestAppRunsToCompletionInProcess(t *testing.T) {
 			t.Fatalf("task container %+v", ci)
 		}
 		var logs rpc.ContainerLogsResponse
-		if err := c.Call("Container.Logs", &rpc.ContainerLogsRequest{ID: ci.ID}, &logs); err != nil {
+		if err := c.Call(context.Background(), "Container.Logs", &rpc.ContainerLogsRequest{ID: ci.ID}, &logs); err != nil {
 			t.Fatal(err)
 		}
 		var index int
@@ -168,8 +154,8 @@ func TestAppRunsToCompletionInProcess(t *testing.T) {
 	}
 	// Every resource was given back.
 	var nodes rpc.NodeListResponse
-	waitFor(t, 10*time.Second, func() bool {
-		c.Call("Node.List", &rpc.RequestHeader{}, &nodes)
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		c.Call(context.Background(), "Node.List", &rpc.RequestHeader{}, &nodes)
 		for _, n := range nodes.Nodes {
 			if !n.AllocatedGuaranteed.IsZero() {
 				return false
@@ -182,22 +168,22 @@ func TestAppRunsToCompletionInProcess(t *testing.T) {
 func TestKilledAppStopsItsContainers(t *testing.T) {
 	_, _, c := cluster(t, 1)
 	var sub rpc.AppSubmitResponse
-	spec := scheduler.AppSpec{DShell: scheduler.DShell{NumContainers: 2, Command: []string{"sleep", "300"}}}
-	if err := c.Call("App.Submit", &rpc.AppSubmitRequest{Spec: spec}, &sub); err != nil {
+	spec := scheduler.AppSpec{User: "test", DShell: scheduler.DShell{NumContainers: 2, Command: []string{"sleep", "300"}}}
+	if err := c.Call(context.Background(), "App.Submit", &rpc.AppSubmitRequest{Spec: spec}, &sub); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, func() bool {
+	testutil.WaitFor(t, 30*time.Second, func() bool {
 		var st rpc.AppStatusResponse
-		c.Call("App.Status", &rpc.AppRequest{AppID: sub.AppID}, &st)
+		c.Call(context.Background(), "App.Status", &rpc.AppRequest{AppID: sub.AppID}, &st)
 		return st.App.Containers.Running == 3 // the AM and two tasks
 	})
 	var wr rpc.WriteResponse
-	if err := c.Call("App.Kill", &rpc.AppRequest{AppID: sub.AppID}, &wr); err != nil {
+	if err := c.Call(context.Background(), "App.Kill", &rpc.AppRequest{AppID: sub.AppID}, &wr); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, func() bool {
+	testutil.WaitFor(t, 30*time.Second, func() bool {
 		var list rpc.ContainerListResponse
-		c.Call("Container.List", &rpc.ContainerListRequest{AppID: sub.AppID}, &list)
+		c.Call(context.Background(), "Container.List", &rpc.ContainerListRequest{AppID: sub.AppID}, &list)
 		for _, ci := range list.Containers {
 			if ci.State != "COMPLETED" {
 				return false
@@ -206,7 +192,7 @@ func TestKilledAppStopsItsContainers(t *testing.T) {
 		return len(list.Containers) == 3
 	})
 	var st rpc.AppStatusResponse
-	c.Call("App.Status", &rpc.AppRequest{AppID: sub.AppID}, &st)
+	c.Call(context.Background(), "App.Status", &rpc.AppRequest{AppID: sub.AppID}, &st)
 	if st.App.State != "KILLED" {
 		t.Fatalf("app %+v", st.App)
 	}
@@ -215,7 +201,7 @@ func TestKilledAppStopsItsContainers(t *testing.T) {
 func TestLeaderPushesTheLeastLoadedList(t *testing.T) {
 	_, agents, _ := cluster(t, 3)
 	for _, a := range agents {
-		waitFor(t, 15*time.Second, func() bool { return len(a.LeastLoaded()) == 3 })
+		testutil.WaitFor(t, 15*time.Second, func() bool { return len(a.LeastLoaded()) == 3 })
 		for _, n := range a.LeastLoaded() {
 			// Idle nodes: all their resources free, their whole queue open.
 			if n.QueueSpace != DefaultOpportunisticQueueLength || n.Free.Vcores != 4 || n.Free.MemoryMB != 2048 || n.Address == "" {

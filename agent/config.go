@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/weft-sched/weft/internal/clock"
 	"github.com/weft-sched/weft/scheduler"
 )
 
@@ -51,6 +52,9 @@ type Config struct {
 	CgroupRoot string
 	Build      string
 	Logger     hclog.Logger
+	// Clock drives heartbeats and the distributed scheduler. Default: the
+	// real clock.
+	Clock clock.Clock
 }
 
 func (c *Config) setDefaults() error {
@@ -112,6 +116,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -172,17 +173,16 @@ const maxRenewPoll = 32
 // interval, once none has come for three intervals, it asks up to
 // maxRenewPoll agents that gossip knows (a random sample) for their loads.
 func (a *Agent) renewLoop() {
-	defer a.wg.Done()
 	interval := a.config.HeartbeatInterval
-	tick := time.NewTicker(interval)
+	tick := a.clock.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		select {
-		case <-tick.C:
-		case <-a.shutdownCh:
+		case <-tick.C():
+		case <-a.ctx.Done():
 			return
 		}
-		stale, nodesUsed := a.sched.stale(time.Now(), 3*interval)
+		stale, nodesUsed := a.sched.stale(a.clock.Now(), 3*interval)
 		if !stale {
 			continue
 		}
@@ -190,7 +190,7 @@ func (a *Agent) renewLoop() {
 		rand.Shuffle(len(agents), func(i, j int) { agents[i], agents[j] = agents[j], agents[i] })
 		agents = agents[:min(len(agents), maxRenewPoll)]
 		loads := a.pollLoads(agents, interval)
-		a.sched.renew(loads, nodesUsed, time.Now(), 3*interval)
+		a.sched.renew(loads, nodesUsed, a.clock.Now(), 3*interval)
 		a.logger.Debug("no list from the leader; renewed opportunistic room from the nodes", "answered", len(loads), "asked", len(agents))
 	}
 }
@@ -203,7 +203,9 @@ func (a *Agent) pollLoads(agents []gossip.Agent, timeout time.Duration) []schedu
 		resp wrpc.AgentLoadResponse
 		ok   bool
 	}
-	answers := make(chan answer, len(agents)) // late answers never block
+	ctx, cancel := context.WithTimeout(a.ctx, timeout)
+	defer cancel()
+	answers := make(chan answer, len(agents))
 	for _, ag := range agents {
 		go func() {
 			if ag.ID == a.config.NodeID {
@@ -211,21 +213,16 @@ func (a *Agent) pollLoads(agents []gossip.Agent, timeout time.Duration) []schedu
 				return
 			}
 			var resp wrpc.AgentLoadResponse
-			err := a.client.Pool().Call(ag.RPCAddr, "Agent.Load", &wrpc.RequestHeader{}, &resp)
+			err := a.client.Pool().Call(ctx, ag.RPCAddr, "Agent.Load", &wrpc.RequestHeader{}, &resp)
 			answers <- answer{ag, resp, err == nil}
 		}()
 	}
+	// Every call ends by the deadline, so every answer comes.
 	var out []scheduler.NodeLoad
-	deadline := time.After(timeout)
 	for range agents {
-		select {
-		case r := <-answers:
-			if r.ok {
-				out = append(out, scheduler.NodeLoad{NodeID: r.ag.ID, Address: r.ag.RPCAddr, Rack: r.resp.Rack,
-					Capacity: r.resp.Capacity, Used: r.resp.Load.Used, Queued: r.resp.Load.Queued, QueueCapacity: r.resp.Load.QueueCapacity})
-			}
-		case <-deadline:
-			return out
+		if r := <-answers; r.ok {
+			out = append(out, scheduler.NodeLoad{NodeID: r.ag.ID, Address: r.ag.RPCAddr, Rack: r.resp.Rack,
+				Capacity: r.resp.Capacity, Used: r.resp.Load.Used, Queued: r.resp.Load.Queued, QueueCapacity: r.resp.Load.QueueCapacity})
 		}
 	}
 	return out

@@ -4,8 +4,10 @@
 // scheduler.LocalScheduler, hosts the AMRMProxy that allocates its AMs'
 // opportunistic asks itself from the leader's least-loaded list (the
 // distributed scheduler, which goes on without a leader) and relays the
-// rest of the AM protocol to the servers, and holds the built-in
-// distributed-shell AM (DShell).
+// rest of the AM protocol to the servers, and launches AM containers (the
+// built-in AMs live in package am). A graceful stop (Leave) stops
+// heartbeating first, then every container, reports their ends and takes
+// the node out of service before it leaves the pool.
 //
 // It is plumbing around scheduler decisions: queueing and eviction rules
 // live in package scheduler. The agent must never write replicated state

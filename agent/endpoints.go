@@ -1,31 +1,49 @@
 package agent
 
 import (
-	"fmt"
+	"context"
 
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
 
+// registerEndpoints returns the agent's RPC server: the AM protocol (the
+// AMRMProxy), container management and the node's own load. Each method is
+// named here once, so this is the agent's whole RPC surface.
+func (a *Agent) registerEndpoints() *wrpc.Server {
+	s := wrpc.NewServer(a.logger.Named("rpc"))
+	c, ag := &containerEndpoint{a}, &agentEndpoint{a}
+	wrpc.Register(s, "AM.Register", a.proxy.Register)
+	wrpc.Register(s, "AM.Allocate", a.proxy.Allocate)
+	wrpc.Register(s, "AM.Finish", a.proxy.Finish)
+	wrpc.Register(s, "Container.Start", c.Start)
+	wrpc.Register(s, "Container.Stop", c.Stop)
+	wrpc.Register(s, "Container.Promote", c.Promote)
+	wrpc.Register(s, "Container.Status", c.Status)
+	wrpc.Register(s, "Container.Logs", c.Logs)
+	wrpc.Register(s, "Agent.Load", ag.Load)
+	return s
+}
+
 // containerEndpoint is the container-management protocol (SPEC §8).
 type containerEndpoint struct{ a *Agent }
 
 // Start runs a container placed on this node.
-func (e *containerEndpoint) Start(args *wrpc.ContainerStartRequest, reply *wrpc.ContainerStartResponse) error {
+func (e *containerEndpoint) Start(ctx context.Context, args *wrpc.ContainerStartRequest, reply *wrpc.ContainerStartResponse) error {
 	c := args.Container
 	switch {
 	case c.NodeID != e.a.config.NodeID:
-		return fmt.Errorf("container %s is placed on node %s, not on %s", c.ID, c.NodeID, e.a.config.NodeID)
+		return wrpc.Errorf(wrpc.CodeBadRequest, "container %s is placed on node %s, not on %s", c.ID, c.NodeID, e.a.config.NodeID)
 	case args.Token != c.ID:
-		return fmt.Errorf("container %s: invalid container token", c.ID)
+		return wrpc.Errorf(wrpc.CodeBadRequest, "container %s: invalid container token", c.ID)
 	case len(args.Launch.Command) == 0:
-		return fmt.Errorf("container %s: launch command is empty", c.ID)
+		return wrpc.Errorf(wrpc.CodeBadRequest, "container %s: launch command is empty", c.ID)
 	case scheduler.ValidateContainerResources(c.Resources) != nil:
-		return fmt.Errorf("container %s: %v", c.ID, scheduler.ValidateContainerResources(c.Resources))
+		return wrpc.Errorf(wrpc.CodeBadRequest, "container %s: %v", c.ID, scheduler.ValidateContainerResources(c.Resources))
 	case c.ExecutionType != "" && !scheduler.ExecutionType(c.ExecutionType).Valid():
-		return fmt.Errorf("container %s: execution_type must be GUARANTEED or OPPORTUNISTIC, not %q", c.ID, c.ExecutionType)
+		return wrpc.Errorf(wrpc.CodeBadRequest, "container %s: execution_type must be GUARANTEED or OPPORTUNISTIC, not %q", c.ID, c.ExecutionType)
 	case e.a.epoch.Load() == 0:
-		return fmt.Errorf("node %s is not registered yet", e.a.config.NodeID)
+		return wrpc.Errorf(wrpc.CodeUnavailable, "node %s is not registered yet", e.a.config.NodeID)
 	}
 	// AM containers are launched by the agent itself, on the leader's
 	// order: a client cannot claim one (and with it an AM's identity).
@@ -35,7 +53,7 @@ func (e *containerEndpoint) Start(args *wrpc.ContainerStartRequest, reply *wrpc.
 }
 
 // Stop stops a container on this node.
-func (e *containerEndpoint) Stop(args *wrpc.ContainerIDRequest, reply *struct{}) error {
+func (e *containerEndpoint) Stop(ctx context.Context, args *wrpc.ContainerIDRequest, reply *struct{}) error {
 	e.a.mgr.stop(args.ID, scheduler.ReasonKilled)
 	return nil
 }
@@ -45,15 +63,15 @@ func (e *containerEndpoint) Stop(args *wrpc.ContainerIDRequest, reply *struct{})
 // after recording the promotion; heartbeats repeat it until the agent
 // reports the container guaranteed, and undo a promotion the servers do
 // not hold.
-func (e *containerEndpoint) Promote(args *wrpc.ContainerIDRequest, reply *struct{}) error {
+func (e *containerEndpoint) Promote(ctx context.Context, args *wrpc.ContainerIDRequest, reply *struct{}) error {
 	if !e.a.mgr.promote(args.ID) {
-		return fmt.Errorf("container %s is not running opportunistic on node %s", args.ID, e.a.config.NodeID)
+		return wrpc.Errorf(wrpc.CodeConflict, "container %s is not running opportunistic on node %s", args.ID, e.a.config.NodeID)
 	}
 	return nil
 }
 
 // Status reports containers on this node (all of them if no IDs are given).
-func (e *containerEndpoint) Status(args *wrpc.ContainerStatusRequest, reply *wrpc.ContainerStatusResponse) error {
+func (e *containerEndpoint) Status(ctx context.Context, args *wrpc.ContainerStatusRequest, reply *wrpc.ContainerStatusResponse) error {
 	want := map[string]bool{}
 	for _, id := range args.IDs {
 		want[id] = true
@@ -67,7 +85,7 @@ func (e *containerEndpoint) Status(args *wrpc.ContainerStatusRequest, reply *wrp
 }
 
 // Logs reads a container's stdout or stderr.
-func (e *containerEndpoint) Logs(args *wrpc.ContainerLogsRequest, reply *wrpc.ContainerLogsResponse) error {
+func (e *containerEndpoint) Logs(ctx context.Context, args *wrpc.ContainerLogsRequest, reply *wrpc.ContainerLogsResponse) error {
 	resp, err := e.a.mgr.logs(args)
 	if err != nil {
 		return err
@@ -82,7 +100,7 @@ type agentEndpoint struct{ a *Agent }
 // Load reports the node's capacity and load, for the distributed
 // schedulers of other agents that have had no list from the leader for a
 // while.
-func (e *agentEndpoint) Load(args *wrpc.RequestHeader, reply *wrpc.AgentLoadResponse) error {
+func (e *agentEndpoint) Load(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.AgentLoadResponse) error {
 	*reply = e.a.loadResponse()
 	return nil
 }

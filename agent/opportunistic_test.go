@@ -1,11 +1,13 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/weft-sched/weft/internal/testutil"
 	"github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -44,7 +46,7 @@ func TestAMRMProxySplitsAllocate(t *testing.T) {
 		t.Fatalf("three containers on %v: round-robin should use both nodes", nodes)
 	}
 	// The guaranteed ask goes to the leader; its containers follow.
-	waitFor(t, 15*time.Second, func() bool {
+	testutil.WaitFor(t, 15*time.Second, func() bool {
 		g.Count = 2 - gotG
 		r := w.allocate(rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(2, 0, true), g}})
 		for _, c := range r.Allocated {
@@ -65,7 +67,7 @@ func TestAMRMProxySplitsAllocate(t *testing.T) {
 			t.Fatalf("start %s: %+v", c.ID, r)
 		}
 	}
-	waitFor(t, 15*time.Second, func() bool {
+	testutil.WaitFor(t, 15*time.Second, func() bool {
 		for _, c := range opp {
 			ci, ok := w.container(c.ID)
 			if !ok || ci.State != "RUNNING" || ci.ExecutionType != "OPPORTUNISTIC" || ci.NodeID != c.NodeID {
@@ -75,8 +77,8 @@ func TestAMRMProxySplitsAllocate(t *testing.T) {
 		return true
 	})
 	var nl rpc.NodeListResponse
-	waitFor(t, 5*time.Second, func() bool {
-		w.c.Call("Node.List", &rpc.RequestHeader{}, &nl)
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		w.c.Call(context.Background(), "Node.List", &rpc.RequestHeader{}, &nl)
 		running := 0
 		for _, n := range nl.Nodes {
 			running += n.RunningOpportunistic
@@ -98,14 +100,14 @@ func TestAMRMProxySplitsAllocate(t *testing.T) {
 	// A malformed ask is refused whole, naming the field, and takes no room.
 	bad := oppAsk(4, 5, true)
 	bad.Resources.MemoryMB = -256
-	if _, err := w.am.Allocate(rpc.AMAllocateRequest{Asks: []scheduler.Ask{bad}}, time.Second); err == nil ||
+	if _, err := w.am.Allocate(context.Background(), rpc.AMAllocateRequest{Asks: []scheduler.Ask{bad}}, time.Second); err == nil ||
 		!strings.Contains(err.Error(), "memory_mb must not be negative") {
 		t.Fatalf("an ask of negative memory: %v", err)
 	}
 	// A node refuses to start a container of a size no ask could have.
 	forged := opp[0]
 	forged.ID, forged.Token, forged.Resources = prefix+"999999", prefix+"999999", scheduler.Resources{MemoryMB: 256, Vcores: -4}
-	if _, err := w.am.StartContainer(forged, rpc.LaunchSpec{Command: []string{"true"}}); err == nil ||
+	if _, err := w.am.StartContainer(context.Background(), forged, rpc.LaunchSpec{Command: []string{"true"}}); err == nil ||
 		!strings.Contains(err.Error(), "vcores must not be negative") {
 		t.Fatalf("a container of negative vcores was started: %v", err)
 	}
@@ -115,7 +117,7 @@ func TestAMRMProxySplitsAllocate(t *testing.T) {
 		token, addr string
 	}{{"not-the-token", w.home.RPCAddr()}, {w.am.Token, w.otherAgent().RPCAddr()}} {
 		am := rpc.NewAMClient(w.app, 1, bad.token, bad.addr)
-		_, err := am.Allocate(rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(3, 1, true)}}, time.Second)
+		_, err := am.Allocate(context.Background(), rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(3, 1, true)}}, time.Second)
 		am.Close()
 		if err == nil || !strings.Contains(err.Error(), "no AM with this token runs on node") {
 			t.Fatalf("a foreign AM at %s was served: %v", bad.addr, err)
@@ -141,7 +143,7 @@ func TestAMRMProxyAllocatesWithoutServers(t *testing.T) {
 	w.waitList(2)
 	before := w.allocate(rpc.AMAllocateRequest{})
 	w.srv.Shutdown()
-	waitFor(t, 10*time.Second, w.home.serversDown)
+	testutil.WaitFor(t, 10*time.Second, w.home.serversDown)
 
 	// Take every place the list offers (idle nodes: 7 free vcores beside
 	// the AM, 10 queue places each).
@@ -153,7 +155,7 @@ func TestAMRMProxyAllocatesWithoutServers(t *testing.T) {
 	_, _, at, _ := w.home.sched.view()
 	// No list from the leader: the agent asks the nodes, which run none of
 	// those containers (never started), so the room is whole again.
-	waitFor(t, 15*time.Second, func() bool {
+	testutil.WaitFor(t, 15*time.Second, func() bool {
 		_, _, now, _ := w.home.sched.view()
 		return now != at
 	})
@@ -188,7 +190,7 @@ func TestEnforceExecutionType(t *testing.T) {
 	for _, c := range resp.Allocated {
 		w.start(c)
 	}
-	waitFor(t, 15*time.Second, func() bool { return len(w.home.LeastLoaded()) == 0 })
+	testutil.WaitFor(t, 15*time.Second, func() bool { return len(w.home.LeastLoaded()) == 0 })
 
 	// Enforced: nothing, and no guaranteed ask reaches the leader.
 	for i := 0; i < 2; i++ {
@@ -197,13 +199,13 @@ func TestEnforceExecutionType(t *testing.T) {
 		}
 	}
 	var st rpc.AppStatusResponse
-	if err := w.c.Call("App.Status", &rpc.AppRequest{AppID: w.app}, &st); err != nil || !st.App.Pending.IsZero() {
+	if err := w.c.Call(context.Background(), "App.Status", &rpc.AppRequest{AppID: w.app}, &st); err != nil || !st.App.Pending.IsZero() {
 		t.Fatalf("pending %v (%v): an enforced ask must not turn guaranteed", st.App.Pending, err)
 	}
 	// Not enforced: the leader places it as guaranteed (opportunistic work
 	// takes no guaranteed capacity, so there is room).
 	var got rpc.ContainerInfo
-	waitFor(t, 15*time.Second, func() bool {
+	testutil.WaitFor(t, 15*time.Second, func() bool {
 		r := w.allocate(rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(2, 1, false)}})
 		if len(r.Allocated) > 0 {
 			got = r.Allocated[0]
@@ -216,8 +218,8 @@ func TestEnforceExecutionType(t *testing.T) {
 	}
 	// Once satisfied, the guaranteed twin is withdrawn.
 	w.allocate(rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(2, 0, false)}})
-	waitFor(t, 5*time.Second, func() bool {
-		w.c.Call("App.Status", &rpc.AppRequest{AppID: w.app}, &st)
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		w.c.Call(context.Background(), "App.Status", &rpc.AppRequest{AppID: w.app}, &st)
 		return st.App.Pending.IsZero()
 	})
 }
@@ -233,7 +235,7 @@ func TestPromotionThroughTheProxy(t *testing.T) {
 
 	var promoted []string
 	var failures []rpc.PromotionFailure
-	waitFor(t, 15*time.Second, func() bool {
+	testutil.WaitFor(t, 15*time.Second, func() bool {
 		r := w.allocate(rpc.AMAllocateRequest{Promotions: []string{c.ID, "o-nobody-1-1"}})
 		promoted, failures = r.Promoted, r.PromotionFailures
 		return len(promoted) == 1 // until its node's heartbeat has recorded it running
@@ -246,11 +248,11 @@ func TestPromotionThroughTheProxy(t *testing.T) {
 		t.Fatalf("servers still see %+v as opportunistic", ci)
 	}
 	var nl rpc.NodeListResponse
-	w.c.Call("Node.List", &rpc.RequestHeader{}, &nl)
+	w.c.Call(context.Background(), "Node.List", &rpc.RequestHeader{}, &nl)
 	if n := nl.Nodes[0]; n.RunningGuaranteed != 2 || n.RunningOpportunistic != 0 {
 		t.Fatalf("node %+v: the AM and the promoted container run guaranteed", n)
 	}
-	waitFor(t, 5*time.Second, func() bool {
+	testutil.WaitFor(t, 5*time.Second, func() bool {
 		for _, r := range w.home.mgr.reports() {
 			if r.ID == c.ID {
 				return r.ExecutionType == "GUARANTEED"
@@ -274,7 +276,7 @@ func TestUnrecordedPromotionIsUndone(t *testing.T) {
 	w.waitList(1)
 	c := w.allocate(rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(1, 1, true)}}).Allocated[0]
 	w.start(c)
-	waitFor(t, 15*time.Second, func() bool { ci, ok := w.container(c.ID); return ok && ci.State == "RUNNING" })
+	testutil.WaitFor(t, 15*time.Second, func() bool { ci, ok := w.container(c.ID); return ok && ci.State == "RUNNING" })
 	reported := func() string {
 		for _, r := range w.home.mgr.reports() {
 			if r.ID == c.ID {
@@ -285,13 +287,13 @@ func TestUnrecordedPromotionIsUndone(t *testing.T) {
 	}
 	pool := rpc.NewPool(nil)
 	defer pool.Shutdown()
-	if err := pool.Call(c.NodeAddress, "Container.Promote", &rpc.ContainerIDRequest{ID: c.ID}, &struct{}{}); err != nil {
+	if err := pool.Call(context.Background(), c.NodeAddress, "Container.Promote", &rpc.ContainerIDRequest{ID: c.ID}, &struct{}{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := reported(); got != "GUARANTEED" {
 		t.Fatalf("after Container.Promote the node reports %q", got)
 	}
-	waitFor(t, 10*time.Second, func() bool { return reported() == "OPPORTUNISTIC" })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return reported() == "OPPORTUNISTIC" })
 	if ci, _ := w.container(c.ID); ci.ExecutionType != "OPPORTUNISTIC" {
 		t.Fatalf("servers hold %+v", ci)
 	}
@@ -310,7 +312,7 @@ func TestRebalancingShedsTheNewestQueued(t *testing.T) {
 	// First a limit of 30 whatever the queues: nothing sheds while they fill.
 	w.setOpportunistic(scheduler.OpportunisticConfig{Distributed: true, SortingNodesInterval: time.Second, NodesUsed: 10,
 		QueueLimitStdev: 1, MinQueueLength: 30, MaxQueueLength: 30})
-	waitFor(t, 15*time.Second, func() bool { _, limit := w.home.sched.snapshot(); return limit == 30 })
+	testutil.WaitFor(t, 15*time.Second, func() bool { _, limit := w.home.sched.snapshot(); return limit == 30 })
 	w.waitList(2)
 	resp := w.allocate(rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(1, 100, true)}})
 	// Start in allocation order: each node's queue is in that order.
@@ -330,9 +332,9 @@ func TestRebalancingShedsTheNewestQueued(t *testing.T) {
 	// are even: 20, 15, 12, 11, 10.
 	w.setOpportunistic(scheduler.OpportunisticConfig{Distributed: true, SortingNodesInterval: time.Second, NodesUsed: 10,
 		QueueLimitStdev: 0, MinQueueLength: 0, MaxQueueLength: 30})
-	waitFor(t, 30*time.Second, func() bool { return n1.mgr.load().Queued == 10 })
+	testutil.WaitFor(t, 30*time.Second, func() bool { return n1.mgr.load().Queued == 10 })
 	shed := map[string]bool{}
-	waitFor(t, 15*time.Second, func() bool {
+	testutil.WaitFor(t, 15*time.Second, func() bool {
 		for _, ci := range w.containers() {
 			if ci.Reason == "shed" {
 				shed[ci.ID] = true
@@ -362,11 +364,11 @@ func TestCentralizedOpportunisticAllocation(t *testing.T) {
 	cfg := scheduler.DefaultQueueConfig()
 	cfg.Scheduler.Opportunistic.Distributed = false
 	var wr rpc.WriteResponse
-	if err := c.Call("Queue.Apply", &rpc.QueueApplyRequest{Config: cfg}, &wr); err != nil {
+	if err := c.Call(context.Background(), "Queue.Apply", &rpc.QueueApplyRequest{Config: cfg}, &wr); err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range agents {
-		waitFor(t, 15*time.Second, func() bool { centralized, _, _, _ := a.sched.view(); return centralized })
+		testutil.WaitFor(t, 15*time.Second, func() bool { centralized, _, _, _ := a.sched.view(); return centralized })
 	}
 	runOpportunisticApp(t, c, 12, "c-") // IDs of containers the leader placed
 }
@@ -376,7 +378,7 @@ func TestCentralizedOpportunisticAllocation(t *testing.T) {
 func TestOpportunisticAppRunsThroughTheAMRMProxy(t *testing.T) {
 	_, agents, c := cluster(t, 2)
 	for _, a := range agents {
-		waitFor(t, 15*time.Second, func() bool { return len(a.LeastLoaded()) == 2 })
+		testutil.WaitFor(t, 15*time.Second, func() bool { return len(a.LeastLoaded()) == 2 })
 	}
 	runOpportunisticApp(t, c, 12, "o-n") // IDs an agent minted
 }
@@ -387,17 +389,17 @@ func TestOpportunisticAppRunsThroughTheAMRMProxy(t *testing.T) {
 func runOpportunisticApp(t *testing.T, c *rpc.Client, n int, idPrefix string) {
 	t.Helper()
 	var sub rpc.AppSubmitResponse
-	spec := scheduler.AppSpec{DShell: scheduler.DShell{NumContainers: n, ExecutionType: scheduler.Opportunistic, EnforceExecutionType: true,
+	spec := scheduler.AppSpec{User: "test", DShell: scheduler.DShell{NumContainers: n, ExecutionType: scheduler.Opportunistic, EnforceExecutionType: true,
 		Resources: scheduler.Resources{MemoryMB: 512, Vcores: 1}, Command: []string{"sh", "-c", "sleep 0.2"}}}
-	if err := c.Call("App.Submit", &rpc.AppSubmitRequest{Spec: spec}, &sub); err != nil {
+	if err := c.Call(context.Background(), "App.Submit", &rpc.AppSubmitRequest{Spec: spec}, &sub); err != nil {
 		t.Fatal(err)
 	}
 	if app := waitApp(t, c, sub.AppID); app.State != "FINISHED" {
 		t.Fatalf("app %+v", app)
 	}
 	var list rpc.ContainerListResponse
-	waitFor(t, 10*time.Second, func() bool {
-		c.Call("Container.List", &rpc.ContainerListRequest{AppID: sub.AppID}, &list)
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		c.Call(context.Background(), "Container.List", &rpc.ContainerListRequest{AppID: sub.AppID}, &list)
 		exited := 0
 		for _, ci := range list.Containers {
 			if !ci.IsAM && ci.Reason == "exited" && ci.ExitCode != nil && *ci.ExitCode == 0 {

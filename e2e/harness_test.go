@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weft-sched/weft/internal/testutil"
 )
 
 // weftBin is the binary under test, built once by TestMain (or taken from
@@ -29,11 +31,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	weftBin = filepath.Join(dir, "weft")
-	build := exec.Command("go", "build", "-o", weftBin, "../cmd/weft")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build weft:", err)
+	if weftBin, err = testutil.BuildWeft(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -201,15 +200,5 @@ func cliJSON(t *testing.T, out any, args ...string) error {
 
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testutil.WaitForNoError(t, timeout, what, cond)
 }

@@ -38,13 +38,13 @@ func (t *txn) applyAppSubmit(req *AppSubmitRequest) (string, error) {
 func (t *txn) currentApp(id string, attempt int) (*scheduler.App, error) {
 	app, ok := t.app(id)
 	if !ok {
-		return nil, fmt.Errorf("app %s not found", id)
+		return nil, reject(ErrNotFound, "app %s not found", id)
 	}
 	if app.State.Terminal() {
-		return nil, fmt.Errorf("app %s is %s", id, app.State)
+		return nil, reject(ErrConflict, "app %s is %s", id, app.State)
 	}
 	if attempt != app.CurrentAttempt() || app.AMPending {
-		return nil, fmt.Errorf("attempt %d of app %s is not its current attempt", attempt, id)
+		return nil, reject(ErrConflict, "attempt %d of app %s is not its current attempt", attempt, id)
 	}
 	return app, nil
 }
@@ -70,13 +70,13 @@ func (t *txn) applyAppRegister(req *AppRegisterRequest) error {
 func (t *txn) applyAppFinish(req *AppFinishRequest) error {
 	app, ok := t.app(req.AppID)
 	if !ok {
-		return fmt.Errorf("app %s not found", req.AppID)
+		return reject(ErrNotFound, "app %s not found", req.AppID)
 	}
 	if app.State.Terminal() {
 		if app.State == req.State {
 			return nil
 		}
-		return fmt.Errorf("app %s is already %s", req.AppID, app.State)
+		return reject(ErrConflict, "app %s is already %s", req.AppID, app.State)
 	}
 	switch {
 	case req.Attempt == 0 && req.State == scheduler.AppKilled:
@@ -85,7 +85,7 @@ func (t *txn) applyAppFinish(req *AppFinishRequest) error {
 			return err
 		}
 	default:
-		return fmt.Errorf("an app cannot be ended as %s here", req.State)
+		return reject(ErrInvalid, "an app cannot be ended as %s here", req.State)
 	}
 	a := app.Copy()
 	a.State = req.State
@@ -148,14 +148,14 @@ func (t *txn) applyAskUpdate(req *AskUpdateRequest) error {
 		return err
 	}
 	if app.State != scheduler.AppRunning {
-		return fmt.Errorf("app %s has not registered its AM", req.AppID)
+		return reject(ErrConflict, "app %s has not registered its AM", req.AppID)
 	}
 	for _, ask := range req.Asks {
 		if err := ask.Validate(); err != nil {
 			return err
 		}
 		if ask.ExecutionType != scheduler.Guaranteed {
-			return fmt.Errorf("ask %d: execution_type must be GUARANTEED here, not %q", ask.AskID, ask.ExecutionType)
+			return reject(ErrInvalid, "ask %d: execution_type must be GUARANTEED here, not %q", ask.AskID, ask.ExecutionType)
 		}
 	}
 	// Containers placed after SeenIndex are ones the AM has not heard of

@@ -3,7 +3,9 @@ package fsm
 import (
 	"bytes"
 	"io"
+	"math"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 
@@ -101,6 +103,30 @@ func checkInvariants(t *testing.T, st *State) {
 	}
 	if total != live {
 		t.Fatalf("live index holds %d containers, table has %d live", total, live)
+	}
+	// The time-ordered indexes hold exactly the containers they describe.
+	var wantMarked, wantUnstarted []string
+	for _, c := range st.Containers() {
+		if markedKey(c) != nil {
+			wantMarked = append(wantMarked, c.ID)
+		}
+		if unstartedKey(c) != nil {
+			wantUnstarted = append(wantUnstarted, c.ID)
+		}
+	}
+	ids := func(cs []*scheduler.Container) []string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.ID)
+		}
+		sort.Strings(out)
+		return out
+	}
+	if got := ids(st.PreemptionMarked()); !reflect.DeepEqual(got, wantMarked) {
+		t.Fatalf("marked index holds %v, want %v", got, wantMarked)
+	}
+	if got := ids(st.AllocatedBefore(math.MaxInt64)); !reflect.DeepEqual(got, wantUnstarted) {
+		t.Fatalf("unstarted index holds %v, want %v", got, wantUnstarted)
 	}
 	for _, a := range st.ActiveApps() {
 		if a.State.Terminal() {

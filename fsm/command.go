@@ -26,6 +26,7 @@ const (
 	ContainerStopType    MessageType = 10
 	PreemptMarkType      MessageType = 11
 	PromoteType          MessageType = 12
+	RequestType          MessageType = 13 // a RequestEnvelope: a client write with its request ID
 )
 
 // IgnoreUnknownTypeFlag marks a command that a server which does not know

@@ -93,10 +93,10 @@ func (t *txn) applyContainerStop(req *ContainerStopRequest) error {
 	for _, id := range req.IDs {
 		c, ok := t.container(id)
 		if !ok {
-			return fmt.Errorf("container %s not found", id)
+			return reject(ErrNotFound, "container %s not found", id)
 		}
 		if req.AppID != "" && c.AppID != req.AppID {
-			return fmt.Errorf("container %s belongs to %s, not %s", id, c.AppID, req.AppID)
+			return reject(ErrInvalid, "container %s belongs to %s, not %s", id, c.AppID, req.AppID)
 		}
 		cs = append(cs, c)
 	}

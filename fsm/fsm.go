@@ -64,62 +64,71 @@ func (f *FSM) applyOne(t *txn, l *raft.Log) any {
 	}
 	t.index = l.Index
 	msgType := MessageType(l.Data[0])
-	body := l.Data[1:]
+	if msgType == RequestType {
+		var env RequestEnvelope
+		mustDecode(l.Index, msgType, l.Data[1:], &env)
+		return f.applyRequest(t, l.Index, &env)
+	}
+	return f.applyCommand(t, l.Index, msgType, l.Data[1:])
+}
+
+// applyCommand applies one command of type msgType at index.
+func (f *FSM) applyCommand(t *txn, index uint64, msgType MessageType, body []byte) any {
 	switch msgType {
 	case QueueConfigApplyType:
 		var req QueueConfigApplyRequest
-		mustDecode(l, body, &req)
-		return errOrNil(t.applyQueueConfig(l.Index, &req))
+		mustDecode(index, msgType, body, &req)
+		return errOrNil(t.applyQueueConfig(index, &req))
 	case NodeRegisterType:
 		var req NodeRegisterRequest
-		mustDecode(l, body, &req)
+		mustDecode(index, msgType, body, &req)
 		return result(t.applyNodeRegister(&req))
 	case NodeStatusType:
 		var req NodeStatusRequest
-		mustDecode(l, body, &req)
+		mustDecode(index, msgType, body, &req)
 		return errOrNil(t.applyNodeStatus(&req))
 	case AppSubmitType:
 		var req AppSubmitRequest
-		mustDecode(l, body, &req)
+		mustDecode(index, msgType, body, &req)
 		return result(t.applyAppSubmit(&req))
 	case AppRegisterType:
 		var req AppRegisterRequest
-		mustDecode(l, body, &req)
+		mustDecode(index, msgType, body, &req)
 		return errOrNil(t.applyAppRegister(&req))
 	case AppFinishType:
 		var req AppFinishRequest
-		mustDecode(l, body, &req)
+		mustDecode(index, msgType, body, &req)
 		return errOrNil(t.applyAppFinish(&req))
 	case AskUpdateType:
 		var req AskUpdateRequest
-		mustDecode(l, body, &req)
+		mustDecode(index, msgType, body, &req)
 		return errOrNil(t.applyAskUpdate(&req))
 	case PlanApplyType:
 		var req PlanApplyRequest
-		mustDecode(l, body, &req)
+		mustDecode(index, msgType, body, &req)
 		return t.applyPlan(&req)
 	case ContainerUpdateType:
 		var req ContainerUpdateRequest
-		mustDecode(l, body, &req)
+		mustDecode(index, msgType, body, &req)
 		return errOrNil(t.applyContainerUpdate(&req))
 	case ContainerStopType:
 		var req ContainerStopRequest
-		mustDecode(l, body, &req)
+		mustDecode(index, msgType, body, &req)
 		return errOrNil(t.applyContainerStop(&req))
 	case PromoteType:
 		var req PromoteRequest
-		mustDecode(l, body, &req)
+		mustDecode(index, msgType, body, &req)
 		return t.applyPromote(&req)
 	case PreemptMarkType:
 		var req PreemptMarkRequest
-		mustDecode(l, body, &req)
+		mustDecode(index, msgType, body, &req)
 		return errOrNil(t.applyPreemptMark(&req))
 	}
 	if msgType&IgnoreUnknownTypeFlag != 0 {
-		f.logger.Warn("ignoring unknown command type", "type", uint8(msgType), "index", l.Index)
+		f.logger.Warn("ignoring unknown command type", "type", uint8(msgType), "index", index)
 		return nil
 	}
-	panic(fmt.Sprintf("fsm: unknown command type %d at index %d: this binary is older than the cluster's log", msgType, l.Index))
+	panic(fmt.Sprintf("fsm: unknown command type %d at index %d: this binary is older than the cluster's log", msgType, index))
 }
 
 // errOrNil keeps a nil error an untyped nil in the apply future.
@@ -138,9 +147,9 @@ func result[T any](v T, err error) any {
 	return v
 }
 
-func mustDecode(l *raft.Log, body []byte, out any) {
+func mustDecode(index uint64, t MessageType, body []byte, out any) {
 	if err := decode(body, out); err != nil {
-		panic(fmt.Sprintf("fsm: cannot decode command type %d at index %d: %v", l.Data[0], l.Index, err))
+		panic(fmt.Sprintf("fsm: cannot decode command type %d at index %d: %v", t, index, err))
 	}
 }
 

@@ -88,8 +88,8 @@ func TestRejectedCommandChangesNothing(t *testing.T) {
 	} {
 		res := f.Apply(command(t, 2, QueueConfigApplyType, req))
 		err, ok := res.(error)
-		if !ok || !errors.Is(err, ErrInvalidQueueConfig) {
-			t.Fatalf("%s: apply returned %v, want ErrInvalidQueueConfig", name, res)
+		if !ok || !errors.Is(err, ErrInvalid) || !strings.HasPrefix(err.Error(), "invalid queue configuration: ") {
+			t.Fatalf("%s: apply returned %v, want an invalid queue configuration", name, res)
 		}
 		st := f.State()
 		if !reflect.DeepEqual(st.QueueConfig(), good.QueueConfig()) || st.TableIndex(TableQueues) != 1 {

@@ -1,8 +1,6 @@
 package fsm
 
 import (
-	"fmt"
-
 	"github.com/weft-sched/weft/scheduler"
 )
 
@@ -10,10 +8,10 @@ import (
 // previous registration are lost: the agent that held them is gone.
 func (t *txn) applyNodeRegister(req *NodeRegisterRequest) (uint64, error) {
 	if req.ID == "" {
-		return 0, fmt.Errorf("node id is empty")
+		return 0, reject(ErrInvalid, "node id is empty")
 	}
 	if err := req.Capacity.Validate(); err != nil {
-		return 0, fmt.Errorf("node %s capacity: %w", req.ID, err)
+		return 0, reject(ErrInvalid, "node %s capacity: %v", req.ID, err)
 	}
 	epoch := uint64(1)
 	if old, ok := t.node(req.ID); ok {
@@ -38,7 +36,7 @@ func (t *txn) applyNodeRegister(req *NodeRegisterRequest) (uint64, error) {
 func (t *txn) applyNodeStatus(req *NodeStatusRequest) error {
 	n, ok := t.node(req.ID)
 	if !ok {
-		return fmt.Errorf("node %s is not registered", req.ID)
+		return reject(ErrNotFound, "node %s is not registered", req.ID)
 	}
 	if n.Epoch != req.Epoch || n.Status == req.Status {
 		return nil // about an older registration, or nothing to change
@@ -46,7 +44,7 @@ func (t *txn) applyNodeStatus(req *NodeStatusRequest) error {
 	switch req.Status {
 	case scheduler.NodeReady, scheduler.NodeDraining, scheduler.NodeDown:
 	default:
-		return fmt.Errorf("node status %q is not READY, DRAINING or DOWN", req.Status)
+		return reject(ErrInvalid, "node status %q is not READY, DRAINING or DOWN", req.Status)
 	}
 	if req.Status == scheduler.NodeDown {
 		for _, c := range t.liveOnNode(req.ID) {

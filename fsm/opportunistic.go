@@ -43,7 +43,7 @@ func (t *txn) placeOpportunistic(pos int, p *scheduler.Placement, app *scheduler
 // is over is recorded already marked for its agent to kill.
 func (t *txn) recordOpportunistic(nodeID string, records []ContainerRecord) error {
 	if _, ok := t.node(nodeID); !ok {
-		return fmt.Errorf("node %s is not registered", nodeID)
+		return reject(ErrNotFound, "node %s is not registered", nodeID)
 	}
 	for i := range records {
 		r := &records[i]

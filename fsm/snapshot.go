@@ -29,6 +29,7 @@ const (
 	recordNode        recordType = 2
 	recordApp         recordType = 3
 	recordContainer   recordType = 4
+	recordRequest     recordType = 5
 	recordEnd         recordType = 0x7f
 )
 
@@ -81,6 +82,9 @@ func writeSnapshot(w io.Writer, st *State) error {
 	if err := writeTable(st.containers, recordContainer, record); err != nil {
 		return fmt.Errorf("write containers: %w", err)
 	}
+	if err := writeTable(st.requestsByIndex, recordRequest, record); err != nil {
+		return fmt.Errorf("write request records: %w", err)
+	}
 	if err := bw.WriteByte(byte(recordEnd)); err != nil {
 		return err
 	}
@@ -119,6 +123,8 @@ func readSnapshot(r io.Reader) (*State, error) {
 	copy(s.tableIndex[:], hdr.TableIndex)
 	nodes, apps, active := s.nodes.Txn(), s.apps.Txn(), s.activeApps.Txn()
 	containers, byApp, live := s.containers.Txn(), s.byApp.Txn(), s.liveByNode.Txn()
+	marked, unstarted := s.marked.Txn(), s.unstarted.Txn()
+	requests, requestsByIndex := s.requests.Txn(), s.requestsByIndex.Txn()
 	for {
 		b, err := br.ReadByte()
 		if err != nil {
@@ -128,6 +134,8 @@ func readSnapshot(r io.Reader) (*State, error) {
 		case recordEnd:
 			s.nodes, s.apps, s.activeApps = nodes.CommitOnly(), apps.CommitOnly(), active.CommitOnly()
 			s.containers, s.byApp, s.liveByNode = containers.CommitOnly(), byApp.CommitOnly(), live.CommitOnly()
+			s.marked, s.unstarted = marked.CommitOnly(), unstarted.CommitOnly()
+			s.requests, s.requestsByIndex = requests.CommitOnly(), requestsByIndex.CommitOnly()
 			return s, nil
 		case recordNode:
 			n := new(scheduler.Node)
@@ -154,6 +162,21 @@ func readSnapshot(r io.Reader) (*State, error) {
 			if c.State.Live() {
 				live.Insert(pairKey(c.NodeID, c.ID), c)
 			}
+			if k := markedKey(c); k != nil {
+				marked.Insert(k, c)
+			}
+			if k := unstartedKey(c); k != nil {
+				unstarted.Insert(k, c)
+			}
+		case recordRequest:
+			r := new(RequestRecord)
+			if err := dec.Decode(r); err != nil {
+				return nil, fmt.Errorf("read request record: %w", err)
+			}
+			if _, replaced := requests.Insert([]byte(r.ID), r); !replaced {
+				s.numRequests++
+			}
+			requestsByIndex.Insert(indexKey(r.Index), r)
 		case recordQueueConfig:
 			var c scheduler.QueueConfig
 			if err := dec.Decode(&c); err != nil {

@@ -42,6 +42,14 @@ type State struct {
 	containers *iradix.Tree[*scheduler.Container] // container ID
 	byApp      *iradix.Tree[*scheduler.Container] // app ID \x00 container ID
 	liveByNode *iradix.Tree[*scheduler.Container] // node ID \x00 container ID, live containers only
+	// marked: live containers marked for preemption, by kill time then ID.
+	marked *iradix.Tree[*scheduler.Container]
+	// unstarted: live ALLOCATED task containers, by allocation time then ID.
+	unstarted *iradix.Tree[*scheduler.Container]
+
+	requests        *iradix.Tree[*RequestRecord] // request ID
+	requestsByIndex *iradix.Tree[*RequestRecord] // big-endian Raft index of first application
+	numRequests     int
 
 	changed chan struct{}
 }
@@ -96,6 +104,57 @@ func (s *State) NodeLiveContainers(nodeID string) []*scheduler.Container {
 	return collect(s.liveByNode, []byte(nodeID+"\x00"))
 }
 
+// PreemptionMarked returns the live containers marked for preemption, in
+// order of their kill time: the leader's reservations and the room being
+// freed come from them, without a scan of every container.
+func (s *State) PreemptionMarked() []*scheduler.Container { return collect(s.marked, nil) }
+
+// PreemptionsDue returns the live containers marked for preemption whose
+// kill time is at or before t (Unix ns).
+func (s *State) PreemptionsDue(t int64) []*scheduler.Container { return collectUpTo(s.marked, t) }
+
+// AllocatedBefore returns the live task containers still ALLOCATED (placed,
+// never started) that were allocated at or before t (Unix ns).
+func (s *State) AllocatedBefore(t int64) []*scheduler.Container { return collectUpTo(s.unstarted, t) }
+
+// collectUpTo returns the values of a tree keyed by big-endian time then ID
+// whose time is at most t.
+func collectUpTo(tree *iradix.Tree[*scheduler.Container], t int64) []*scheduler.Container {
+	var out []*scheduler.Container
+	if t < 0 {
+		return nil
+	}
+	it := tree.Root().Iterator()
+	for k, v, ok := it.Next(); ok; k, v, ok = it.Next() {
+		if binary.BigEndian.Uint64(k[:8]) > uint64(t) {
+			break
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// timeKey orders containers by a time (Unix ns), then by ID.
+func timeKey(t int64, id string) []byte {
+	return append(indexKey(uint64(max(t, 0))), id...)
+}
+
+// markedKey and unstartedKey return c's key in the marked and unstarted
+// indexes, or nil when it does not belong there.
+func markedKey(c *scheduler.Container) []byte {
+	if !c.State.Live() || c.PreemptKillAt <= 0 {
+		return nil
+	}
+	return timeKey(c.PreemptKillAt, c.ID)
+}
+
+func unstartedKey(c *scheduler.Container) []byte {
+	if c.State != scheduler.ContainerAllocated || c.IsAM {
+		return nil
+	}
+	return timeKey(c.AllocatedAt, c.ID)
+}
+
 func collect[T any](t *iradix.Tree[T], prefix []byte) []T {
 	var out []T
 	it := t.Root().Iterator()
@@ -125,6 +184,11 @@ func newState() *State {
 		containers: iradix.New[*scheduler.Container](),
 		byApp:      iradix.New[*scheduler.Container](),
 		liveByNode: iradix.New[*scheduler.Container](),
+		marked:     iradix.New[*scheduler.Container](),
+		unstarted:  iradix.New[*scheduler.Container](),
+
+		requests:        iradix.New[*RequestRecord](),
+		requestsByIndex: iradix.New[*RequestRecord](),
 	}
 	s.setQueues(scheduler.DefaultQueueConfig())
 	return s

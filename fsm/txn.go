@@ -20,6 +20,11 @@ type txn struct {
 	containers *iradix.Txn[*scheduler.Container]
 	byApp      *iradix.Txn[*scheduler.Container]
 	liveByNode *iradix.Txn[*scheduler.Container]
+	marked     *iradix.Txn[*scheduler.Container]
+	unstarted  *iradix.Txn[*scheduler.Container]
+
+	requests        *iradix.Txn[*RequestRecord]
+	requestsByIndex *iradix.Txn[*RequestRecord]
 
 	// Copies of apps and nodes this txn made and stored: no published
 	// state can see them yet, so the txn may keep changing them in place
@@ -137,6 +142,8 @@ func (t *txn) storeContainer(c *scheduler.Container, accountApp bool) {
 	} else {
 		live.Delete(pairKey(c.NodeID, c.ID))
 	}
+	t.reindex(&t.marked, t.next.marked, old, c, existed, markedKey)
+	t.reindex(&t.unstarted, t.next.unstarted, old, c, existed, unstartedKey)
 	if n, ok := t.mutableNode(c.NodeID); ok {
 		if existed {
 			account(n, old, -1)
@@ -160,6 +167,27 @@ func (t *txn) storeContainer(c *scheduler.Container, accountApp bool) {
 		}
 	}
 	t.touch(TableContainers)
+}
+
+// reindex keeps a secondary index whose key (nil: not indexed) derives
+// from a container, as c replaces old.
+func (t *txn) reindex(tx **iradix.Txn[*scheduler.Container], tree *iradix.Tree[*scheduler.Container],
+	old, c *scheduler.Container, existed bool, key func(*scheduler.Container) []byte) {
+	var oldKey []byte
+	if existed {
+		oldKey = key(old)
+	}
+	newKey := key(c)
+	if oldKey == nil && newKey == nil {
+		return
+	}
+	idx := lazy(tx, tree)
+	if oldKey != nil && string(oldKey) != string(newKey) {
+		idx.Delete(oldKey)
+	}
+	if newKey != nil {
+		idx.Insert(newKey, c)
+	}
 }
 
 func holdsGuaranteed(c *scheduler.Container) bool {
@@ -245,6 +273,18 @@ func (t *txn) commit(index uint64) {
 	}
 	if t.liveByNode != nil {
 		t.next.liveByNode = t.liveByNode.CommitOnly()
+	}
+	if t.marked != nil {
+		t.next.marked = t.marked.CommitOnly()
+	}
+	if t.unstarted != nil {
+		t.next.unstarted = t.unstarted.CommitOnly()
+	}
+	if t.requests != nil {
+		t.next.requests = t.requests.CommitOnly()
+	}
+	if t.requestsByIndex != nil {
+		t.next.requestsByIndex = t.requestsByIndex.CommitOnly()
 	}
 	t.next.index = index
 	t.next.changed = make(chan struct{})

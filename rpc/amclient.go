@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -58,21 +59,21 @@ func NewAMClientFromEnv() (*AMClient, error) {
 }
 
 // Register registers the attempt and returns the app's spec.
-func (c *AMClient) Register() (*AMRegisterResponse, error) {
+func (c *AMClient) Register(ctx context.Context) (*AMRegisterResponse, error) {
 	var resp AMRegisterResponse
-	err := c.amrm.Call("AM.Register", &AMRegisterRequest{AppID: c.AppID, Attempt: c.Attempt, Token: c.Token}, &resp)
+	err := c.amrm.Call(ctx, "AM.Register", &AMRegisterRequest{AppID: c.AppID, Attempt: c.Attempt, Token: c.Token}, &resp)
 	return &resp, err
 }
 
 // Allocate sends asks, releases and promotions and returns what was
 // allocated or completed since the previous call, waiting up to maxWait
 // for something to happen.
-func (c *AMClient) Allocate(req AMAllocateRequest, maxWait time.Duration) (*AMAllocateResponse, error) {
+func (c *AMClient) Allocate(ctx context.Context, req AMAllocateRequest, maxWait time.Duration) (*AMAllocateResponse, error) {
 	req.AppID, req.Attempt, req.Token = c.AppID, c.Attempt, c.Token
 	req.MinQueryIndex = c.index
 	req.MaxWait = maxWait
 	var resp AMAllocateResponse
-	if err := c.amrm.Call("AM.Allocate", &req, &resp); err != nil {
+	if err := c.amrm.Call(ctx, "AM.Allocate", &req, &resp); err != nil {
 		return nil, err
 	}
 	if resp.Index > c.index {
@@ -82,22 +83,22 @@ func (c *AMClient) Allocate(req AMAllocateRequest, maxWait time.Duration) (*AMAl
 }
 
 // Finish ends the app as FINISHED or FAILED.
-func (c *AMClient) Finish(finalState, diagnostics string) error {
+func (c *AMClient) Finish(ctx context.Context, finalState, diagnostics string) error {
 	var resp WriteResponse
-	return c.amrm.Call("AM.Finish", &AMFinishRequest{AppID: c.AppID, Attempt: c.Attempt, Token: c.Token,
+	return c.amrm.Call(ctx, "AM.Finish", &AMFinishRequest{AppID: c.AppID, Attempt: c.Attempt, Token: c.Token,
 		FinalState: finalState, Diagnostics: diagnostics}, &resp)
 }
 
 // StartContainer asks the container's node to run launch in it.
-func (c *AMClient) StartContainer(ci ContainerInfo, launch LaunchSpec) (*ContainerStartResponse, error) {
+func (c *AMClient) StartContainer(ctx context.Context, ci ContainerInfo, launch LaunchSpec) (*ContainerStartResponse, error) {
 	var resp ContainerStartResponse
-	err := c.nodes.Call(ci.NodeAddress, "Container.Start", &ContainerStartRequest{Token: ci.Token, Container: ci, Launch: launch}, &resp)
+	err := c.nodes.Call(ctx, ci.NodeAddress, "Container.Start", &ContainerStartRequest{Token: ci.Token, Container: ci, Launch: launch}, &resp)
 	return &resp, err
 }
 
 // StopContainer asks the container's node to stop it.
-func (c *AMClient) StopContainer(ci ContainerInfo) error {
-	return c.nodes.Call(ci.NodeAddress, "Container.Stop", &ContainerIDRequest{ID: ci.ID}, &struct{}{})
+func (c *AMClient) StopContainer(ctx context.Context, ci ContainerInfo) error {
+	return c.nodes.Call(ctx, ci.NodeAddress, "Container.Stop", &ContainerIDRequest{ID: ci.ID}, &struct{}{})
 }
 
 // Close releases the client's connections.

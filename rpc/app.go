@@ -72,6 +72,16 @@ type AppInfo struct {
 	FinishedAt  int64               `json:"finished_at,omitempty"`
 	Pending     scheduler.Resources `json:"pending"`
 	Containers  ContainerCounts     `json:"containers"`
+	// WhyPending says why the app's AM or next container is not placed,
+	// while it is not (SPEC §16).
+	WhyPending *PendingInfo `json:"why_pending,omitempty"`
+}
+
+// PendingInfo is why something is not placed: a stable code and a line
+// for people.
+type PendingInfo struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 // ContainerCounts counts an app's containers by state.

@@ -1,6 +1,9 @@
 package rpc
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -20,7 +23,7 @@ func TestPoolReusesStreamsConcurrently(t *testing.T) {
 			defer wg.Done()
 			var reply EchoReply
 			text := strings.Repeat("x", i)
-			if err := p.Call(ts.Addr(), "Echo.Echo", &EchoArgs{Text: text}, &reply); err != nil {
+			if err := p.Call(context.Background(), ts.Addr(), "Echo.Echo", &EchoArgs{Text: text}, &reply); err != nil {
 				errs <- err
 			} else if reply.Text != text {
 				errs <- &mismatch{text, reply.Text}
@@ -54,7 +57,7 @@ func TestClientRotatesPastDeadServers(t *testing.T) {
 	c := NewClient([]string{dead, a.Addr()}, nil)
 	defer c.Close()
 	var reply EchoReply
-	if err := c.Call("Echo.Echo", &EchoArgs{Text: "hi"}, &reply); err != nil || reply.From != "a" {
+	if err := c.Call(context.Background(), "Echo.Echo", &EchoArgs{Text: "hi"}, &reply); err != nil || reply.From != "a" {
 		t.Fatalf("call = %v, %+v", err, reply)
 	}
 	// Sticks to the live server.
@@ -62,7 +65,7 @@ func TestClientRotatesPastDeadServers(t *testing.T) {
 		t.Fatalf("client did not stick to the live server: %s", addr)
 	}
 	// Server answers are not retried elsewhere.
-	if err := c.Call("Echo.Fail", &EchoArgs{Text: "x"}, &reply); err == nil || IsRetryable(err) {
+	if err := c.Call(context.Background(), "Echo.Fail", &EchoArgs{Text: "x"}, &reply); err == nil || IsRetryable(err) {
 		t.Fatalf("server error = %v", err)
 	}
 }
@@ -74,7 +77,7 @@ func TestClientFailsFastWhenAllServersAreDown(t *testing.T) {
 	c := NewClient([]string{dead}, nil)
 	defer c.Close()
 	start := time.Now()
-	err := c.Call("Echo.Echo", &EchoArgs{}, &EchoReply{})
+	err := c.Call(context.Background(), "Echo.Echo", &EchoArgs{}, &EchoReply{})
 	if err == nil || IsServerError(err) {
 		t.Fatalf("want a connection error, got %v", err)
 	}
@@ -88,26 +91,40 @@ func TestClientRetriesNoLeaderOnOtherServers(t *testing.T) {
 	c := NewClient([]string{a.Addr(), b.Addr()}, nil)
 	c.RetryBudget = 300 * time.Millisecond
 	defer c.Close()
-	err := c.Call("Echo.NoLeader", &EchoArgs{}, &EchoReply{})
+	err := c.Call(context.Background(), "Echo.NoLeader", &EchoArgs{}, &EchoReply{})
 	if !IsNoLeader(err) {
 		t.Fatalf("want ErrNoLeader after the retry budget, got %v", err)
 	}
 }
 
 func TestErrorHelpers(t *testing.T) {
-	if !IsRetryable(&net.OpError{Op: "dial"}) {
+	if !IsRetryable(&TransportError{Addr: "x", Method: "m", Err: &net.OpError{Op: "dial"}}) {
 		t.Fatal("connection error not retryable")
 	}
-	for _, e := range []error{ErrNoLeader, ErrLeaderNotReady} {
-		wire := serverError(e.Error())
-		if !IsNoLeader(wire) || !IsRetryable(wire) {
-			t.Fatalf("%v over the wire not recognised", e)
+	for _, e := range []error{ErrNoLeader, ErrNotReady, ErrTimeout, ErrUnavailable} {
+		wire := decodeError(encodeError(fmt.Errorf("context: %w", e)))
+		if !errors.Is(wire, e) || !IsRetryable(wire) {
+			t.Fatalf("%v over the wire not recognised: %#v", e, wire)
 		}
 	}
-	if IsRetryable(nil) || IsRetryable(serverError("invalid queue configuration: x")) {
+	if !IsNoLeader(decodeError(encodeError(ErrNotReady))) {
+		t.Fatal("not-ready is not a no-leader condition")
+	}
+	if IsRetryable(nil) || IsRetryable(decodeError(encodeError(Errorf(CodeBadRequest, "invalid queue configuration: x")))) {
 		t.Fatal("non-retryable error called retryable")
 	}
-	if !IsNotFound(serverError("queue root.x not found; ...")) {
-		t.Fatal("not-found over the wire not recognised")
+	got := decodeError(encodeError(Errorf(CodeNotFound, "queue root.x not found; queues are: root")))
+	if !IsNotFound(got) || got.Message != "queue root.x not found; queues are: root" {
+		t.Fatalf("not-found over the wire: %#v", got)
+	}
+	// An error without a code, or text that merely looks like one, stays
+	// uncoded and keeps its whole message.
+	for _, s := range []string{"boom", "[Not a code] x", "[] x"} {
+		if e := decodeError(s); e.Code != CodeUnknown || e.Message != s {
+			t.Fatalf("decodeError(%q) = %#v", s, e)
+		}
+	}
+	if c := ErrorCode(context.DeadlineExceeded); c != CodeTimeout {
+		t.Fatalf("deadline code %s", c)
 	}
 }

@@ -15,10 +15,6 @@ import (
 // MaxRequestSize is the largest request (header and body) a server decodes.
 const MaxRequestSize = 8 << 20
 
-// ErrRequestTooLarge is returned (and the connection closed) when a request
-// exceeds MaxRequestSize.
-var ErrRequestTooLarge = fmt.Errorf("request exceeds the %d MiB limit", MaxRequestSize>>20)
-
 // MsgpackHandle is the codec configuration shared by every weft RPC peer.
 // MaxInitLen is left at the codec's default, which pre-allocates at most
 // 256 KiB for any declared length and grows only as bytes actually arrive,
@@ -41,7 +37,7 @@ type budgetReader struct {
 
 func (b *budgetReader) Read(p []byte) (int, error) {
 	if b.remaining <= 0 {
-		return 0, ErrRequestTooLarge
+		return 0, ErrTooLarge
 	}
 	if int64(len(p)) > b.remaining {
 		p = p[:b.remaining]
@@ -53,7 +49,7 @@ func (b *budgetReader) Read(p []byte) (int, error) {
 
 func (b *budgetReader) ReadByte() (byte, error) {
 	if b.remaining <= 0 {
-		return 0, ErrRequestTooLarge
+		return 0, ErrTooLarge
 	}
 	c, err := b.r.ReadByte()
 	if err == nil {
@@ -113,8 +109,8 @@ func (c *ServerCodec) ReadRequestBody(body any) error {
 	err := c.ServerCodec.ReadRequestBody(body)
 	if err != nil {
 		c.broken.Store(true)
-		if errors.Is(err, ErrRequestTooLarge) {
-			err = ErrRequestTooLarge
+		if errors.Is(err, ErrTooLarge) {
+			err = ErrTooLarge
 		}
 		c.fail(fmt.Errorf("malformed request body: %w", err))
 	}

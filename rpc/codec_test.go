@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net"
 	"net/rpc"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/weft-sched/weft/internal/testutil"
 )
 
 func dialRPC(t testing.TB, addr string) net.Conn {
@@ -39,7 +41,7 @@ func TestCodecRoundTrip(t *testing.T) {
 		t.Fatalf("reply = %+v", reply)
 	}
 	err := client.Call("Echo.Fail", &EchoArgs{Text: "x"}, &reply)
-	if err == nil || err.Error() != "boom: x" || !IsServerError(err) {
+	if err == nil || err.Error() != "[error] boom: x" {
 		t.Fatalf("server error = %#v", err)
 	}
 	// The connection survives a server-side error.
@@ -62,7 +64,7 @@ func TestRequestOverLimitIsRefused(t *testing.T) {
 		t.Fatalf("request over the limit accepted")
 	}
 	// The server dropped the connection and said why.
-	waitFor(t, 5*time.Second, func() bool { return len(ts.dropped()) > 0 })
+	testutil.WaitFor(t, 5*time.Second, func() bool { return len(ts.dropped()) > 0 })
 	if got := ts.dropped()[0]; !strings.Contains(got, "exceeds the 8 MiB limit") {
 		t.Fatalf("drop reason = %q", got)
 	}
@@ -131,7 +133,7 @@ func (byteConn) Close() error { return nil }
 
 // serveBytes runs a server codec over input as if it came from a socket.
 func serveBytes(input []byte) {
-	newRPCServer("fuzz").ServeCodec(NewServerCodec(byteConn{bytes.NewReader(input), io.Discard}, nil))
+	newRPCServer("fuzz", nil).ServeConn(context.Background(), byteConn{bytes.NewReader(input), io.Discard}, nil)
 }
 
 func FuzzServerCodec(f *testing.F) {
@@ -146,16 +148,3 @@ func FuzzServerCodec(f *testing.F) {
 		serveBytes(data) // must return, and must not panic
 	})
 }
-
-func waitFor(t testing.TB, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", timeout)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func serverError(s string) error { return rpc.ServerError(s) }

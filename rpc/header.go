@@ -1,7 +1,11 @@
 package rpc
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -23,6 +27,39 @@ type RequestHeader struct {
 	MinQueryIndex uint64 `codec:"min_query_index" json:"min_query_index,omitempty"`
 	// MaxWait bounds a blocking read; at most MaxBlockingWait.
 	MaxWait time.Duration `codec:"max_wait" json:"max_wait,omitempty"`
+	// RequestID identifies one logical write: a write retried with the same
+	// ID (by a client after a broken connection, or by a follower
+	// forwarding it) is applied at most once, and the retry gets the first
+	// answer. Clients fill it in; see NewRequestID.
+	RequestID string `codec:"request_id" json:"-"`
+	// Timeout is how long the caller waits for the answer from when the
+	// request is sent: the server gives up (and stops forwarding or holding
+	// the request) before then. Clients fill it in.
+	Timeout time.Duration `codec:"timeout" json:"-"`
+}
+
+// MaxRequestIDLength bounds a request ID.
+const MaxRequestIDLength = 64
+
+// NewRequestID returns a fresh random request ID.
+func NewRequestID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ValidateRequestID checks the header's request ID: empty, or at most
+// MaxRequestIDLength letters, digits, '-' and '_'.
+func (h *RequestHeader) ValidateRequestID() error {
+	if len(h.RequestID) > MaxRequestIDLength {
+		return Errorf(CodeBadRequest, "request_id: longer than %d characters", MaxRequestIDLength)
+	}
+	for _, c := range h.RequestID {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return Errorf(CodeBadRequest, "request_id: %s: use letters, digits, '-' and '_'", strconv.Quote(h.RequestID))
+		}
+	}
+	return nil
 }
 
 // Header returns h; it lets servers reach the header of any request type.
@@ -54,6 +91,10 @@ type ResponseMeta struct {
 	LastContact time.Duration `codec:"last_contact" json:"last_contact"`
 	// KnownLeader reports whether the answering server knew a leader.
 	KnownLeader bool `codec:"known_leader" json:"known_leader"`
+	// IndexLag is how many committed Raft entries the answering server had
+	// not applied yet when it answered (0 on the leader): with LastContact,
+	// how far behind a stale read is.
+	IndexLag uint64 `codec:"index_lag" json:"index_lag"`
 }
 
 // Meta returns m; it lets servers fill the meta of any response type.
@@ -82,8 +123,9 @@ func (m *ResponseMeta) StaleNote() string {
 	switch {
 	case !m.KnownLeader:
 		return "the answering server knows no leader; this answer may be out of date"
-	case m.LastContact > 0:
-		return "stale read: the answering server last heard from the leader " + m.LastContact.Round(time.Millisecond).String() + " ago"
+	case m.LastContact > 0 || m.IndexLag > 0:
+		return fmt.Sprintf("stale read: the answering server last heard from the leader %s ago and was %d entries behind what it knew to be committed",
+			m.LastContact.Round(time.Millisecond), m.IndexLag)
 	}
 	return ""
 }

@@ -15,6 +15,14 @@ type NodeRegisterRequest struct {
 	Capacity scheduler.Resources `codec:"capacity"`
 }
 
+// NodeDeregisterRequest tells the servers an agent is leaving gracefully
+// (Node.Deregister): its node is DOWN at once, at that epoch.
+type NodeDeregisterRequest struct {
+	RequestHeader
+	ID    string `codec:"id"`
+	Epoch uint64 `codec:"epoch"`
+}
+
 // NodeRegisterResponse answers Node.Register.
 type NodeRegisterResponse struct {
 	Epoch   uint64   `codec:"epoch"`

@@ -1,6 +1,8 @@
 package rpc
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -31,6 +33,7 @@ func YamuxConfig() *yamux.Config {
 	c.LogOutput = io.Discard
 	c.KeepAliveInterval = yamuxKeepAlive
 	c.ConnectionWriteTimeout = yamuxWriteDeadline
+	c.StreamOpenTimeout = yamuxWriteDeadline
 	return c
 }
 
@@ -66,37 +69,70 @@ func NewPool(logger hclog.Logger) *Pool {
 	return &Pool{logger: logger.Named("rpc_pool"), sessions: map[string]*muxSession{}}
 }
 
-// Call invokes method on the server at addr. A server's answer (including a
-// server-side error) comes back as it is; a failure to reach the server, or
-// a broken stream, is wrapped with the address and the session is dropped.
-func (p *Pool) Call(addr, method string, args, reply any) error {
-	timeout := DefaultCallTimeout
+// Call invokes method on the server at addr and waits for the answer
+// until ctx ends or the request's own timeout (DefaultCallTimeout, or its
+// blocking wait plus that) passes, whichever comes first. The server is
+// told how long the caller waits (RequestHeader.Timeout), so it gives up in
+// time to answer. A server's answer that is an error comes back as an
+// *Error with the server's code; a failure to reach the server or to get
+// its answer is a *TransportError, and the session to it is dropped.
+func (p *Pool) Call(ctx context.Context, addr, method string, args, reply any) error {
+	deadline := time.Now().Add(DefaultCallTimeout)
+	var hdr *RequestHeader
 	if h, ok := args.(interface{ Header() *RequestHeader }); ok {
-		timeout = h.Header().callTimeout()
+		hdr = h.Header()
+		deadline = time.Now().Add(hdr.callTimeout())
 	}
-	s, err := p.session(addr)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := ctx.Err(); err != nil {
+		return &TransportError{Addr: addr, Method: method, Err: err}
+	}
+	if hdr != nil {
+		// Leave the answer time to come back.
+		remaining := time.Until(deadline)
+		hdr.Timeout = remaining - min(remaining/16, 250*time.Millisecond)
+	}
+	s, err := p.session(ctx, addr)
 	if err != nil {
-		return err
+		return &TransportError{Addr: addr, Method: method, Err: err}
 	}
 	st, err := s.stream()
 	if err != nil {
 		p.drop(s)
-		return fmt.Errorf("open stream to %s: %w", addr, err)
+		return &TransportError{Addr: addr, Method: method, Err: fmt.Errorf("open stream: %w", err)}
 	}
-	st.SetDeadline(time.Now().Add(timeout))
+	st.SetDeadline(deadline)
+	// A caller that gives up early closes the stream under the call.
+	stop := context.AfterFunc(ctx, func() { st.Close() })
 	err = msgpackrpc.CallWithCodec(st.codec, method, args, reply)
-	if err != nil && !IsServerError(err) {
-		st.Close()
-		if s.session.IsClosed() {
-			p.drop(s)
-		}
-		return fmt.Errorf("call %s on %s: %w", method, addr, err)
+	cancelled := !stop()
+	var se rpc.ServerError
+	switch {
+	case err == nil && !cancelled:
+		s.release(st)
+		return nil
+	case errors.As(err, &se) && !cancelled:
+		s.release(st)
+		return decodeError(string(se))
 	}
-	s.release(st)
-	return err
+	st.Close()
+	switch {
+	case cancelled:
+		err = ctx.Err()
+	case !time.Now().Before(deadline):
+		err = fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
+	}
+	if !errors.Is(err, context.Canceled) {
+		// A server that did not answer in time, or broke the stream, is not
+		// trusted with the session's other calls: reconnect next time.
+		p.drop(s)
+	}
+	return &TransportError{Addr: addr, Method: method, Err: err}
 }
 
-func (p *Pool) session(addr string) (*muxSession, error) {
+func (p *Pool) session(ctx context.Context, addr string) (*muxSession, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -108,7 +144,8 @@ func (p *Pool) session(addr string) (*muxSession, error) {
 	}
 	p.mu.Unlock()
 
-	conn, err := net.DialTimeout("tcp", addr, dialTimeout)
+	d := net.Dialer{Timeout: dialTimeout}
+	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}

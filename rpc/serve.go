@@ -1,10 +1,10 @@
 package rpc
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
-	"net/rpc"
 	"sync"
 	"time"
 
@@ -17,9 +17,11 @@ import (
 // to Raft (when a Raft handoff is set), anything else is closed with a
 // logged reason. Malformed requests close only their own connection.
 type Listener struct {
-	rpc    *rpc.Server
+	rpc    *Server
 	logger hclog.Logger
 	raft   func(net.Conn)
+	ctx    context.Context // ends when the listener closes
+	cancel context.CancelFunc
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -29,11 +31,12 @@ type Listener struct {
 
 // NewListener returns a Listener for rpcServer. raft, if not nil, receives
 // connections whose first byte is ConnRaft.
-func NewListener(rpcServer *rpc.Server, logger hclog.Logger, raft func(net.Conn)) *Listener {
+func NewListener(rpcServer *Server, logger hclog.Logger, raft func(net.Conn)) *Listener {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	return &Listener{rpc: rpcServer, logger: logger, raft: raft, conns: map[net.Conn]struct{}{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Listener{rpc: rpcServer, logger: logger, raft: raft, conns: map[net.Conn]struct{}{}, ctx: ctx, cancel: cancel}
 }
 
 // Serve accepts connections on ln until ln is closed.
@@ -52,20 +55,28 @@ func (l *Listener) Serve(ln net.Listener) {
 			time.Sleep(10 * time.Millisecond) // back off a hot error loop (e.g. out of file descriptors)
 			continue
 		}
-		go l.handle(conn)
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			l.handle(conn)
+		}()
 	}
 }
 
-// Close closes every connection being served. Close the net.Listener too.
+// Close closes every connection being served, ends the contexts of the
+// requests in flight and waits for their handlers to return. Close the
+// net.Listener first, so that Serve accepts nothing more.
 func (l *Listener) Close() {
 	l.mu.Lock()
 	l.closed = true
 	conns := l.conns
 	l.conns = map[net.Conn]struct{}{}
 	l.mu.Unlock()
+	l.cancel()
 	for c := range conns {
 		c.Close()
 	}
+	l.wg.Wait()
 }
 
 func (l *Listener) isClosed() bool {
@@ -91,10 +102,15 @@ func (l *Listener) untrack(c net.Conn) {
 }
 
 func (l *Listener) handle(conn net.Conn) {
+	if !l.track(conn) {
+		conn.Close()
+		return
+	}
 	conn.SetReadDeadline(time.Now().Add(HandshakeTimeout))
 	var b [1]byte
 	if _, err := io.ReadFull(conn, b[:]); err != nil {
 		l.logger.Debug("connection closed before its type byte", "remote", conn.RemoteAddr(), "error", err)
+		l.untrack(conn)
 		conn.Close()
 		return
 	}
@@ -102,12 +118,9 @@ func (l *Listener) handle(conn net.Conn) {
 	t := ConnType(b[0])
 	switch {
 	case t == ConnRaft && l.raft != nil:
+		l.untrack(conn) // Raft's transport owns it from here
 		l.raft(conn)
 	case t == ConnRPC || t == ConnMultiplex:
-		if !l.track(conn) {
-			conn.Close()
-			return
-		}
 		defer l.untrack(conn)
 		if t == ConnRPC {
 			l.serveRPC(conn)
@@ -116,6 +129,7 @@ func (l *Listener) handle(conn net.Conn) {
 		}
 	default:
 		l.logger.Warn("closing connection with unknown type byte", "remote", conn.RemoteAddr(), "byte", b[0])
+		l.untrack(conn)
 		conn.Close()
 	}
 }
@@ -136,15 +150,15 @@ func (l *Listener) serveMultiplex(conn net.Conn) {
 			}
 			return
 		}
-		go l.serveRPC(stream)
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			l.serveRPC(stream)
+		}()
 	}
 }
 
 // serveRPC serves msgpack RPC on one connection or stream until it closes.
 func (l *Listener) serveRPC(conn net.Conn) {
-	remote := conn.RemoteAddr()
-	codec := NewServerCodec(conn, func(err error) {
-		l.logger.Warn("dropping RPC connection", "remote", remote, "error", err)
-	})
-	l.rpc.ServeCodec(codec)
+	l.rpc.ServeConn(l.ctx, conn, &ConnInfo{RemoteAddr: conn.RemoteAddr()})
 }

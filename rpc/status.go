@@ -1,6 +1,10 @@
 package rpc
 
-import "github.com/weft-sched/weft/scheduler"
+import (
+	"time"
+
+	"github.com/weft-sched/weft/scheduler"
+)
 
 // Member is one member of the serf pool, as `weft members` shows it.
 type Member struct {
@@ -60,6 +64,20 @@ type RaftServer struct {
 	Voter bool   `json:"voter"`
 }
 
+// RaftStatus answers Status.Raft: one server's own Raft state.
+type RaftStatus struct {
+	ID           string        `json:"id"`
+	Address      string        `json:"address"`
+	State        string        `json:"state"` // Leader, Follower, Candidate or Shutdown
+	Term         uint64        `json:"term"`
+	LastIndex    uint64        `json:"last_index"`
+	CommitIndex  uint64        `json:"commit_index"`
+	AppliedIndex uint64        `json:"applied_index"`
+	Leader       string        `json:"leader"`
+	LeaderID     string        `json:"leader_id"`
+	LastContact  time.Duration `json:"last_contact"`
+}
+
 // RaftConfigurationResponse answers Operator.RaftGetConfiguration.
 type RaftConfigurationResponse struct {
 	ResponseMeta `codec:"meta" json:"-"`
@@ -74,7 +92,9 @@ type RaftRemovePeerRequest struct {
 	Address string `json:"address"`
 }
 
-// WriteResponse answers a write: the Raft index at which it was applied.
+// WriteResponse answers a write: the Raft index at which it was applied,
+// and anything the writer should know about what it did.
 type WriteResponse struct {
-	Index uint64 `json:"index"`
+	Index    uint64   `json:"index"`
+	Warnings []string `json:"warnings,omitempty"`
 }

@@ -1,9 +1,9 @@
 package rpc
 
 import (
+	"context"
 	"errors"
 	"net"
-	"net/rpc"
 	"strings"
 	"sync"
 	"testing"
@@ -33,20 +33,53 @@ type EchoReply struct {
 
 type Echo struct{ name string }
 
-func (e *Echo) Echo(args *EchoArgs, reply *EchoReply) error {
+func (e *Echo) Echo(ctx context.Context, args *EchoArgs, reply *EchoReply) error {
 	reply.Text, reply.Size, reply.From = args.Text, len(args.Blob), e.name
 	return nil
 }
 
-func (e *Echo) Fail(args *EchoArgs, reply *EchoReply) error { return errors.New("boom: " + args.Text) }
+func (e *Echo) Fail(ctx context.Context, args *EchoArgs, reply *EchoReply) error {
+	return errors.New("boom: " + args.Text)
+}
 
-func (e *Echo) NoLeader(args *EchoArgs, reply *EchoReply) error { return ErrNoLeader }
+func (e *Echo) NoLeader(ctx context.Context, args *EchoArgs, reply *EchoReply) error {
+	return ErrNoLeader
+}
 
-func newRPCServer(name string) *rpc.Server {
-	s := rpc.NewServer()
-	if err := s.RegisterName("Echo", &Echo{name: name}); err != nil {
-		panic(err)
+func (e *Echo) NotFound(ctx context.Context, args *EchoArgs, reply *EchoReply) error {
+	return Errorf(CodeNotFound, "thing %s not found", args.Text)
+}
+
+// Wait answers when the request's context ends, saying why.
+func (e *Echo) Wait(ctx context.Context, args *EchoArgs, reply *EchoReply) error {
+	<-ctx.Done()
+	reply.Text = ctx.Err().Error()
+	return nil
+}
+
+// Panic panics.
+func (e *Echo) Panic(ctx context.Context, args *EchoArgs, reply *EchoReply) error {
+	panic("handler bug")
+}
+
+// Peer reports the connection the request came on.
+func (e *Echo) Peer(ctx context.Context, args *EchoArgs, reply *EchoReply) error {
+	if ci := ConnInfoFrom(ctx); ci != nil {
+		reply.From = ci.RemoteAddr.String()
 	}
+	return nil
+}
+
+func newRPCServer(name string, logger hclog.Logger) *Server {
+	s := NewServer(logger)
+	e := &Echo{name: name}
+	Register(s, "Echo.Echo", e.Echo)
+	Register(s, "Echo.Fail", e.Fail)
+	Register(s, "Echo.NoLeader", e.NoLeader)
+	Register(s, "Echo.NotFound", e.NotFound)
+	Register(s, "Echo.Wait", e.Wait)
+	Register(s, "Echo.Panic", e.Panic)
+	Register(s, "Echo.Peer", e.Peer)
 	return s
 }
 
@@ -81,7 +114,7 @@ func startTestServer(t testing.TB, name string) *testServer {
 	}
 	logs := &dropLog{}
 	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn})
-	ts := &testServer{ln: ln, lis: NewListener(newRPCServer(name), logger, nil), logs: logs}
+	ts := &testServer{ln: ln, lis: NewListener(newRPCServer(name, logger), logger, nil), logs: logs}
 	go ts.lis.Serve(ln)
 	t.Cleanup(func() {
 		ln.Close()

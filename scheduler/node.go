@@ -1,5 +1,7 @@
 package scheduler
 
+import "fmt"
+
 // NodeStatus is an agent node's state (SPEC §12).
 type NodeStatus string
 
@@ -41,3 +43,32 @@ func (n *Node) Copy() *Node {
 
 // FreeGuaranteed returns what a guaranteed placement may still use.
 func (n *Node) FreeGuaranteed() Resources { return n.Capacity.Sub(n.AllocatedGuaranteed) }
+
+// MaxNodeIDLength bounds a node ID.
+const MaxNodeIDLength = 128
+
+// ValidateNodeID checks a node ID: 1 to MaxNodeIDLength letters, digits,
+// '.', '-' and '_' (it names directories and appears in container IDs).
+func ValidateNodeID(id string) error {
+	if id == "" || len(id) > MaxNodeIDLength {
+		return fmt.Errorf("node id %q must be 1 to %d characters", id, MaxNodeIDLength)
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+			return fmt.Errorf("node id %q: use letters, digits, '.', '-' and '_'", id)
+		}
+	}
+	return nil
+}
+
+// ValidateNodeCapacity checks what a node offers: valid resource names, no
+// negative amount, and some memory and vcores.
+func ValidateNodeCapacity(r Resources) error {
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("capacity: %w", err)
+	}
+	if r.MemoryMB <= 0 || r.Vcores <= 0 {
+		return fmt.Errorf("capacity: memory_mb and vcores must be positive (got %s)", r)
+	}
+	return nil
+}

@@ -1,12 +1,14 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/weft-sched/weft/fsm"
+	"github.com/weft-sched/weft/internal/testutil"
 	"github.com/weft-sched/weft/scheduler"
 )
 
@@ -19,7 +21,7 @@ func BenchmarkContainersCommitted(b *testing.B) {
 	c := benchCluster(b)
 	l := c.leader()
 	apply := func(t fsm.MessageType, body any) any {
-		res, _, err := l.raftApply(t, body)
+		res, _, err := l.raftApply(context.Background(), t, body)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -47,11 +49,11 @@ func BenchmarkContainersCommitted(b *testing.B) {
 	wg.Wait()
 	var apps []string
 	for i := 0; i < 100; i++ {
-		spec := scheduler.AppSpec{Queue: fmt.Sprintf("root.q%d", i%10), DShell: scheduler.DShell{NumContainers: 1, Command: []string{"true"}}}
+		spec := scheduler.AppSpec{Queue: fmt.Sprintf("root.q%d", i%10), User: "test", DShell: scheduler.DShell{NumContainers: 1, Command: []string{"true"}}}
 		apps = append(apps, apply(fsm.AppSubmitType, &fsm.AppSubmitRequest{Spec: spec}).(string))
 	}
 	// The leader places the AMs; register each attempt.
-	waitForErr(30*time.Second, func() bool {
+	testutil.Eventually(30*time.Second, func() bool {
 		for _, id := range apps {
 			if a, _ := l.State().App(id); a.AMPending {
 				return false
@@ -79,7 +81,7 @@ func BenchmarkContainersCommitted(b *testing.B) {
 			}()
 		}
 		asks.Wait()
-		if !waitForErr(60*time.Second, func() bool {
+		if !testutil.Eventually(60*time.Second, func() bool {
 			for _, id := range apps {
 				if a, _ := l.State().App(id); !a.Pending().IsZero() {
 					return false

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/weft-sched/weft/internal/testutil"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -37,7 +38,7 @@ func benchCluster(b *testing.B) *testCluster {
 	s1 := start("s1")
 	start("s2", s1.SerfAddr())
 	start("s3", s1.SerfAddr())
-	if !waitForErr(30*time.Second, func() bool { return c.leader() != nil }) {
+	if !testutil.Eventually(30*time.Second, func() bool { return c.leader() != nil }) {
 		b.Fatal("no leader")
 	}
 	return c

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"math/rand/v2"
 	"time"
 
@@ -11,9 +12,10 @@ import (
 // blockingQuery runs a read against the current state. With a
 // min_query_index it re-runs each time a newer state is published until the
 // index run reports exceeds it, or max_wait (capped, plus a little jitter so
-// that many watchers do not wake together) passes. run returns the index of
-// the data it read; blockingQuery fills meta.
-func (s *Server) blockingQuery(hdr *wrpc.RequestHeader, meta *wrpc.ResponseMeta, run func(*fsm.State) (uint64, error)) error {
+// that many watchers do not wake together) passes, or the request's
+// deadline comes. run returns the index of the data it read; blockingQuery
+// fills meta.
+func (s *Server) blockingQuery(ctx context.Context, hdr *wrpc.RequestHeader, meta *wrpc.ResponseMeta, run func(*fsm.State) (uint64, error)) error {
 	var timeout <-chan time.Time
 	if hdr.MinQueryIndex > 0 {
 		wait := hdr.MaxWait
@@ -21,9 +23,11 @@ func (s *Server) blockingQuery(hdr *wrpc.RequestHeader, meta *wrpc.ResponseMeta,
 			wait = wrpc.DefaultBlockingWait
 		}
 		wait += rand.N(wait/16 + 1)
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		timeout = t.C
+		if d, ok := ctx.Deadline(); ok {
+			// Answer before the caller gives up.
+			wait = min(wait, time.Until(d)*15/16)
+		}
+		timeout = s.clock.After(wait)
 	}
 	for {
 		st := s.fsm.State()
@@ -43,16 +47,20 @@ func (s *Server) blockingQuery(hdr *wrpc.RequestHeader, meta *wrpc.ResponseMeta,
 		case <-st.Changed():
 		case <-timeout:
 			return nil
+		case <-ctx.Done():
+			return nil
 		case <-s.shutdownCh:
 			return nil
 		}
 	}
 }
 
-// setMeta records how fresh this server's answer is.
+// setMeta records how fresh this server's answer is: on a follower, how
+// long since it heard from the leader and how many committed entries it
+// has not applied yet.
 func (s *Server) setMeta(meta *wrpc.ResponseMeta) {
 	if s.IsLeader() {
-		meta.LastContact = 0
+		meta.LastContact, meta.IndexLag = 0, 0
 		meta.KnownLeader = true
 		return
 	}
@@ -60,5 +68,8 @@ func (s *Server) setMeta(meta *wrpc.ResponseMeta) {
 	meta.KnownLeader = addr != ""
 	if last := s.raft.LastContact(); !last.IsZero() {
 		meta.LastContact = time.Since(last)
+	}
+	if commit, applied := s.raft.CommitIndex(), s.fsm.State().Index(); commit > applied {
+		meta.IndexLag = commit - applied
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-sched/weft/internal/testutil"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -46,7 +47,7 @@ func TestThreeServersBootstrapAndForwardWrites(t *testing.T) {
 	}
 	// Every server applies it.
 	for id, s := range c.servers {
-		waitFor(t, 5*time.Second, func() bool { return s.State().Index() >= wr.Index })
+		testutil.WaitFor(t, 5*time.Second, func() bool { return s.State().Index() >= wr.Index })
 		if !reflect.DeepEqual(s.State().QueueConfig(), cfg) {
 			t.Fatalf("%s holds a different configuration", id)
 		}
@@ -138,7 +139,7 @@ func TestLeaderFailoverAndRestartOnDataDir(t *testing.T) {
 	if !back.hadRaftState {
 		t.Fatalf("restarted server did not find its raft state")
 	}
-	waitFor(t, 10*time.Second, func() bool { return back.State().Index() >= wr.Index })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return back.State().Index() >= wr.Index })
 	if back.IsLeader() && c.leader() != back {
 		t.Fatalf("two leaders")
 	}
@@ -196,8 +197,8 @@ func TestConflictingBootstrapExpectAborts(t *testing.T) {
 	s1 := c.start("s1", 3)
 	c.start("s2", 2, s1.SerfAddr())
 	c.start("s3", 3, s1.SerfAddr())
-	waitFor(t, 10*time.Second, func() bool { return c.logs.contains("servers disagree on bootstrap_expect") })
-	waitFor(t, 10*time.Second, func() bool { return len(s1.serf.Members()) == 3 })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return c.logs.Contains("servers disagree on bootstrap_expect") })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return len(s1.serf.Members()) == 3 })
 	for id, s := range c.servers {
 		if s.bootstrapped.Load() {
 			t.Fatalf("%s bootstrapped despite conflicting expect values", id)
@@ -309,7 +310,7 @@ func TestPortMultiplexing(t *testing.T) {
 	defer junk.Close()
 	junk.Write([]byte{byte(wrpc.ConnRPC), 0x82, 0xc1, 0xc1, 0xff, 0xff})
 	assertClosedByServer(t, junk)
-	waitFor(t, 5*time.Second, func() bool { return c.logs.contains("dropping RPC connection") })
+	testutil.WaitFor(t, 5*time.Second, func() bool { return c.logs.Contains("dropping RPC connection") })
 	if err := c.call(s, "Status.Ping", &wrpc.RequestHeader{}, &struct{}{}); err != nil {
 		t.Fatalf("server unusable after malformed input: %v", err)
 	}

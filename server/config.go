@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/weft-sched/weft/internal/clock"
 )
 
 // Config configures a Server. Zero values take the SPEC defaults.
@@ -37,8 +38,11 @@ type Config struct {
 	// serf in full (it also reacts to each serf event). Default 30 s.
 	ReconcileInterval time.Duration
 	// NodeTTL is how long an agent may go without a heartbeat before the
-	// leader marks it DOWN. Default 10 s.
+	// leader marks it DOWN (when it hears from most other nodes). Default 10 s.
 	NodeTTL time.Duration
+	// NodeGossipGrace is how long an agent that gossip reports failed or
+	// gone may go without a heartbeat before it is DOWN. Default 3 s.
+	NodeGossipGrace time.Duration
 	// JoinRetryInterval is the pause between join attempts. Default 2 s.
 	JoinRetryInterval time.Duration
 	// Build is the version string advertised in serf tags.
@@ -50,6 +54,8 @@ type Config struct {
 	RaftConfig *raft.Config
 	// SerfFastGossip shortens gossip intervals (tests, weft dev).
 	SerfFastGossip bool
+	// Clock drives the leader's duties. Default: the real clock.
+	Clock clock.Clock
 }
 
 const (
@@ -93,6 +99,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.NodeTTL == 0 {
 		c.NodeTTL = DefaultNodeTTL
+	}
+	if c.NodeGossipGrace == 0 {
+		c.NodeGossipGrace = DefaultNodeGossipGrace
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
 	}
 	if c.JoinRetryInterval == 0 {
 		c.JoinRetryInterval = 2 * time.Second

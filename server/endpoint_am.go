@@ -1,8 +1,7 @@
 package server
 
 import (
-	"errors"
-	"fmt"
+	"context"
 	"time"
 
 	"github.com/weft-sched/weft/fsm"
@@ -14,29 +13,26 @@ import (
 // calls here.
 type AM struct{ srv *Server }
 
-// ErrNotCurrentAttempt is returned to an AM whose attempt is over.
-var ErrNotCurrentAttempt = errors.New("not the app's current AM attempt")
-
 // currentAttempt checks that (appID, attempt, token) is the app's current,
 // placed attempt. It returns the app even when that app is finished.
 func currentAttempt(st *fsm.State, appID string, attempt int, token string) (*scheduler.App, error) {
 	app, ok := st.App(appID)
 	if !ok {
-		return nil, fmt.Errorf("app %s %w", appID, wrpc.ErrNotFound)
+		return nil, wrpc.Errorf(wrpc.CodeNotFound, "app %s not found", appID)
 	}
 	if app.AMPending || attempt != app.CurrentAttempt() {
-		return app, fmt.Errorf("app %s attempt %d: %w (current is %d)", appID, attempt, ErrNotCurrentAttempt, app.CurrentAttempt())
+		return app, wrpc.Errorf(wrpc.CodeStale, "app %s attempt %d is not the app's current AM attempt (current is %d)", appID, attempt, app.CurrentAttempt())
 	}
 	if token != app.Attempts[len(app.Attempts)-1].ContainerID {
-		return app, fmt.Errorf("app %s attempt %d: the AM token does not match", appID, attempt)
+		return app, wrpc.Errorf(wrpc.CodeBadRequest, "app %s attempt %d: the AM token does not match", appID, attempt)
 	}
 	return app, nil
 }
 
 // Register records that the AM runs (the app becomes RUNNING) and returns
 // the app's spec and the cluster's size.
-func (e *AM) Register(args *wrpc.AMRegisterRequest, reply *wrpc.AMRegisterResponse) error {
-	if done, err := e.srv.forwardWrite("AM.Register", args, reply); done {
+func (e *AM) Register(ctx context.Context, args *wrpc.AMRegisterRequest, reply *wrpc.AMRegisterResponse) error {
+	if done, err := e.srv.forwardWrite(ctx, "AM.Register", args, reply); done {
 		return err
 	}
 	st := e.srv.fsm.State()
@@ -44,7 +40,8 @@ func (e *AM) Register(args *wrpc.AMRegisterRequest, reply *wrpc.AMRegisterRespon
 	if err != nil {
 		return err
 	}
-	if _, _, err := e.srv.raftApply(fsm.AppRegisterType, &fsm.AppRegisterRequest{AppID: args.AppID, Attempt: args.Attempt, Now: time.Now().UnixNano()}); err != nil {
+	if _, _, err := e.srv.raftApplyRequest(ctx, &args.RequestHeader, fsm.AppRegisterType,
+		&fsm.AppRegisterRequest{AppID: args.AppID, Attempt: args.Attempt, Now: e.srv.clock.Now().UnixNano()}); err != nil {
 		return err
 	}
 	reply.Spec, reply.Queue = app.Spec, app.Queue
@@ -64,8 +61,8 @@ func (e *AM) Register(args *wrpc.AMRegisterRequest, reply *wrpc.AMRegisterRespon
 // opportunistic asks centrally, grants what it can of its promotions, then
 // returns the containers allocated to and completed for its attempt since
 // MinQueryIndex, waiting up to MaxWait when there is nothing new.
-func (e *AM) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateResponse) error {
-	if done, err := e.srv.forwardWrite("AM.Allocate", args, reply); done {
+func (e *AM) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateResponse) error {
+	if done, err := e.srv.forwardWrite(ctx, "AM.Allocate", args, reply); done {
 		return err
 	}
 	st := e.srv.fsm.State()
@@ -77,7 +74,7 @@ func (e *AM) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateRespon
 		}
 		return err
 	}
-	now := time.Now().UnixNano()
+	now := e.srv.clock.Now().UnixNano()
 	// A release of a container the servers never heard of is an
 	// opportunistic one its node never ran (its AMRMProxy stops it there):
 	// there is nothing to record. Releasing another app's is refused.
@@ -88,7 +85,7 @@ func (e *AM) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateRespon
 		}
 	}
 	if len(releases) > 0 {
-		if _, _, err := e.srv.raftApply(fsm.ContainerStopType, &fsm.ContainerStopRequest{
+		if _, _, err := e.srv.raftApply(ctx, fsm.ContainerStopType, &fsm.ContainerStopRequest{
 			AppID: args.AppID, IDs: releases, Reason: scheduler.ReasonKilled, Now: now,
 		}); err != nil {
 			return err
@@ -100,7 +97,11 @@ func (e *AM) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateRespon
 			a.ExecutionType = scheduler.Guaranteed
 		}
 		if err := a.Validate(); err != nil {
-			return err
+			return wrpc.Errorf(wrpc.CodeBadRequest, "%v", err)
+		}
+		if largest, too := tooLarge(st.Nodes(), a.Resources); too && a.Count > 0 {
+			return wrpc.Errorf(wrpc.CodeBadRequest, "ask %d: resources %s are larger than every node; the largest is %s (%s)",
+				a.AskID, a.Resources, largest.ID, largest.Capacity)
 		}
 		if a.ExecutionType == scheduler.Opportunistic {
 			opportunistic = append(opportunistic, a)
@@ -115,7 +116,7 @@ func (e *AM) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateRespon
 	// node can take opportunistically, a non-enforced ask may get as
 	// guaranteed: its twin guaranteed ask (same ID) says how many.
 	if len(opportunistic) > 0 && app.State == scheduler.AppRunning {
-		unplaced, empty, err := e.srv.allocateCentral(e.srv.fsm.State(), app, args.Attempt, opportunistic, args.MinQueryIndex)
+		unplaced, empty, err := e.srv.allocateCentral(ctx, e.srv.fsm.State(), app, args.Attempt, opportunistic, args.MinQueryIndex)
 		if err != nil {
 			return err
 		}
@@ -141,22 +142,22 @@ func (e *AM) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateRespon
 	if len(guaranteed) > 0 && app.State == scheduler.AppRunning {
 		req := &fsm.AskUpdateRequest{AppID: args.AppID, Attempt: args.Attempt, Asks: guaranteed, SeenIndex: args.MinQueryIndex}
 		if e.srv.fsm.State().AskUpdateChanges(req) {
-			if _, _, err := e.srv.raftApply(fsm.AskUpdateType, req); err != nil {
+			if _, _, err := e.srv.raftApply(ctx, fsm.AskUpdateType, req); err != nil {
 				return err
 			}
 		}
 	}
 	if len(args.Promotions) > 0 && app.State == scheduler.AppRunning {
-		if err := e.srv.promote(app, args.Attempt, args.Promotions, reply); err != nil {
+		if err := e.srv.promote(ctx, app, args.Attempt, args.Promotions, reply); err != nil {
 			return err
 		}
 		hdr.MaxWait = time.Millisecond // the promotion results are news enough
 	}
-	return e.srv.blockingQuery(&hdr, &wrpc.ResponseMeta{}, func(st *fsm.State) (uint64, error) {
+	return e.srv.blockingQuery(ctx, &hdr, &wrpc.ResponseMeta{}, func(st *fsm.State) (uint64, error) {
 		reply.Allocated, reply.Completed, reply.PreemptionWarnings = reply.Allocated[:0], reply.Completed[:0], reply.PreemptionWarnings[:0]
 		app, ok := st.App(args.AppID)
 		if !ok {
-			return 0, fmt.Errorf("app %s %w", args.AppID, wrpc.ErrNotFound)
+			return 0, wrpc.Errorf(wrpc.CodeNotFound, "app %s not found", args.AppID)
 		}
 		reply.AppState = string(app.State)
 		index := app.CreateIndex
@@ -190,8 +191,8 @@ func (e *AM) Allocate(args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateRespon
 }
 
 // Finish ends the app as FINISHED or FAILED.
-func (e *AM) Finish(args *wrpc.AMFinishRequest, reply *wrpc.WriteResponse) error {
-	if done, err := e.srv.forwardWrite("AM.Finish", args, reply); done {
+func (e *AM) Finish(ctx context.Context, args *wrpc.AMFinishRequest, reply *wrpc.WriteResponse) error {
+	if done, err := e.srv.forwardWrite(ctx, "AM.Finish", args, reply); done {
 		return err
 	}
 	if _, err := currentAttempt(e.srv.fsm.State(), args.AppID, args.Attempt, args.Token); err != nil {
@@ -199,10 +200,10 @@ func (e *AM) Finish(args *wrpc.AMFinishRequest, reply *wrpc.WriteResponse) error
 	}
 	state := scheduler.AppState(args.FinalState)
 	if state != scheduler.AppFinished && state != scheduler.AppFailed {
-		return fmt.Errorf("final_state must be FINISHED or FAILED, not %q", args.FinalState)
+		return wrpc.Errorf(wrpc.CodeBadRequest, "final_state must be FINISHED or FAILED, not %q", args.FinalState)
 	}
-	_, index, err := e.srv.raftApply(fsm.AppFinishType, &fsm.AppFinishRequest{
-		AppID: args.AppID, Attempt: args.Attempt, State: state, Diagnostics: args.Diagnostics, Now: time.Now().UnixNano(),
+	_, index, err := e.srv.raftApplyRequest(ctx, &args.RequestHeader, fsm.AppFinishType, &fsm.AppFinishRequest{
+		AppID: args.AppID, Attempt: args.Attempt, State: state, Diagnostics: args.Diagnostics, Now: e.srv.clock.Now().UnixNano(),
 	})
 	reply.Index = index
 	return err

@@ -1,9 +1,9 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/weft-sched/weft/fsm"
 	wrpc "github.com/weft-sched/weft/rpc"
@@ -13,20 +13,28 @@ import (
 // App holds the application endpoints of the command line.
 type App struct{ srv *Server }
 
-// Submit validates and submits an app; the reply carries its ID.
-func (e *App) Submit(args *wrpc.AppSubmitRequest, reply *wrpc.AppSubmitResponse) error {
-	if done, err := e.srv.forwardWrite("App.Submit", args, reply); done {
+// Submit validates and submits an app; the reply carries its ID. A retried
+// submit (same request ID) gets the first answer and creates nothing.
+func (e *App) Submit(ctx context.Context, args *wrpc.AppSubmitRequest, reply *wrpc.AppSubmitResponse) error {
+	if done, err := e.srv.forwardWrite(ctx, "App.Submit", args, reply); done {
 		return err
 	}
 	spec := args.Spec
 	spec.SetDefaults()
 	if err := spec.Validate(); err != nil {
-		return fmt.Errorf("invalid app: %w", err)
+		return wrpc.Errorf(wrpc.CodeBadRequest, "invalid app: %v", err)
 	}
-	if _, err := e.srv.fsm.State().QueueConfig().CheckSubmitQueue(spec.Queue); err != nil {
+	if strings.TrimSpace(spec.User) == "" {
+		return wrpc.Errorf(wrpc.CodeBadRequest, "invalid app: user: give the submitting user")
+	}
+	st := e.srv.fsm.State()
+	if _, err := st.QueueConfig().CheckSubmitQueue(spec.Queue); err != nil {
+		return wrpc.Errorf(wrpc.CodeBadRequest, "%v", err)
+	}
+	if err := checkFitsSomeNode(st.Nodes(), &spec); err != nil {
 		return err
 	}
-	res, index, err := e.srv.raftApply(fsm.AppSubmitType, &fsm.AppSubmitRequest{Spec: spec, Now: time.Now().UnixNano()})
+	res, index, err := e.srv.raftApplyRequest(ctx, &args.RequestHeader, fsm.AppSubmitType, &fsm.AppSubmitRequest{Spec: spec, Now: e.srv.clock.Now().UnixNano()})
 	if err != nil {
 		return err
 	}
@@ -34,21 +42,56 @@ func (e *App) Submit(args *wrpc.AppSubmitRequest, reply *wrpc.AppSubmitResponse)
 	return nil
 }
 
+// checkFitsSomeNode refuses an app whose AM or containers are larger than
+// every READY node: it would wait forever. With no READY node nothing is
+// known yet, and the app may wait for one.
+func checkFitsSomeNode(nodes []*scheduler.Node, spec *scheduler.AppSpec) error {
+	if largest, too := tooLarge(nodes, spec.AMResources); too {
+		return wrpc.Errorf(wrpc.CodeBadRequest, "am_resources %s is larger than every node; the largest is %s (%s)", spec.AMResources, largest.ID, largest.Capacity)
+	}
+	if largest, too := tooLarge(nodes, spec.DShell.Resources); too {
+		return wrpc.Errorf(wrpc.CodeBadRequest, "resources %s of each container are larger than every node; the largest is %s (%s)", spec.DShell.Resources, largest.ID, largest.Capacity)
+	}
+	return nil
+}
+
+// tooLarge reports whether r fits no READY node (there being some), and
+// which READY node is the largest (most memory, then most vcores).
+func tooLarge(nodes []*scheduler.Node, r scheduler.Resources) (*scheduler.Node, bool) {
+	var largest *scheduler.Node
+	for _, n := range nodes {
+		if n.Status != scheduler.NodeReady {
+			continue
+		}
+		if r.Fits(n.Capacity) {
+			return nil, false
+		}
+		if largest == nil || n.Capacity.MemoryMB > largest.Capacity.MemoryMB ||
+			n.Capacity.MemoryMB == largest.Capacity.MemoryMB && n.Capacity.Vcores > largest.Capacity.Vcores {
+			largest = n
+		}
+	}
+	return largest, largest != nil
+}
+
 // List returns apps, optionally filtered by queue and state.
-func (e *App) List(args *wrpc.AppListRequest, reply *wrpc.AppListResponse) error {
-	if done, err := e.srv.forwardRead("App.List", &args.RequestHeader, args, reply); done {
+func (e *App) List(ctx context.Context, args *wrpc.AppListRequest, reply *wrpc.AppListResponse) error {
+	if done, err := e.srv.forwardRead(ctx, "App.List", &args.RequestHeader, args, reply); done {
 		return err
 	}
 	queue := args.Queue
 	if queue != "" && !strings.HasPrefix(queue, scheduler.RootQueue+".") {
 		queue = scheduler.RootQueue + "." + queue
 	}
-	state := strings.ToUpper(args.State)
-	return e.srv.blockingQuery(&args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+	state, err := scheduler.ParseAppState(args.State)
+	if err != nil {
+		return wrpc.Errorf(wrpc.CodeBadRequest, "%v", err)
+	}
+	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
 		reply.Apps = reply.Apps[:0]
 		waiting := scheduler.WaitingApps(st)
 		for _, a := range st.Apps() {
-			if queue != "" && a.Queue != queue || state != "" && string(a.State) != state {
+			if queue != "" && a.Queue != queue || state != "" && a.State != state {
 				continue
 			}
 			reply.Apps = append(reply.Apps, appInfo(a, st, waiting))
@@ -58,14 +101,14 @@ func (e *App) List(args *wrpc.AppListRequest, reply *wrpc.AppListResponse) error
 }
 
 // Status returns one app. As a blocking query it wakes when the app changes.
-func (e *App) Status(args *wrpc.AppRequest, reply *wrpc.AppStatusResponse) error {
-	if done, err := e.srv.forwardRead("App.Status", &args.RequestHeader, args, reply); done {
+func (e *App) Status(ctx context.Context, args *wrpc.AppRequest, reply *wrpc.AppStatusResponse) error {
+	if done, err := e.srv.forwardRead(ctx, "App.Status", &args.RequestHeader, args, reply); done {
 		return err
 	}
-	return e.srv.blockingQuery(&args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
 		a, ok := st.App(args.AppID)
 		if !ok {
-			return 0, fmt.Errorf("app %s %w", args.AppID, wrpc.ErrNotFound)
+			return 0, wrpc.Errorf(wrpc.CodeNotFound, "app %s not found", args.AppID)
 		}
 		reply.App = appInfo(a, st, scheduler.WaitingApps(st))
 		index := a.ModifyIndex
@@ -76,18 +119,32 @@ func (e *App) Status(args *wrpc.AppRequest, reply *wrpc.AppStatusResponse) error
 	})
 }
 
-// Kill ends an app as KILLED and stops its containers.
-func (e *App) Kill(args *wrpc.AppRequest, reply *wrpc.WriteResponse) error {
-	if done, err := e.srv.forwardWrite("App.Kill", args, reply); done {
+// Kill ends an app as KILLED and stops its containers. Killing an app that
+// has already ended changes nothing and says so, whatever its end was.
+func (e *App) Kill(ctx context.Context, args *wrpc.AppRequest, reply *wrpc.WriteResponse) error {
+	if done, err := e.srv.forwardWrite(ctx, "App.Kill", args, reply); done {
 		return err
 	}
-	if _, ok := e.srv.fsm.State().App(args.AppID); !ok {
-		return fmt.Errorf("app %s %w", args.AppID, wrpc.ErrNotFound)
+	ended := func(a *scheduler.App) error {
+		reply.Warnings = append(reply.Warnings, fmt.Sprintf("app %s had already ended (%s); nothing to kill", a.ID, a.State))
+		return nil
 	}
-	_, index, err := e.srv.raftApply(fsm.AppFinishType, &fsm.AppFinishRequest{
-		AppID: args.AppID, State: scheduler.AppKilled, Diagnostics: "killed by user", Now: time.Now().UnixNano(),
+	a, ok := e.srv.fsm.State().App(args.AppID)
+	switch {
+	case !ok:
+		return wrpc.Errorf(wrpc.CodeNotFound, "app %s not found", args.AppID)
+	case a.State.Terminal():
+		return ended(a)
+	}
+	_, index, err := e.srv.raftApplyRequest(ctx, &args.RequestHeader, fsm.AppFinishType, &fsm.AppFinishRequest{
+		AppID: args.AppID, State: scheduler.AppKilled, Diagnostics: "killed by user", Now: e.srv.clock.Now().UnixNano(),
 	})
 	reply.Index = index
+	if err != nil && wrpc.ErrorCode(err) == wrpc.CodeConflict {
+		if a, ok := e.srv.fsm.State().App(args.AppID); ok && a.State.Terminal() {
+			return ended(a) // it ended on its own meanwhile
+		}
+	}
 	return err
 }
 
@@ -95,11 +152,11 @@ func (e *App) Kill(args *wrpc.AppRequest, reply *wrpc.WriteResponse) error {
 type Container struct{ srv *Server }
 
 // List returns containers, by app and/or node.
-func (e *Container) List(args *wrpc.ContainerListRequest, reply *wrpc.ContainerListResponse) error {
-	if done, err := e.srv.forwardRead("Container.List", &args.RequestHeader, args, reply); done {
+func (e *Container) List(ctx context.Context, args *wrpc.ContainerListRequest, reply *wrpc.ContainerListResponse) error {
+	if done, err := e.srv.forwardRead(ctx, "Container.List", &args.RequestHeader, args, reply); done {
 		return err
 	}
-	return e.srv.blockingQuery(&args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
 		var cs []*scheduler.Container
 		switch {
 		case args.AppID != "":
@@ -123,19 +180,19 @@ func (e *Container) List(args *wrpc.ContainerListRequest, reply *wrpc.ContainerL
 }
 
 // Logs relays a log read to the container's node (any server may answer).
-func (e *Container) Logs(args *wrpc.ContainerLogsRequest, reply *wrpc.ContainerLogsResponse) error {
+func (e *Container) Logs(ctx context.Context, args *wrpc.ContainerLogsRequest, reply *wrpc.ContainerLogsResponse) error {
 	st := e.srv.fsm.State()
 	c, ok := st.Container(args.ID)
 	if !ok {
-		return fmt.Errorf("container %s %w", args.ID, wrpc.ErrNotFound)
+		return wrpc.Errorf(wrpc.CodeNotFound, "container %s not found", args.ID)
 	}
 	n, ok := st.Node(c.NodeID)
 	if !ok {
-		return fmt.Errorf("node %s of container %s %w", c.NodeID, args.ID, wrpc.ErrNotFound)
+		return wrpc.Errorf(wrpc.CodeNotFound, "node %s of container %s not found", c.NodeID, args.ID)
 	}
-	if err := e.srv.pool.Call(n.Address, "Container.Logs", args, reply); err != nil {
+	if err := e.srv.pool.Call(ctx, n.Address, "Container.Logs", args, reply); err != nil {
 		if !wrpc.IsServerError(err) {
-			return fmt.Errorf("node %s (%s), which holds the logs of %s, is unreachable: %v", n.ID, n.Address, args.ID, err)
+			return wrpc.Errorf(wrpc.CodeUnavailable, "node %s (%s), which holds the logs of %s, is unreachable: %v", n.ID, n.Address, args.ID, err)
 		}
 		return err
 	}
@@ -148,6 +205,7 @@ func appInfo(a *scheduler.App, st *fsm.State, waiting map[string]string) wrpc.Ap
 	info := wrpc.NewAppInfo(a, st.AppContainers(a.ID))
 	if why, ok := waiting[a.ID]; ok {
 		info.Diagnostics = "waiting: " + why
+		info.WhyPending = &wrpc.PendingInfo{Code: "max_running_apps", Message: why}
 	}
 	return info
 }

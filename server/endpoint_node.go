@@ -1,7 +1,7 @@
 package server
 
 import (
-	"fmt"
+	"context"
 	"time"
 
 	"github.com/weft-sched/weft/fsm"
@@ -13,30 +13,66 @@ import (
 // the node listings.
 type Node struct{ srv *Server }
 
-// Register records an agent at a new epoch.
-func (e *Node) Register(args *wrpc.NodeRegisterRequest, reply *wrpc.NodeRegisterResponse) error {
-	if done, err := e.srv.forwardWrite("Node.Register", args, reply); done {
+// Register records an agent at a new epoch. A retried registration (same
+// request ID) gets the epoch of the first.
+func (e *Node) Register(ctx context.Context, args *wrpc.NodeRegisterRequest, reply *wrpc.NodeRegisterResponse) error {
+	if done, err := e.srv.forwardWrite(ctx, "Node.Register", args, reply); done {
 		return err
 	}
-	res, _, err := e.srv.raftApply(fsm.NodeRegisterType, &fsm.NodeRegisterRequest{
-		ID: args.ID, Address: args.Address, Rack: args.Rack, Capacity: args.Capacity, Now: time.Now().UnixNano(),
+	if err := scheduler.ValidateNodeID(args.ID); err != nil {
+		return wrpc.Errorf(wrpc.CodeBadRequest, "%v", err)
+	}
+	if err := scheduler.ValidateNodeCapacity(args.Capacity); err != nil {
+		return wrpc.Errorf(wrpc.CodeBadRequest, "node %s: %v", args.ID, err)
+	}
+	now := e.srv.clock.Now()
+	res, _, err := e.srv.raftApplyRequest(ctx, &args.RequestHeader, fsm.NodeRegisterType, &fsm.NodeRegisterRequest{
+		ID: args.ID, Address: args.Address, Rack: args.Rack, Capacity: args.Capacity, Now: now.UnixNano(),
 	})
 	if err != nil {
 		return err
 	}
 	reply.Epoch = res.(uint64)
 	reply.Servers = e.srv.serverAddrs()
-	e.srv.liveness.seen(args.ID, reply.Epoch, time.Now())
+	e.srv.heartbeatSeen(args.ID, reply.Epoch, now, nil)
 	e.srv.logger.Info("node registered", "node", args.ID, "epoch", reply.Epoch, "capacity", args.Capacity.String(), "rack", args.Rack)
 	return nil
+}
+
+// Deregister marks a node DOWN at its epoch because its agent is leaving
+// gracefully: its containers have been stopped and reported, and nothing
+// more is placed there. An agent whose epoch is already over gets no error.
+func (e *Node) Deregister(ctx context.Context, args *wrpc.NodeDeregisterRequest, reply *wrpc.WriteResponse) error {
+	if done, err := e.srv.forwardWrite(ctx, "Node.Deregister", args, reply); done {
+		return err
+	}
+	if _, ok := e.srv.fsm.State().Node(args.ID); !ok {
+		return wrpc.Errorf(wrpc.CodeNotFound, "node %s is not registered", args.ID)
+	}
+	_, index, err := e.srv.raftApplyRequest(ctx, &args.RequestHeader, fsm.NodeStatusType, &fsm.NodeStatusRequest{
+		ID: args.ID, Epoch: args.Epoch, Status: scheduler.NodeDown, Reason: "the agent left gracefully",
+		Now: e.srv.clock.Now().UnixNano(),
+	})
+	reply.Index = index
+	if err == nil {
+		e.srv.logger.Info("node left gracefully", "node", args.ID, "epoch", args.Epoch)
+	}
+	return err
+}
+
+// heartbeatSeen tells liveness a node was heard from.
+func (s *Server) heartbeatSeen(id string, epoch uint64, now time.Time, load *wrpc.NodeLoad) {
+	s.livenessMu.Lock()
+	s.liveness.Heartbeat(id, epoch, now, load)
+	s.livenessMu.Unlock()
 }
 
 // Heartbeat keeps a node alive and reconciles its containers: it records
 // the opportunistic containers AMRMProxies placed there and every state
 // change, in one Raft command and only when something changed, and answers
 // with what the agent must do.
-func (e *Node) Heartbeat(args *wrpc.HeartbeatRequest, reply *wrpc.HeartbeatResponse) error {
-	if done, err := e.srv.forwardWrite("Node.Heartbeat", args, reply); done {
+func (e *Node) Heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply *wrpc.HeartbeatResponse) error {
+	if done, err := e.srv.forwardWrite(ctx, "Node.Heartbeat", args, reply); done {
 		return err
 	}
 	st := e.srv.fsm.State()
@@ -45,16 +81,15 @@ func (e *Node) Heartbeat(args *wrpc.HeartbeatRequest, reply *wrpc.HeartbeatRespo
 		reply.ReRegister = true
 		return nil
 	}
-	now := time.Now()
-	e.srv.liveness.seen(args.NodeID, args.Epoch, now)
-	e.srv.liveness.setLoad(args.NodeID, args.Load)
+	now := e.srv.clock.Now()
+	e.srv.heartbeatSeen(args.NodeID, args.Epoch, now, &args.Load)
 
 	records, refused := newOpportunistic(st, args)
 	updates := containerUpdates(st, args, now)
 	if len(records)+len(updates) > 0 {
-		if _, _, err := e.srv.raftApply(fsm.ContainerUpdateType, &fsm.ContainerUpdateRequest{
+		if _, _, err := e.srv.raftApply(ctx, fsm.ContainerUpdateType, &fsm.ContainerUpdateRequest{
 			NodeID: args.NodeID, Records: records, Updates: updates}); err != nil {
-			return fmt.Errorf("record container updates: %w", err)
+			return err
 		}
 		st = e.srv.fsm.State()
 	}
@@ -149,15 +184,15 @@ func containerUpdates(st *fsm.State, args *wrpc.HeartbeatRequest, now time.Time)
 }
 
 // List returns every node.
-func (e *Node) List(args *wrpc.RequestHeader, reply *wrpc.NodeListResponse) error {
-	if done, err := e.srv.forwardRead("Node.List", args, args, reply); done {
+func (e *Node) List(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.NodeListResponse) error {
+	if done, err := e.srv.forwardRead(ctx, "Node.List", args, args, reply); done {
 		return err
 	}
-	return e.srv.blockingQuery(args, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+	return e.srv.blockingQuery(ctx, args, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
 		reply.Nodes = reply.Nodes[:0]
 		for _, n := range st.Nodes() {
 			info := wrpc.NewNodeInfo(n)
-			info.EstimatedQueueWait = e.srv.liveness.queueWait(n.ID)
+			info.EstimatedQueueWait = e.srv.queueWait(n.ID)
 			reply.Nodes = append(reply.Nodes, info)
 		}
 		return st.TableIndex(fsm.TableNodes), nil
@@ -165,23 +200,31 @@ func (e *Node) List(args *wrpc.RequestHeader, reply *wrpc.NodeListResponse) erro
 }
 
 // Status returns one node and its live containers.
-func (e *Node) Status(args *wrpc.NodeStatusRequest, reply *wrpc.NodeStatusResponse) error {
-	if done, err := e.srv.forwardRead("Node.Status", &args.RequestHeader, args, reply); done {
+func (e *Node) Status(ctx context.Context, args *wrpc.NodeStatusRequest, reply *wrpc.NodeStatusResponse) error {
+	if done, err := e.srv.forwardRead(ctx, "Node.Status", &args.RequestHeader, args, reply); done {
 		return err
 	}
-	return e.srv.blockingQuery(&args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
 		n, ok := st.Node(args.ID)
 		if !ok {
-			return 0, fmt.Errorf("node %s %w", args.ID, wrpc.ErrNotFound)
+			return 0, wrpc.Errorf(wrpc.CodeNotFound, "node %s not found", args.ID)
 		}
 		reply.Node = wrpc.NewNodeInfo(n)
-		reply.Node.EstimatedQueueWait = e.srv.liveness.queueWait(n.ID)
+		reply.Node.EstimatedQueueWait = e.srv.queueWait(n.ID)
 		reply.Containers = reply.Containers[:0]
 		for _, c := range st.NodeLiveContainers(n.ID) {
 			reply.Containers = append(reply.Containers, wrpc.NewContainerInfo(c, n.Address))
 		}
 		return max(st.TableIndex(fsm.TableNodes), st.TableIndex(fsm.TableContainers)), nil
 	})
+}
+
+// queueWait returns the queue wait a node last estimated (known only to
+// the leader).
+func (s *Server) queueWait(id string) time.Duration {
+	s.livenessMu.Lock()
+	defer s.livenessMu.Unlock()
+	return s.liveness.QueueWait(id)
 }
 
 // serverAddrs returns the RPC addresses of the Raft servers.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 
 	wrpc "github.com/weft-sched/weft/rpc"
@@ -10,8 +11,8 @@ import (
 type Operator struct{ srv *Server }
 
 // RaftGetConfiguration lists the Raft peers (`weft operator raft list-peers`).
-func (e *Operator) RaftGetConfiguration(args *wrpc.RequestHeader, reply *wrpc.RaftConfigurationResponse) error {
-	if done, err := e.srv.forwardRead("Operator.RaftGetConfiguration", args, args, reply); done {
+func (e *Operator) RaftGetConfiguration(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.RaftConfigurationResponse) error {
+	if done, err := e.srv.forwardRead(ctx, "Operator.RaftGetConfiguration", args, args, reply); done {
 		return err
 	}
 	servers, err := e.srv.raftServers()
@@ -25,12 +26,12 @@ func (e *Operator) RaftGetConfiguration(args *wrpc.RequestHeader, reply *wrpc.Ra
 
 // RaftRemovePeer removes a server (typically a failed one) from the Raft
 // configuration. It is refused for an unknown peer.
-func (e *Operator) RaftRemovePeer(args *wrpc.RaftRemovePeerRequest, reply *wrpc.WriteResponse) error {
-	if done, err := e.srv.forwardWrite("Operator.RaftRemovePeer", args, reply); done {
+func (e *Operator) RaftRemovePeer(ctx context.Context, args *wrpc.RaftRemovePeerRequest, reply *wrpc.WriteResponse) error {
+	if done, err := e.srv.forwardWrite(ctx, "Operator.RaftRemovePeer", args, reply); done {
 		return err
 	}
 	if args.ID == "" && args.Address == "" {
-		return fmt.Errorf("give the peer's id or address")
+		return wrpc.Errorf(wrpc.CodeBadRequest, "give the peer's id or address")
 	}
 	f := e.srv.raft.GetConfiguration()
 	if err := f.Error(); err != nil {

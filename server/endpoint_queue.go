@@ -1,9 +1,8 @@
 package server
 
 import (
-	"fmt"
+	"context"
 	"strings"
-	"time"
 
 	"github.com/weft-sched/weft/fsm"
 	wrpc "github.com/weft-sched/weft/rpc"
@@ -16,34 +15,45 @@ type Queue struct{ srv *Server }
 // Apply validates a queue configuration and replaces the current one through
 // Raft. An invalid configuration is refused with every problem listed and
 // changes nothing.
-func (e *Queue) Apply(args *wrpc.QueueApplyRequest, reply *wrpc.WriteResponse) error {
-	if done, err := e.srv.forwardWrite("Queue.Apply", args, reply); done {
+func (e *Queue) Apply(ctx context.Context, args *wrpc.QueueApplyRequest, reply *wrpc.WriteResponse) error {
+	if done, err := e.srv.forwardWrite(ctx, "Queue.Apply", args, reply); done {
 		return err
 	}
 	if args.Config == nil {
-		return fmt.Errorf("%w: no configuration given", fsm.ErrInvalidQueueConfig)
+		return wrpc.Errorf(wrpc.CodeBadRequest, "invalid queue configuration: no configuration given")
 	}
 	if errs := args.Config.Validate(); len(errs) > 0 {
 		msgs := make([]string, len(errs))
 		for i, err := range errs {
 			msgs[i] = err.Error()
 		}
-		return fmt.Errorf("%w: %s", fsm.ErrInvalidQueueConfig, strings.Join(msgs, "; "))
+		return wrpc.Errorf(wrpc.CodeBadRequest, "invalid queue configuration: %s", strings.Join(msgs, "; "))
 	}
-	_, index, err := e.srv.raftApply(fsm.QueueConfigApplyType, &fsm.QueueConfigApplyRequest{
+	_, index, err := e.srv.raftApplyRequest(ctx, &args.RequestHeader, fsm.QueueConfigApplyType, &fsm.QueueConfigApplyRequest{
 		Config: args.Config,
-		Now:    time.Now().UnixNano(),
+		Now:    e.srv.clock.Now().UnixNano(),
 	})
 	reply.Index = index
+	reply.Warnings = QueueConfigWarnings(args.Config)
 	return err
 }
 
+// QueueConfigWarnings lists what a valid queue configuration does that its
+// author may not expect.
+func QueueConfigWarnings(c *scheduler.QueueConfig) []string {
+	var out []string
+	if _, err := c.CheckSubmitQueue(""); err != nil {
+		out = append(out, "there is no root.default queue: apps submitted without -queue will be refused; leaf queues are "+strings.Join(c.Leaves(), ", "))
+	}
+	return out
+}
+
 // List returns every queue in tree order.
-func (e *Queue) List(args *wrpc.QueueListRequest, reply *wrpc.QueueListResponse) error {
-	if done, err := e.srv.forwardRead("Queue.List", &args.RequestHeader, args, reply); done {
+func (e *Queue) List(ctx context.Context, args *wrpc.QueueListRequest, reply *wrpc.QueueListResponse) error {
+	if done, err := e.srv.forwardRead(ctx, "Queue.List", &args.RequestHeader, args, reply); done {
 		return err
 	}
-	return e.srv.blockingQuery(&args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
 		reply.Scheduler = st.QueueConfig().Scheduler
 		reply.Queues = reply.Queues[:0]
 		stats := scheduler.QueueStats(st)
@@ -55,15 +65,15 @@ func (e *Queue) List(args *wrpc.QueueListRequest, reply *wrpc.QueueListResponse)
 }
 
 // Status returns one queue by full path ("root." may be left out).
-func (e *Queue) Status(args *wrpc.QueueStatusRequest, reply *wrpc.QueueStatusResponse) error {
-	if done, err := e.srv.forwardRead("Queue.Status", &args.RequestHeader, args, reply); done {
+func (e *Queue) Status(ctx context.Context, args *wrpc.QueueStatusRequest, reply *wrpc.QueueStatusResponse) error {
+	if done, err := e.srv.forwardRead(ctx, "Queue.Status", &args.RequestHeader, args, reply); done {
 		return err
 	}
 	name := args.Name
 	if name != scheduler.RootQueue && !strings.HasPrefix(name, scheduler.RootQueue+".") {
 		name = scheduler.RootQueue + "." + name
 	}
-	return e.srv.blockingQuery(&args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
 		for _, q := range st.Queues() {
 			if q.Path == name {
 				reply.Queue = queueInfo(q, scheduler.QueueStats(st)[q.Path])
@@ -74,7 +84,7 @@ func (e *Queue) Status(args *wrpc.QueueStatusRequest, reply *wrpc.QueueStatusRes
 		for _, q := range st.Queues() {
 			names = append(names, q.Path)
 		}
-		return 0, fmt.Errorf("queue %s %w; queues are: %s", name, wrpc.ErrNotFound, strings.Join(names, ", "))
+		return 0, wrpc.Errorf(wrpc.CodeNotFound, "queue %s not found; queues are: %s", name, strings.Join(names, ", "))
 	})
 }
 

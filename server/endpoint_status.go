@@ -1,9 +1,11 @@
 package server
 
 import (
+	"context"
 	"net"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
@@ -17,17 +19,19 @@ import (
 type Status struct{ srv *Server }
 
 // Ping answers at once; clients use it to check a server is reachable.
-func (e *Status) Ping(args *wrpc.RequestHeader, reply *struct{}) error { return nil }
+func (e *Status) Ping(ctx context.Context, args *wrpc.RequestHeader, reply *struct{}) error {
+	return nil
+}
 
 // Leader returns the leader this server knows of.
-func (e *Status) Leader(args *wrpc.RequestHeader, reply *wrpc.LeaderResponse) error {
+func (e *Status) Leader(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.LeaderResponse) error {
 	addr, id := e.srv.raft.LeaderWithID()
 	reply.Address, reply.ID = string(addr), string(id)
 	return nil
 }
 
 // Peers returns the addresses in this server's Raft configuration.
-func (e *Status) Peers(args *wrpc.RequestHeader, reply *wrpc.PeersResponse) error {
+func (e *Status) Peers(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.PeersResponse) error {
 	f := e.srv.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return err
@@ -39,7 +43,7 @@ func (e *Status) Peers(args *wrpc.RequestHeader, reply *wrpc.PeersResponse) erro
 }
 
 // Members lists the serf pool as this server sees it.
-func (e *Status) Members(args *wrpc.RequestHeader, reply *wrpc.MembersResponse) error {
+func (e *Status) Members(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.MembersResponse) error {
 	for _, m := range e.srv.serf.Members() {
 		reply.Members = append(reply.Members, memberInfo(m))
 	}
@@ -75,15 +79,15 @@ func memberInfo(m serf.Member) wrpc.Member {
 }
 
 // Cluster summarises the cluster for `weft status`.
-func (e *Status) Cluster(args *wrpc.RequestHeader, reply *wrpc.ClusterStatus) error {
-	if done, err := e.srv.forwardRead("Status.Cluster", args, args, reply); done {
+func (e *Status) Cluster(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.ClusterStatus) error {
+	if done, err := e.srv.forwardRead(ctx, "Status.Cluster", args, args, reply); done {
 		return err
 	}
 	servers, err := e.srv.raftServers()
 	if err != nil {
 		return err
 	}
-	return e.srv.blockingQuery(args, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+	return e.srv.blockingQuery(ctx, args, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
 		addr, _ := e.srv.raft.LeaderWithID()
 		reply.Leader = string(addr)
 		reply.Servers = servers
@@ -109,6 +113,22 @@ func (e *Status) Cluster(args *wrpc.RequestHeader, reply *wrpc.ClusterStatus) er
 		}
 		return st.Index(), nil
 	})
+}
+
+// Raft reports this server's own Raft state (any server answers for
+// itself): its role, term and indexes, and the leader it knows.
+func (e *Status) Raft(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.RaftStatus) error {
+	r := e.srv.raft
+	addr, id := r.LeaderWithID()
+	*reply = wrpc.RaftStatus{
+		ID: e.srv.config.NodeID, Address: e.srv.rpcAddr, State: r.State().String(), Term: r.CurrentTerm(),
+		LastIndex: r.LastIndex(), CommitIndex: r.CommitIndex(), AppliedIndex: e.srv.fsm.State().Index(),
+		Leader: string(addr), LeaderID: string(id),
+	}
+	if last := r.LastContact(); !last.IsZero() && r.State() != raft.Leader {
+		reply.LastContact = time.Since(last)
+	}
+	return nil
 }
 
 // raftServers describes the Raft configuration as this server sees it.

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -10,76 +12,131 @@ import (
 	wrpc "github.com/weft-sched/weft/rpc"
 )
 
-// raftApplyTimeout bounds how long a write waits to be enqueued in Raft.
-const raftApplyTimeout = 30 * time.Second
+// raftEnqueueTimeout bounds how long a write waits to be enqueued in Raft.
+const raftEnqueueTimeout = 30 * time.Second
 
 // forwardWrite sends a write to the leader unless this server is it. It
 // returns true when the request was handled elsewhere (reply and error are
 // the leader's). With no leader known it holds the request, retrying with
-// jitter, for up to RPCHoldTimeout and then fails with ErrNoLeader.
-func (s *Server) forwardWrite(method string, args, reply any) (bool, error) {
-	return s.forwardTo(method, args, reply, false)
+// jitter, for up to RPCHoldTimeout (or until the request's deadline, if
+// sooner) and then fails with ErrNoLeader. A leader that does not answer
+// within the request's deadline fails it with ErrTimeout: the caller tries
+// another server at once.
+func (s *Server) forwardWrite(ctx context.Context, method string, args, reply any) (bool, error) {
+	return s.forwardTo(ctx, method, args, reply, false)
 }
 
 // forwardRead sends a consistent read to the leader unless this server is a
 // ready leader; stale reads are always answered locally.
-func (s *Server) forwardRead(method string, hdr *wrpc.RequestHeader, args, reply any) (bool, error) {
+func (s *Server) forwardRead(ctx context.Context, method string, hdr *wrpc.RequestHeader, args, reply any) (bool, error) {
 	if hdr.AllowStale {
 		return false, nil
 	}
-	return s.forwardTo(method, args, reply, true)
+	return s.forwardTo(ctx, method, args, reply, true)
 }
 
-func (s *Server) forwardTo(method string, args, reply any, needReady bool) (bool, error) {
-	deadline := time.Now().Add(s.config.RPCHoldTimeout)
+func (s *Server) forwardTo(ctx context.Context, method string, args, reply any, needReady bool) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.config.RPCHoldTimeout)
+	defer cancel()
 	var lastErr error = wrpc.ErrNoLeader
 	for {
 		if s.IsLeader() {
 			if !needReady || s.leaderReady.Load() {
 				return false, nil
 			}
-			lastErr = wrpc.ErrLeaderNotReady
+			lastErr = wrpc.ErrNotReady
 		} else if addr, _ := s.raft.LeaderWithID(); addr != "" && string(addr) != s.rpcAddr {
-			err := s.pool.Call(string(addr), method, args, reply)
+			err := s.pool.Call(ctx, string(addr), method, args, reply)
 			if err == nil || !wrpc.IsRetryable(err) {
 				return true, err
 			}
 			lastErr = err
 			if !wrpc.IsServerError(err) {
-				lastErr = wrpc.ErrNoLeader // the leader we knew is unreachable
+				lastErr = wrpc.Errorf(wrpc.CodeTimeout, "the leader at %s did not answer: %v", addr, errors.Unwrap(err))
 			}
-		}
-		if time.Now().After(deadline) {
-			return true, lastErr
 		}
 		// Wait a jittered fraction of the hold time before looking again.
 		wait := s.config.RPCHoldTimeout / 16
 		select {
-		case <-time.After(wait/2 + rand.N(wait)):
+		case <-s.clock.After(wait/2 + rand.N(wait)):
+		case <-ctx.Done():
+			return true, lastErr
 		case <-s.shutdownCh:
 			return true, wrpc.ErrNoLeader
 		}
 	}
 }
 
-// raftApply proposes a command and waits for it to be applied. A command the
-// FSM rejected returns the FSM's error; a proposal that lost leadership
-// returns ErrNoLeader, which clients retry.
-func (s *Server) raftApply(t fsm.MessageType, body any) (any, uint64, error) {
+// raftApply proposes a command and waits for it to be applied, or for ctx
+// to end (the write's outcome is then unknown: ErrTimeout, retryable when
+// the write is idempotent or carries a request ID). A command the FSM
+// rejected returns the FSM's reason with its code; a proposal that lost
+// leadership returns ErrNoLeader, which clients retry.
+func (s *Server) raftApply(ctx context.Context, t fsm.MessageType, body any) (any, uint64, error) {
 	buf, err := fsm.Encode(t, body)
 	if err != nil {
 		return nil, 0, err
 	}
-	f := s.raft.Apply(buf, raftApplyTimeout)
-	if err := f.Error(); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
-			errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, raft.ErrRaftShutdown) {
-			return nil, 0, wrpc.ErrNoLeader
-		}
+	return s.apply(ctx, buf)
+}
+
+// raftApplyRequest is raftApply for a client's write: it carries the
+// request ID of hdr (if any), so that a retry of the write is applied at
+// most once and gets the first answer (SPEC §4).
+func (s *Server) raftApplyRequest(ctx context.Context, hdr *wrpc.RequestHeader, t fsm.MessageType, body any) (any, uint64, error) {
+	if hdr.RequestID == "" {
+		return s.raftApply(ctx, t, body)
+	}
+	if err := hdr.ValidateRequestID(); err != nil {
 		return nil, 0, err
 	}
+	buf, err := fsm.EncodeRequest(hdr.RequestID, s.clock.Now().UnixNano(), t, body)
+	if err != nil {
+		return nil, 0, err
+	}
+	return s.apply(ctx, buf)
+}
+
+func (s *Server) apply(ctx context.Context, buf []byte) (any, uint64, error) {
+	enqueue := raftEnqueueTimeout
+	if d, ok := ctx.Deadline(); ok {
+		enqueue = min(enqueue, time.Until(d))
+	}
+	f := s.raft.Apply(buf, enqueue)
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
+				errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, raft.ErrRaftShutdown) ||
+				errors.Is(err, raft.ErrEnqueueTimeout) {
+				return nil, 0, fmt.Errorf("%w (%v)", wrpc.ErrNoLeader, err)
+			}
+			return nil, 0, err
+		}
+	case <-ctx.Done():
+		return nil, 0, wrpc.Errorf(wrpc.CodeTimeout, "the write was proposed but not applied before the request's deadline; its outcome is unknown")
+	}
 	if err, ok := f.Response().(error); ok {
-		return nil, f.Index(), err
+		return nil, f.Index(), rejection(err)
 	}
 	return f.Response(), f.Index(), nil
+}
+
+// rejection gives an FSM rejection the code its kind maps to.
+func rejection(err error) error {
+	var r *fsm.Rejection
+	if !errors.As(err, &r) {
+		return err
+	}
+	switch r.Kind {
+	case fsm.ErrNotFound:
+		return &wrpc.Error{Code: wrpc.CodeNotFound, Message: r.Msg}
+	case fsm.ErrConflict:
+		return &wrpc.Error{Code: wrpc.CodeConflict, Message: r.Msg}
+	case fsm.ErrInvalid:
+		return &wrpc.Error{Code: wrpc.CodeBadRequest, Message: r.Msg}
+	}
+	return err
 }

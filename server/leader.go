@@ -1,42 +1,37 @@
 package server
 
 import (
+	"context"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
-	"github.com/weft-sched/weft/scheduler"
 )
 
 // barrierTimeout bounds one attempt at the new leader's barrier.
 const barrierTimeout = 30 * time.Second
 
 // monitorLeadership starts the leader's duties when this server wins an
-// election and stops them when it loses leadership.
+// election and stops them (and waits for them) when it loses leadership or
+// shuts down. Each leadership has its own context: every duty and every
+// write it makes ends with it.
 func (s *Server) monitorLeadership() {
-	defer s.wg.Done()
-	var stopCh chan struct{}
-	var done chan struct{}
-	stop := func() {
-		if stopCh != nil {
-			close(stopCh)
-			<-done
-			stopCh, done = nil, nil
+	var stop func() // ends the current leadership's duties and waits for them
+	defer func() {
+		if stop != nil {
+			stop()
 		}
-	}
-	defer stop()
+	}()
 	for {
 		select {
 		case isLeader := <-s.raftNotifyCh:
-			if isLeader && stopCh == nil {
-				stopCh, done = make(chan struct{}), make(chan struct{})
-				go func(stopCh, done chan struct{}) {
-					defer close(done)
-					s.leaderLoop(stopCh)
-				}(stopCh, done)
-			} else if !isLeader {
+			switch {
+			case isLeader && stop == nil:
+				stop = s.startLeadership()
+			case !isLeader && stop != nil:
 				stop()
+				stop = nil
 			}
 		case <-s.shutdownCh:
 			return
@@ -44,10 +39,26 @@ func (s *Server) monitorLeadership() {
 	}
 }
 
+// startLeadership runs leaderLoop under a new context and returns the
+// function that cancels it and waits for it to return.
+func (s *Server) startLeadership() func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.leaderLoop(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // leaderLoop runs while this server leads: first a barrier so that every
-// earlier entry is applied (consistent reads may start), then Raft membership
-// reconciliation with serf, on each event and periodically in full.
-func (s *Server) leaderLoop(stopCh chan struct{}) {
+// earlier entry is applied (consistent reads may start), then the duties,
+// and Raft membership reconciliation with serf, on each event and
+// periodically in full.
+func (s *Server) leaderLoop(ctx context.Context) {
 	s.logger.Info("cluster leadership acquired")
 	defer func() {
 		s.leaderReady.Store(false)
@@ -60,50 +71,62 @@ func (s *Server) leaderLoop(stopCh chan struct{}) {
 		}
 		s.logger.Error("leader barrier failed; retrying", "error", err)
 		select {
-		case <-time.After(time.Second):
-		case <-stopCh:
+		case <-s.clock.After(time.Second):
+		case <-ctx.Done():
 			return
 		}
 	}
-	s.board.reset(time.Now())
+	now := s.clock.Now()
+	s.board.reset(now)
+	s.livenessMu.Lock()
+	s.liveness.Reset(now)
+	for _, m := range s.serf.Members() {
+		if m.Tags[TagRole] == RoleAgent {
+			s.liveness.Gossip(m.Tags[TagID], gossipOf(m.Status))
+		}
+	}
+	s.livenessMu.Unlock()
 	s.leaderReady.Store(true)
 	s.logger.Info("leader is ready", "index", s.fsm.State().Index())
 
 	var duties sync.WaitGroup
-	duties.Add(3)
+	duties.Add(2)
 	go func() {
 		defer duties.Done()
-		s.preemptLoop(stopCh)
+		s.scheduleLoop(ctx)
 	}()
 	go func() {
 		defer duties.Done()
-		s.scheduleLoop(stopCh)
-	}()
-	go func() {
-		defer duties.Done()
-		s.livenessLoop(stopCh)
+		s.leaderDuties(ctx)
 	}()
 	defer duties.Wait()
 
 	s.reconcileAll()
-	ticker := time.NewTicker(s.config.ReconcileInterval)
+	ticker := s.clock.NewTicker(s.config.ReconcileInterval)
 	defer ticker.Stop()
 	for {
 		select {
 		case m := <-s.reconcileCh:
 			s.reconcileMember(m)
-		case m := <-s.nodeEventCh:
-			if n, ok := s.fsm.State().Node(m.Tags[TagID]); ok && n.Status != scheduler.NodeDown {
-				s.markNodeDown(n, "gossip reports the agent "+m.Status.String())
-			}
-		case <-ticker.C:
+		case <-ticker.C():
 			s.reconcileAll()
-		case <-stopCh:
-			return
-		case <-s.shutdownCh:
+		case <-ctx.Done():
 			return
 		}
 	}
+}
+
+// gossipOf maps a serf member status to what liveness needs of it.
+func gossipOf(st serf.MemberStatus) gossipStatus {
+	switch st {
+	case serf.StatusAlive:
+		return gossipAlive
+	case serf.StatusFailed:
+		return gossipFailed
+	case serf.StatusLeft, serf.StatusLeaving:
+		return gossipLeft
+	}
+	return gossipUnknown
 }
 
 func (s *Server) reconcileAll() {

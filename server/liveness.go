@@ -1,73 +1,188 @@
 package server
 
 import (
-	"sync"
+	"fmt"
 	"time"
 
-	"github.com/weft-sched/weft/fsm"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
 
-// Node liveness settings (SPEC §12).
+// Node liveness settings (SPEC §12, §13).
 const (
 	// DefaultNodeTTL is how long a node may go without a heartbeat.
 	DefaultNodeTTL = 10 * time.Second
+	// DefaultNodeGossipGrace is how long a node gossip reports failed (or
+	// gone) may go without a heartbeat before it is DOWN: two independent
+	// signals agree, so this is much shorter than the TTL.
+	DefaultNodeGossipGrace = 3 * time.Second
 	// ContainerStartTimeout is how long an allocation may wait to be started.
 	ContainerStartTimeout = 10 * time.Minute
 )
 
-// liveness is the leader's memory of when each node last heartbeated and
-// what load it reported. It is not replicated: a new leader starts every
-// node's clock afresh (the grace period of SPEC §13).
+// gossipStatus is what the serf pool says of a node's agent.
+type gossipStatus uint8
+
+const (
+	gossipUnknown gossipStatus = iota
+	gossipAlive
+	gossipFailed
+	gossipLeft
+)
+
+func (g gossipStatus) String() string {
+	return [...]string{"unknown", "alive", "failed", "left"}[g]
+}
+
+// liveness is the leader's memory of when each node last heartbeated, what
+// load it reported and what gossip says of its agent, and the rule that
+// decides when a node is DOWN. It is a state machine: its inputs are
+// heartbeats, gossip reports and Tick(now); it reads no clock and takes no
+// lock (the server serializes calls). It is not replicated: a new leader
+// starts every clock afresh (the grace period of SPEC §13).
+//
+// A node is marked DOWN only on evidence a healthy node cannot produce:
+//
+//   - it sent no heartbeat for the TTL while the leader heard from at least
+//     half of its nodes (the leader is reachable by the node's peers, so the
+//     silence is the node's own, not the leader's isolation); or
+//   - gossip reports its agent failed or gone and it sent no heartbeat for
+//     the gossip grace.
+//
+// When the leader hears from fewer than half of its nodes (it is cut off,
+// or was paused), TTL expiry is suspended; once it hears from most of them
+// again, every clock restarts, so that the nodes still reconnecting get a
+// full TTL.
 type liveness struct {
-	mu    sync.Mutex
+	ttl         time.Duration
+	gossipGrace time.Duration
+
 	nodes map[string]*nodeSeen
+	// gossip holds what serf last said of each agent, by node ID; it
+	// outlives registrations.
+	gossip map[string]gossipStatus
+	// isolated is set while the leader hears from fewer than half its nodes.
+	isolated bool
 }
 
 type nodeSeen struct {
 	epoch    uint64
-	last     time.Time
+	last     time.Time // last heartbeat at this epoch, or the start of its grace
 	load     wrpc.NodeLoad
 	reported bool // a heartbeat has reported load at this epoch
 }
 
-func newLiveness() *liveness { return &liveness{nodes: map[string]*nodeSeen{}} }
+// nodeDown is the decision to mark a node DOWN at its epoch.
+type nodeDown struct {
+	ID     string
+	Epoch  uint64
+	Reason string
+}
 
-func (l *liveness) seen(id string, epoch uint64, at time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+func newLiveness(ttl, gossipGrace time.Duration) *liveness {
+	return &liveness{ttl: ttl, gossipGrace: gossipGrace, nodes: map[string]*nodeSeen{}, gossip: map[string]gossipStatus{}}
+}
+
+// Heartbeat records that a node heartbeated at epoch at now, and the load
+// it reported.
+func (l *liveness) Heartbeat(id string, epoch uint64, now time.Time, load *wrpc.NodeLoad) {
 	n, ok := l.nodes[id]
 	if !ok || n.epoch != epoch {
-		n = &nodeSeen{}
+		n = &nodeSeen{epoch: epoch}
 		l.nodes[id] = n
 	}
-	n.epoch, n.last = epoch, at
-}
-
-func (l *liveness) setLoad(id string, load wrpc.NodeLoad) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if n, ok := l.nodes[id]; ok {
-		n.load, n.reported = load, true
+	if now.After(n.last) {
+		n.last = now
+	}
+	if load != nil {
+		n.load, n.reported = *load, true
 	}
 }
 
-// queueWait returns the queue wait a node last estimated.
-func (l *liveness) queueWait(id string) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if n, ok := l.nodes[id]; ok {
-		return n.load.EstimatedQueueWait
+// Gossip records what the serf pool says of a node's agent.
+func (l *liveness) Gossip(id string, status gossipStatus) { l.gossip[id] = status }
+
+// Reset starts every node's clock at now and forgets their loads, which
+// may be a term old: called when leadership begins.
+func (l *liveness) Reset(now time.Time) {
+	for _, n := range l.nodes {
+		n.last = now
+		n.load, n.reported = wrpc.NodeLoad{}, false
 	}
-	return 0
+	l.isolated = false
 }
 
-// loads returns the last load each node reported at its current epoch;
+// Tick decides, at now, which of the given nodes are DOWN. Nodes this
+// leader has not seen at their current epoch get their clock started now.
+func (l *liveness) Tick(now time.Time, nodes []*scheduler.Node) []nodeDown {
+	tracked, fresh := 0, 0
+	for _, n := range nodes {
+		if n.Status == scheduler.NodeDown {
+			continue
+		}
+		tracked++
+		seen, ok := l.nodes[n.ID]
+		if !ok || seen.epoch != n.Epoch {
+			seen = &nodeSeen{epoch: n.Epoch, last: now}
+			l.nodes[n.ID] = seen
+		}
+		if now.Sub(seen.last) <= l.ttl {
+			fresh++
+		}
+	}
+	peersHeard := tracked >= 2 && 2*fresh >= tracked
+	switch {
+	case !peersHeard && tracked >= 2:
+		l.isolated = true
+	case peersHeard && l.isolated:
+		// Back in touch with most nodes: whoever is still reconnecting
+		// gets a full TTL from now.
+		for _, seen := range l.nodes {
+			if seen.last.Before(now) {
+				seen.last = now
+			}
+		}
+		l.isolated = false
+	}
+	var out []nodeDown
+	for _, n := range nodes {
+		if n.Status == scheduler.NodeDown {
+			continue
+		}
+		silent := now.Sub(l.nodes[n.ID].last)
+		g := l.gossip[n.ID]
+		switch {
+		case (g == gossipFailed || g == gossipLeft) && silent > l.gossipGrace:
+			out = append(out, nodeDown{n.ID, n.Epoch, fmt.Sprintf("gossip reports the agent %s and it sent no heartbeat for %s", g, silent.Round(time.Second))})
+		case silent > l.ttl && peersHeard:
+			out = append(out, nodeDown{n.ID, n.Epoch, fmt.Sprintf("no heartbeat for %s while %d of %d nodes were heard", silent.Round(time.Second), fresh, tracked)})
+		}
+	}
+	l.forgetGone(nodes)
+	return out
+}
+
+// forgetGone drops the clocks of nodes the state no longer holds as live.
+func (l *liveness) forgetGone(nodes []*scheduler.Node) {
+	if len(l.nodes) <= len(nodes) {
+		return
+	}
+	keep := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		if n.Status != scheduler.NodeDown {
+			keep[n.ID] = true
+		}
+	}
+	for id := range l.nodes {
+		if !keep[id] {
+			delete(l.nodes, id)
+		}
+	}
+}
+
+// Loads returns the last load each node reported at its current epoch;
 // nodes that have not reported one yet are left out.
-func (l *liveness) loads() map[string]wrpc.NodeLoad {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+func (l *liveness) Loads() map[string]wrpc.NodeLoad {
 	out := make(map[string]wrpc.NodeLoad, len(l.nodes))
 	for id, n := range l.nodes {
 		if n.reported {
@@ -77,81 +192,13 @@ func (l *liveness) loads() map[string]wrpc.NodeLoad {
 	return out
 }
 
-// reset starts every node's clock at now and forgets their loads, which
-// may be a term old: called when leadership begins.
-func (l *liveness) reset(now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, n := range l.nodes {
-		n.last = now
-		n.load, n.reported = wrpc.NodeLoad{}, false
+// QueueWait returns the queue wait a node last estimated.
+func (l *liveness) QueueWait(id string) time.Duration {
+	if n, ok := l.nodes[id]; ok {
+		return n.load.EstimatedQueueWait
 	}
+	return 0
 }
 
-// expired returns the READY nodes of st whose last heartbeat (at their
-// current epoch) is older than ttl. A node never seen by this leader gets
-// its clock started now.
-func (l *liveness) expired(st *fsm.State, now time.Time, ttl time.Duration) []*scheduler.Node {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []*scheduler.Node
-	for _, n := range st.Nodes() {
-		if n.Status == scheduler.NodeDown {
-			continue
-		}
-		seen, ok := l.nodes[n.ID]
-		if !ok || seen.epoch != n.Epoch {
-			l.nodes[n.ID] = &nodeSeen{epoch: n.Epoch, last: now}
-			continue
-		}
-		if now.Sub(seen.last) > ttl {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// livenessLoop runs on the leader: it marks nodes DOWN whose heartbeats
-// stopped, and expires allocations never started in time.
-func (s *Server) livenessLoop(stopCh chan struct{}) {
-	s.liveness.reset(time.Now())
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-tick.C:
-		case <-stopCh:
-			return
-		}
-		now := time.Now()
-		st := s.fsm.State()
-		for _, n := range s.liveness.expired(st, now, s.config.NodeTTL) {
-			s.markNodeDown(n, "no heartbeat for "+s.config.NodeTTL.String())
-		}
-		var expired []string
-		for _, n := range st.Nodes() {
-			for _, c := range st.NodeLiveContainers(n.ID) {
-				if c.State == scheduler.ContainerAllocated && !c.IsAM && now.Sub(time.Unix(0, c.AllocatedAt)) > ContainerStartTimeout {
-					expired = append(expired, c.ID)
-				}
-			}
-		}
-		if len(expired) > 0 {
-			if _, _, err := s.raftApply(fsm.ContainerStopType, &fsm.ContainerStopRequest{IDs: expired, Reason: scheduler.ReasonExpired, Now: now.UnixNano()}); err != nil {
-				s.logger.Error("expire unstarted containers", "error", err)
-			}
-		}
-	}
-}
-
-// markNodeDown records a node DOWN at its current epoch: its containers are
-// lost and their AMs hear of it through Allocate.
-func (s *Server) markNodeDown(n *scheduler.Node, reason string) {
-	s.logger.Warn("marking node down", "node", n.ID, "epoch", n.Epoch, "reason", reason)
-	_, _, err := s.raftApply(fsm.NodeStatusType, &fsm.NodeStatusRequest{
-		ID: n.ID, Epoch: n.Epoch, Status: scheduler.NodeDown, Reason: reason, Now: time.Now().UnixNano(),
-	})
-	if err != nil {
-		s.logger.Error("mark node down", "node", n.ID, "error", err)
-	}
-}
+// Isolated reports whether the leader hears from fewer than half its nodes.
+func (l *liveness) Isolated() bool { return l.isolated }

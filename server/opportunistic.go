@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -78,7 +79,7 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 	if !b.computed.IsZero() && now.Sub(b.computed) < cfg.SortingNodesInterval {
 		return true
 	}
-	reported := s.liveness.loads()
+	reported := s.loads()
 	var loads []scheduler.NodeLoad
 	var queued []int
 	ready := 0
@@ -130,14 +131,14 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 // which the AM has not heard of yet: a retried Allocate gets nothing twice.
 // It returns, per ask, how many containers it could not place, and whether
 // the list was empty (no node can take opportunistic work).
-func (s *Server) allocateCentral(st *fsm.State, app *scheduler.App, attempt int, asks []scheduler.Ask, seenIndex uint64) (unplaced []int, empty bool, err error) {
+func (s *Server) allocateCentral(ctx context.Context, st *fsm.State, app *scheduler.App, attempt int, asks []scheduler.Ask, seenIndex uint64) (unplaced []int, empty bool, err error) {
 	placedAfter := placedSince(st, app.ID, attempt, seenIndex)
 	unplaced = make([]int, len(asks))
 	var plan []scheduler.Placement
 	var pos []int
 	b := &s.board
 	b.mu.Lock()
-	listed := s.refreshBoard(st, time.Now())
+	listed := s.refreshBoard(st, s.clock.Now())
 	empty = !listed || len(b.list) == 0
 	for i, ask := range asks {
 		ask.Count = max(0, ask.Count-placedAfter[ask.AskID])
@@ -160,7 +161,7 @@ func (s *Server) allocateCentral(st *fsm.State, app *scheduler.App, attempt int,
 	}
 	b.mu.Unlock()
 	if len(plan) > 0 {
-		_, err = s.commitPlan(plan)
+		_, err = s.commitPlan(ctx, plan)
 		b.mu.Lock()
 		for i := range plan {
 			delete(b.inflight, &plan[i])
@@ -168,6 +169,13 @@ func (s *Server) allocateCentral(st *fsm.State, app *scheduler.App, attempt int,
 		b.mu.Unlock()
 	}
 	return unplaced, empty, err
+}
+
+// loads returns the last load each node reported to this leader.
+func (s *Server) loads() map[string]wrpc.NodeLoad {
+	s.livenessMu.Lock()
+	defer s.livenessMu.Unlock()
+	return s.liveness.Loads()
 }
 
 // placedSince counts, per ask, the containers the servers placed for an app

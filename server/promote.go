@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -21,7 +22,7 @@ const promoteWait = 2 * time.Second
 // containers as evictable (heartbeats repeat it until they have). Leader
 // promotions are decided one request at a time, so two AMs of one queue
 // cannot both pass its max_resources check on the same state.
-func (s *Server) promote(app *scheduler.App, attempt int, ids []string, reply *wrpc.AMAllocateResponse) error {
+func (s *Server) promote(ctx context.Context, app *scheduler.App, attempt int, ids []string, reply *wrpc.AMAllocateResponse) error {
 	s.promoteMu.Lock()
 	defer s.promoteMu.Unlock()
 	st := s.fsm.State()
@@ -45,11 +46,13 @@ func (s *Server) promote(app *scheduler.App, attempt int, ids []string, reply *w
 	if len(grant) == 0 {
 		return nil
 	}
-	res, _, err := s.raftApply(fsm.PromoteType, &fsm.PromoteRequest{AppID: app.ID, Attempt: attempt, IDs: grant, Now: time.Now().UnixNano()})
+	res, _, err := s.raftApply(ctx, fsm.PromoteType, &fsm.PromoteRequest{AppID: app.ID, Attempt: attempt, IDs: grant, Now: s.clock.Now().UnixNano()})
 	if err != nil {
 		return err
 	}
 	after := s.fsm.State()
+	tellCtx, cancel := context.WithTimeout(ctx, promoteWait)
+	defer cancel()
 	var told sync.WaitGroup
 	for i, why := range res.(*fsm.PromoteResult).Refused {
 		if why != "" {
@@ -63,23 +66,18 @@ func (s *Server) promote(app *scheduler.App, attempt int, ids []string, reply *w
 			told.Add(1)
 			go func() {
 				defer told.Done()
-				s.tellNodePromoted(n.Address, c.ID)
+				s.tellNodePromoted(tellCtx, n.Address, c.ID)
 			}()
 		}
 	}
-	done := make(chan struct{})
-	go func() { told.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(promoteWait):
-	}
+	told.Wait() // each call gives up at promoteWait
 	s.logger.Info("promoted opportunistic containers", "app", app.ID, "promoted", len(reply.Promoted), "refused", len(reply.PromotionFailures))
 	return nil
 }
 
 // tellNodePromoted tells a container's agent it is now guaranteed.
-func (s *Server) tellNodePromoted(addr, id string) {
-	if err := s.pool.Call(addr, "Container.Promote", &wrpc.ContainerIDRequest{ID: id}, &struct{}{}); err != nil {
+func (s *Server) tellNodePromoted(ctx context.Context, addr, id string) {
+	if err := s.pool.Call(ctx, addr, "Container.Promote", &wrpc.ContainerIDRequest{ID: id}, &struct{}{}); err != nil {
 		s.logger.Warn("could not tell the node of a promotion; its next heartbeat will", "container", id, "error", err)
 	}
 }

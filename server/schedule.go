@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"time"
 
 	"github.com/weft-sched/weft/fsm"
@@ -13,23 +14,28 @@ import (
 // changes coalesce because each pass reads the newest state. A plan whose
 // placements were all refused is not retried until a table changes. The
 // delay-scheduling memory lives as long as this leadership.
-func (s *Server) scheduleLoop(stopCh chan struct{}) {
+func (s *Server) scheduleLoop(ctx context.Context) {
 	var refusedAt [4]uint64
-	waits := scheduler.NewLocalityWaits()
-	tick := time.NewTicker(time.Second)
+	s.waitsMu.Lock()
+	s.waits = scheduler.NewLocalityWaits()
+	s.waitsMu.Unlock()
+	tick := s.clock.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		st := s.fsm.State()
 		tables := [4]uint64{st.TableIndex(fsm.TableQueues), st.TableIndex(fsm.TableNodes), st.TableIndex(fsm.TableApps), st.TableIndex(fsm.TableContainers)}
 		if tables != refusedAt {
-			if plan := scheduler.Schedule(st, time.Now(), waits, scheduler.DefaultMaxPlacements).Placements; len(plan) > 0 {
-				placed, err := s.commitPlan(plan)
+			s.waitsMu.Lock()
+			plan := scheduler.Schedule(st, s.clock.Now(), s.waits, scheduler.DefaultMaxPlacements).Placements
+			s.waitsMu.Unlock()
+			if len(plan) > 0 {
+				placed, err := s.commitPlan(ctx, plan)
 				switch {
 				case err != nil:
 					s.logger.Error("plan failed", "error", err)
 					select {
-					case <-time.After(100 * time.Millisecond):
-					case <-stopCh:
+					case <-s.clock.After(100 * time.Millisecond):
+					case <-ctx.Done():
 						return
 					}
 					continue
@@ -42,8 +48,8 @@ func (s *Server) scheduleLoop(stopCh chan struct{}) {
 		}
 		select {
 		case <-st.Changed():
-		case <-tick.C:
-		case <-stopCh:
+		case <-tick.C():
+		case <-ctx.Done():
 			return
 		}
 	}
@@ -51,8 +57,8 @@ func (s *Server) scheduleLoop(stopCh chan struct{}) {
 
 // commitPlan applies a plan through Raft and returns how many placements
 // the FSM accepted.
-func (s *Server) commitPlan(plan []scheduler.Placement) (int, error) {
-	res, _, err := s.raftApply(fsm.PlanApplyType, &fsm.PlanApplyRequest{Placements: plan, Now: time.Now().UnixNano()})
+func (s *Server) commitPlan(ctx context.Context, plan []scheduler.Placement) (int, error) {
+	res, _, err := s.raftApply(ctx, fsm.PlanApplyType, &fsm.PlanApplyRequest{Placements: plan, Now: s.clock.Now().UnixNano()})
 	if err != nil {
 		return 0, err
 	}

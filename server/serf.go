@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strconv"
@@ -75,15 +76,13 @@ func (s *Server) setupSerf() error {
 
 // joinLoop joins the given serf addresses, retrying until one succeeds.
 func (s *Server) joinLoop(addrs []string) {
-	defer s.wg.Done()
 	gossip.JoinLoop(s.serf, addrs, s.config.JoinRetryInterval, s.logger, s.shutdownCh)
 }
 
 // serfEventLoop reacts to membership: it bootstraps Raft once enough servers
 // are seen, and hands server changes to the leader for reconciliation.
 func (s *Server) serfEventLoop() {
-	defer s.wg.Done()
-	retry := time.NewTicker(time.Second)
+	retry := s.clock.NewTicker(time.Second)
 	defer retry.Stop()
 	for {
 		select {
@@ -93,11 +92,10 @@ func (s *Server) serfEventLoop() {
 				continue
 			}
 			for _, m := range me.Members {
-				if m.Tags[TagRole] == RoleAgent && (me.Type == serf.EventMemberFailed || me.Type == serf.EventMemberLeave) && s.IsLeader() {
-					select {
-					case s.nodeEventCh <- m:
-					default: // the heartbeat TTL will catch it
-					}
+				if m.Tags[TagRole] == RoleAgent {
+					s.livenessMu.Lock()
+					s.liveness.Gossip(m.Tags[TagID], gossipOfEvent(me.Type, m.Status))
+					s.livenessMu.Unlock()
 					continue
 				}
 				if _, ok := parseServer(m); !ok {
@@ -113,12 +111,25 @@ func (s *Server) serfEventLoop() {
 					}
 				}
 			}
-		case <-retry.C:
+		case <-retry.C():
 			s.maybeBootstrap()
 		case <-s.shutdownCh:
 			return
 		}
 	}
+}
+
+// gossipOfEvent is what a serf event says of an agent.
+func gossipOfEvent(t serf.EventType, st serf.MemberStatus) gossipStatus {
+	switch t {
+	case serf.EventMemberFailed:
+		return gossipFailed
+	case serf.EventMemberLeave, serf.EventMemberReap:
+		return gossipLeft
+	case serf.EventMemberJoin:
+		return gossipAlive
+	}
+	return gossipOf(st)
 }
 
 // maybeBootstrap bootstraps Raft with every server seen in serf once
@@ -150,7 +161,10 @@ func (s *Server) maybeBootstrap() {
 			continue
 		}
 		var resp wrpc.PeersResponse
-		if err := s.pool.Call(p.RPCAddr, "Status.Peers", &wrpc.RequestHeader{AllowStale: true}, &resp); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := s.pool.Call(ctx, p.RPCAddr, "Status.Peers", &wrpc.RequestHeader{AllowStale: true}, &resp)
+		cancel()
+		if err != nil {
 			s.logger.Warn("cannot confirm peer's raft state; will retry", "peer", p.ID, "error", err)
 			return
 		}

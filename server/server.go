@@ -3,7 +3,6 @@ package server
 import (
 	"fmt"
 	"net"
-	"net/rpc"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,8 +15,10 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/hashicorp/serf/serf"
 	"github.com/weft-sched/weft/fsm"
+	"github.com/weft-sched/weft/internal/clock"
 	"github.com/weft-sched/weft/internal/gossip"
 	wrpc "github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
 )
 
 // Server is one weft server. Create it with New; stop it with Leave (a
@@ -26,6 +27,7 @@ import (
 type Server struct {
 	config *Config
 	logger hclog.Logger
+	clock  clock.Clock
 
 	fsm           *fsm.FSM
 	raft          *raft.Raft
@@ -42,19 +44,24 @@ type Server struct {
 
 	listener  net.Listener
 	rpcAddr   string
-	rpcServer *rpc.Server
+	rpcServer *wrpc.Server
 	rpcConns  *wrpc.Listener
 	pool      *wrpc.Pool
 
-	// leaderReady is true on the leader once it has applied a barrier in
-	// its term, so consistent reads never see state older than the term.
-	liveness *liveness
-	board    loadBoard
+	// livenessMu guards liveness: heartbeats and gossip arrive from many
+	// goroutines, the leader's duties tick it from one.
+	livenessMu sync.Mutex
+	liveness   *liveness
+	board      loadBoard
+	// waits is the scheduling loop's delay-scheduling memory, shared with
+	// the why-pending explanations under waitsMu.
+	waitsMu sync.Mutex
+	waits   *scheduler.LocalityWaits
 	// promoteMu makes the leader decide promotions one request at a time.
 	promoteMu sync.Mutex
-	// nodeEventCh carries serf events about agents to the leader.
-	nodeEventCh chan serf.Member
 
+	// leaderReady is true on the leader once it has applied a barrier in
+	// its term, so consistent reads never see state older than the term.
 	leaderReady  atomic.Bool
 	bootstrapped atomic.Bool
 	reconcileCh  chan serf.Member
@@ -74,11 +81,12 @@ func New(config *Config) (*Server, error) {
 	s := &Server{
 		config:       config,
 		logger:       config.Logger.Named("server").With("node_id", config.NodeID),
+		clock:        config.Clock,
 		raftNotifyCh: make(chan bool, 16),
 		serfEventCh:  make(chan serf.Event, 2048),
 		reconcileCh:  make(chan serf.Member, 64),
-		nodeEventCh:  make(chan serf.Member, 256),
-		liveness:     newLiveness(),
+		liveness:     newLiveness(config.NodeTTL, config.NodeGossipGrace),
+		waits:        scheduler.NewLocalityWaits(),
 		shutdownCh:   make(chan struct{}),
 		pool:         wrpc.NewPool(config.Logger),
 	}
@@ -93,7 +101,7 @@ func New(config *Config) (*Server, error) {
 	}
 	s.listener = ln
 	s.rpcAddr = ln.Addr().String()
-	s.rpcServer = rpc.NewServer()
+	s.rpcServer = wrpc.NewServer(s.logger.Named("rpc"))
 	s.registerEndpoints()
 	s.raftLayer = newRaftLayer(ln.Addr())
 
@@ -102,22 +110,16 @@ func New(config *Config) (*Server, error) {
 		return nil, err
 	}
 	s.rpcConns = wrpc.NewListener(s.rpcServer, s.logger, s.raftLayer.handoff)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.rpcConns.Serve(ln)
-	}()
+	s.goFunc(func() { s.rpcConns.Serve(ln) })
 
 	if err := s.setupSerf(); err != nil {
 		s.Shutdown()
 		return nil, err
 	}
-	s.wg.Add(2)
-	go s.serfEventLoop()
-	go s.monitorLeadership()
+	s.goFunc(s.serfEventLoop)
+	s.goFunc(s.monitorLeadership)
 	if len(config.Join) > 0 {
-		s.wg.Add(1)
-		go s.joinLoop(config.Join)
+		s.goFunc(func() { s.joinLoop(config.Join) })
 	}
 	s.logger.Info("server started", "rpc_addr", s.rpcAddr, "serf_addr", s.SerfAddr(),
 		"bootstrap_expect", config.BootstrapExpect, "raft_state_on_disk", s.hadRaftState)
@@ -233,8 +235,8 @@ func (s *Server) Leave() error {
 // awaitRemoval waits until this server is no longer in its own copy of the
 // Raft configuration, or the timeout passes.
 func (s *Server) awaitRemoval(timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	deadline := s.clock.Now().Add(timeout)
+	for s.clock.Now().Before(deadline) {
 		if s.IsLeader() {
 			// Elected while leaving (the others left first): nobody else can
 			// remove this server, so it hands over itself, or is the last.
@@ -257,7 +259,7 @@ func (s *Server) awaitRemoval(timeout time.Duration) {
 			return
 		}
 		select {
-		case <-time.After(100 * time.Millisecond):
+		case <-s.clock.After(100 * time.Millisecond):
 		case <-s.shutdownCh:
 			return
 		}
@@ -293,6 +295,16 @@ func (s *Server) Shutdown() error {
 	s.wg.Wait()
 	s.logger.Info("server stopped")
 	return nil
+}
+
+// goFunc runs f in a goroutine the server owns: Shutdown waits for it, so
+// f must return once shutdownCh is closed.
+func (s *Server) goFunc(f func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
 }
 
 func (s *Server) isShutdown() bool {

@@ -1,58 +1,18 @@
 package server
 
 import (
+	"context"
 	"net"
 	"net/rpc"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/weft-sched/weft/internal/testutil"
 	wrpc "github.com/weft-sched/weft/rpc"
 )
-
-// testLogWriter routes logs to t.Log until the test ends, and lets a test
-// wait for a line to appear.
-type testLogWriter struct {
-	t    testing.TB
-	mu   sync.Mutex
-	done bool
-	seen []string
-}
-
-func (w *testLogWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.seen = append(w.seen, string(p))
-	if !w.done {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-func (w *testLogWriter) contains(s string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, l := range w.seen {
-		if strings.Contains(l, s) {
-			return true
-		}
-	}
-	return false
-}
-
-func newTestLogger(t testing.TB) (hclog.Logger, *testLogWriter) {
-	w := &testLogWriter{t: t}
-	// Registered first, so it runs last: after every server has stopped.
-	t.Cleanup(func() {
-		w.mu.Lock()
-		w.done = true
-		w.mu.Unlock()
-	})
-	return hclog.New(&hclog.LoggerOptions{Output: w, Level: hclog.Info}), w
-}
 
 func fastRaftConfig() *raft.Config {
 	c := raft.DefaultConfig()
@@ -68,14 +28,14 @@ func fastRaftConfig() *raft.Config {
 type testCluster struct {
 	t       *testing.T
 	logger  hclog.Logger
-	logs    *testLogWriter
+	logs    *testutil.LogSink
 	servers map[string]*Server
 	configs map[string]*Config
 	pool    *wrpc.Pool
 }
 
 func newTestCluster(t *testing.T) *testCluster {
-	logger, logs := newTestLogger(t)
+	logger, logs := testutil.Logger(t, hclog.Info)
 	c := &testCluster{t: t, logger: logger, logs: logs, servers: map[string]*Server{}, configs: map[string]*Config{}, pool: wrpc.NewPool(nil)}
 	t.Cleanup(func() {
 		c.pool.Shutdown()
@@ -160,7 +120,7 @@ func (c *testCluster) leader() *Server {
 func (c *testCluster) waitForLeader() *Server {
 	c.t.Helper()
 	var l *Server
-	waitFor(c.t, 15*time.Second, func() bool { l = c.leader(); return l != nil })
+	testutil.WaitFor(c.t, 15*time.Second, func() bool { l = c.leader(); return l != nil })
 	return l
 }
 
@@ -178,7 +138,7 @@ func (c *testCluster) waitForVoters(ids ...string) {
 	c.t.Helper()
 	want := strings.Join(sortedCopy(ids), ",")
 	var got string
-	ok := waitForErr(15*time.Second, func() bool {
+	ok := testutil.Eventually(15*time.Second, func() bool {
 		l := c.leader()
 		if l == nil {
 			return false
@@ -202,7 +162,7 @@ func (c *testCluster) waitForVoters(ids ...string) {
 }
 
 func (c *testCluster) call(s *Server, method string, args, reply any) error {
-	return c.pool.Call(s.RPCAddr(), method, args, reply)
+	return c.pool.Call(context.Background(), s.RPCAddr(), method, args, reply)
 }
 
 func sortedCopy(in []string) []string {
@@ -215,24 +175,6 @@ func sortedCopy(in []string) []string {
 		}
 	}
 	return out
-}
-
-func waitForErr(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return true
-}
-
-func waitFor(t testing.TB, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	if !waitForErr(timeout, cond) {
-		t.Fatalf("condition not met within %s", timeout)
-	}
 }
 
 func newRawClient(conn net.Conn) *rpc.Client {

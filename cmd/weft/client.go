@@ -1,19 +1,27 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/weft-sched/weft/rpc"
 )
 
 // defaultAddress is where client commands look for a server.
 const defaultAddress = "127.0.0.1:8030"
+
+// clientBudget bounds how long a client command keeps trying the servers
+// (waiting out a leader election, say) before it gives up.
+const clientBudget = 30 * time.Second
 
 // clientFlags are the global flags of every client command (SPEC §14).
 type clientFlags struct {
@@ -43,32 +51,110 @@ func (c *clientFlags) register(fs *flag.FlagSet) {
 
 func (c *clientFlags) header() rpc.RequestHeader { return rpc.RequestHeader{AllowStale: c.stale} }
 
-func (c *clientFlags) client() *rpc.Client {
-	var addrs []string
+// addresses parses -address: comma-separated HOST:PORT, each checked.
+func (c *clientFlags) addresses() ([]string, error) {
+	var out []string
 	for _, a := range strings.Split(c.address, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			addrs = append(addrs, a)
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		if err := checkAddress(a); err != nil {
+			return nil, usagef("-address %s: %v", a, err)
+		}
+		out = append(out, a)
+	}
+	if len(out) == 0 {
+		return nil, usagef("no server address given: set -address or WEFT_ADDR to HOST:PORT, e.g. %s", defaultAddress)
+	}
+	return out, nil
+}
+
+// checkAddress accepts HOST:PORT and says what is wrong with anything else.
+func checkAddress(a string) error {
+	if i := strings.Index(a, "://"); i >= 0 {
+		return fmt.Errorf("give HOST:PORT without a scheme, e.g. %s", a[i+3:])
+	}
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		if strings.Contains(err.Error(), "missing port") {
+			return fmt.Errorf("missing the port; use %s", net.JoinHostPort(strings.Trim(a, "[]"), "8030"))
+		}
+		return fmt.Errorf("want HOST:PORT (%v)", err)
+	}
+	if host == "" {
+		return fmt.Errorf("missing the host; use 127.0.0.1:%s", port)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("port %q is not a number between 1 and 65535", port)
+	}
+	return nil
+}
+
+// client returns a client for -address that reports progress on stderr
+// while the servers cannot answer (no leader yet, a server down): within a
+// second, and then about once a second.
+func (c *clientFlags) client() (*rpc.Client, error) {
+	addrs, err := c.addresses()
+	if err != nil {
+		return nil, err
+	}
+	cl := rpc.NewClient(addrs, nil)
+	var last time.Time
+	cl.OnRetry = func(elapsed time.Duration, tried []rpc.ServerOutcome) {
+		if elapsed < 500*time.Millisecond && !anyNoLeader(tried) || time.Since(last) < time.Second {
+			return
+		}
+		last = time.Now()
+		fmt.Fprintf(stderr, "Waiting for the servers (%s): %s\n", elapsed.Round(time.Second), outcomes(tried))
+	}
+	return cl, nil
+}
+
+func anyNoLeader(tried []rpc.ServerOutcome) bool {
+	for _, t := range tried {
+		if rpc.IsNoLeader(t.Err) {
+			return true
 		}
 	}
-	return rpc.NewClient(addrs, nil)
+	return false
+}
+
+func outcomes(tried []rpc.ServerOutcome) string {
+	parts := make([]string, len(tried))
+	for i, t := range tried {
+		parts[i] = t.Addr + " " + rpc.Describe(t.Err)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // call makes one RPC and turns failures into errors that say what to do.
 func (c *clientFlags) call(method string, args, reply any) error {
-	cl := c.client()
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
 	defer cl.Close()
-	err := cl.Call(method, args, reply)
+	ctx, cancel := context.WithTimeout(context.Background(), clientBudget)
+	defer cancel()
+	return explain(cl.Call(ctx, method, args, reply))
+}
+
+// explain turns a failed call into an error that says what happened on
+// each server and what to do.
+func explain(err error) error {
+	var ce *rpc.CallError
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, rpc.ErrNoServers):
 		return usagef("no server address given: set -address or WEFT_ADDR")
-	case rpc.IsNoLeader(err):
-		return fmt.Errorf("%v: the servers have no elected leader yet; check 'weft members -stale' and the server logs", err)
-	case !rpc.IsServerError(err):
-		return fmt.Errorf("cannot reach a weft server at %s (%v); start one with 'make dev' or point -address / WEFT_ADDR at a server", c.address, err)
+	case !errors.As(err, &ce):
+		return err // a server's answer
+	case anyNoLeader(ce.Tried):
+		return fmt.Errorf("the servers have no elected leader (%s); check 'weft members -stale' and the server logs", outcomes(ce.Tried))
 	}
-	return err
+	return fmt.Errorf("cannot reach a weft server (%s); start one with 'make dev' or point -address / WEFT_ADDR at a server", outcomes(ce.Tried))
 }
 
 // parseArgs parses flags that may come before, between or after positional
@@ -118,6 +204,9 @@ func clientCommand(name string, args []string, nargs int, usage string, extra fu
 	if len(pos) != nargs {
 		return nil, nil, usagef("usage: %s", usage)
 	}
+	if _, err := cf.addresses(); err != nil {
+		return nil, nil, err
+	}
 	return cf, pos, nil
 }
 
@@ -133,4 +222,13 @@ func printJSON(v any) error {
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// printStaleNote says on stderr how far behind a -stale answer may be.
+func printStaleNote(cf *clientFlags, meta *rpc.ResponseMeta) {
+	if cf.stale {
+		if note := meta.StaleNote(); note != "" {
+			fmt.Fprintln(stderr, "Note: "+note)
+		}
+	}
 }

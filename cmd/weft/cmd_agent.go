@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/weft-sched/weft/agent"
+	"github.com/weft-sched/weft/am"
 	"github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -71,7 +75,9 @@ func runAM(args []string) error {
 	}
 	defer client.Close()
 	logger, _ := newLogger("info")
-	if err := agent.NewDShell(client, logger).Run(); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := am.NewDShell(client, logger).Run(ctx); err != nil {
 		return fmt.Errorf("dshell AM: %w", err)
 	}
 	fmt.Fprintln(os.Stderr, "dshell AM done")

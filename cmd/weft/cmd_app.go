@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -23,7 +24,7 @@ func runApp(args []string) error {
 	})
 }
 
-const submitUsage = "weft app submit [flags] -- CMD ARGS… | weft app submit -spec FILE"
+const submitUsage = "weft app submit [flags] -- CMD ARGS… | weft app submit -spec FILE [flags]"
 
 func runAppSubmit(args []string) error {
 	var spec scheduler.AppSpec
@@ -31,46 +32,58 @@ func runAppSubmit(args []string) error {
 	var memMB, vcores, amMemMB, amVcores int64
 	var prio int
 	var wait bool
-	cf, pos, err := clientCommandArgs("app submit", args, func(fs *flag.FlagSet) {
-		fs.StringVar(&specFile, "spec", "", "app spec `FILE` (HCL or JSON) instead of flags")
-		fs.StringVar(&spec.Name, "name", "", "app `NAME` (default: the command)")
-		fs.StringVar(&spec.Queue, "queue", "", "leaf `QUEUE` (default root.default)")
-		fs.StringVar(&spec.User, "user", currentUser(), "submitting `USER`")
-		fs.IntVar(&prio, "priority", 0, "app `PRIORITY` (higher runs first)")
-		fs.IntVar(&spec.DShell.NumContainers, "num-containers", 1, "how many containers run the command")
-		fs.StringVar(&containerType, "container-type", string(scheduler.Guaranteed), "GUARANTEED or OPPORTUNISTIC")
-		fs.Int64Var(&memMB, "memory-mb", 128, "memory of each container in `MiB`")
-		fs.Int64Var(&vcores, "vcores", 1, "virtual cores of each container")
-		fs.Int64Var(&amMemMB, "am-memory-mb", scheduler.DefaultAMMemoryMB, "memory of the AM container in `MiB`")
-		fs.Int64Var(&amVcores, "am-vcores", scheduler.DefaultAMVcores, "virtual cores of the AM container")
-		fs.IntVar(&spec.MaxAMAttempts, "max-am-attempts", scheduler.DefaultMaxAMAttempts, "AM attempts before the app fails")
-		fs.BoolVar(&spec.DShell.PromoteOpportunisticAfterStart, "promote-opportunistic-after-start", false, "ask to promote each opportunistic container once it runs")
-		fs.BoolVar(&spec.DShell.EnforceExecutionType, "enforce-execution-type", false, "never accept a container of another execution type")
-		fs.BoolVar(&wait, "wait", false, "wait for the app to end; exit 1 unless it FINISHED")
-	})
+	cf := &clientFlags{}
+	fs := newFlagSet("app submit")
+	cf.register(fs)
+	fs.StringVar(&specFile, "spec", "", "app spec `FILE` (HCL or JSON); flags given as well override the file")
+	fs.StringVar(&spec.Name, "name", "", "app `NAME` (default: the command)")
+	fs.StringVar(&spec.Queue, "queue", "", "leaf `QUEUE` (default root.default)")
+	fs.StringVar(&spec.User, "user", "", "submitting `USER` (default: you)")
+	fs.IntVar(&prio, "priority", 0, "app `PRIORITY` (higher runs first)")
+	fs.IntVar(&spec.DShell.NumContainers, "num-containers", 1, "how many containers run the command")
+	fs.StringVar(&containerType, "container-type", string(scheduler.Guaranteed), "GUARANTEED or OPPORTUNISTIC")
+	fs.Int64Var(&memMB, "memory-mb", 128, "memory of each container in `MiB`")
+	fs.Int64Var(&vcores, "vcores", 1, "virtual cores of each container")
+	fs.Int64Var(&amMemMB, "am-memory-mb", scheduler.DefaultAMMemoryMB, "memory of the AM container in `MiB`")
+	fs.Int64Var(&amVcores, "am-vcores", scheduler.DefaultAMVcores, "virtual cores of the AM container")
+	fs.IntVar(&spec.MaxAMAttempts, "max-am-attempts", scheduler.DefaultMaxAMAttempts, "AM attempts before the app fails")
+	fs.BoolVar(&spec.DShell.PromoteOpportunisticAfterStart, "promote-opportunistic-after-start", false, "ask to promote each opportunistic container once it runs")
+	fs.BoolVar(&spec.DShell.EnforceExecutionType, "enforce-execution-type", false, "never accept a container of another execution type")
+	fs.BoolVar(&wait, "wait", false, "wait for the app to end; exit 1 unless it FINISHED")
+	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
+	if _, err := cf.addresses(); err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	spec.Priority = int32(prio)
+	spec.DShell.ExecutionType = scheduler.ExecutionType(strings.ToUpper(containerType))
+	spec.DShell.Resources = scheduler.Resources{MemoryMB: memMB, Vcores: vcores}
+	spec.AMResources = scheduler.Resources{MemoryMB: amMemMB, Vcores: amVcores}
 	if specFile != "" {
 		if len(pos) > 0 {
-			return usagef("give either -spec FILE or a command, not both")
+			return usagef("give the command in the -spec file or after --, not both")
 		}
 		src, err := os.ReadFile(specFile)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", specFile, err)
 		}
-		if spec, err = hclconf.ParseAppSpec(specFile, src); err != nil {
+		file, err := hclconf.ParseAppSpec(specFile, src)
+		if err != nil {
 			return fmt.Errorf("%v; nothing was submitted", err)
 		}
+		spec = mergeSpec(file, spec, set)
 	} else {
 		if len(pos) == 0 {
 			return usagef("usage: %s", submitUsage)
 		}
-		spec.Priority = int32(prio)
 		spec.DShell.Command = pos
-		spec.DShell.ExecutionType = scheduler.ExecutionType(strings.ToUpper(containerType))
-		spec.DShell.Resources = scheduler.Resources{MemoryMB: memMB, Vcores: vcores}
-		spec.AMResources = scheduler.Resources{MemoryMB: amMemMB, Vcores: amVcores}
+	}
+	if spec.User == "" {
+		spec.User = currentUser()
 	}
 	spec.SetDefaults()
 	if err := spec.Validate(); err != nil {
@@ -92,6 +105,37 @@ func runAppSubmit(args []string) error {
 	return waitApp(cf, resp.AppID)
 }
 
+// mergeSpec is a -spec file with the flags given on the command line (set)
+// laid over it.
+func mergeSpec(file, flags scheduler.AppSpec, set map[string]bool) scheduler.AppSpec {
+	out := file
+	pick := func(name string, apply func()) {
+		if set[name] {
+			apply()
+		}
+	}
+	pick("name", func() { out.Name = flags.Name })
+	pick("queue", func() { out.Queue = flags.Queue })
+	pick("user", func() { out.User = flags.User })
+	pick("priority", func() { out.Priority = flags.Priority })
+	pick("max-am-attempts", func() { out.MaxAMAttempts = flags.MaxAMAttempts })
+	pick("num-containers", func() { out.DShell.NumContainers = flags.DShell.NumContainers })
+	pick("container-type", func() { out.DShell.ExecutionType = flags.DShell.ExecutionType })
+	pick("memory-mb", func() {
+		out.DShell.Resources = out.DShell.Resources.With(scheduler.ResourceMemoryMB, flags.DShell.Resources.MemoryMB)
+	})
+	pick("vcores", func() {
+		out.DShell.Resources = out.DShell.Resources.With(scheduler.ResourceVcores, flags.DShell.Resources.Vcores)
+	})
+	pick("am-memory-mb", func() { out.AMResources = out.AMResources.With(scheduler.ResourceMemoryMB, flags.AMResources.MemoryMB) })
+	pick("am-vcores", func() { out.AMResources = out.AMResources.With(scheduler.ResourceVcores, flags.AMResources.Vcores) })
+	pick("promote-opportunistic-after-start", func() {
+		out.DShell.PromoteOpportunisticAfterStart = flags.DShell.PromoteOpportunisticAfterStart
+	})
+	pick("enforce-execution-type", func() { out.DShell.EnforceExecutionType = flags.DShell.EnforceExecutionType })
+	return out
+}
+
 func orDefault(s, d string) string {
 	if s == "" {
 		return d
@@ -106,31 +150,24 @@ func currentUser() string {
 	return os.Getenv("USER")
 }
 
-// clientCommandArgs is clientCommand for commands that take any number of
-// positional arguments (after "--" they are taken verbatim).
-func clientCommandArgs(name string, args []string, extra func(*flag.FlagSet)) (*clientFlags, []string, error) {
-	cf := &clientFlags{}
-	fs := newFlagSet(name)
-	cf.register(fs)
-	extra(fs)
-	pos, err := parseArgs(fs, args)
-	return cf, pos, err
-}
-
 func runAppList(args []string) error {
 	var req rpc.AppListRequest
 	cf, _, err := clientCommand("app list", args, 0, "weft app list [-queue Q] [-state S]", func(fs *flag.FlagSet) {
 		fs.StringVar(&req.Queue, "queue", "", "only apps in `QUEUE`")
-		fs.StringVar(&req.State, "state", "", "only apps in `STATE` (e.g. RUNNING)")
+		fs.StringVar(&req.State, "state", "", "only apps in `STATE`: SUBMITTED, ACCEPTED, RUNNING, FINISHED, FAILED or KILLED")
 	})
 	if err != nil {
 		return err
+	}
+	if _, err := scheduler.ParseAppState(req.State); err != nil {
+		return usagef("-state: %v", err)
 	}
 	req.RequestHeader = cf.header()
 	var resp rpc.AppListResponse
 	if err := cf.call("App.List", &req, &resp); err != nil {
 		return err
 	}
+	printStaleNote(cf, &resp.ResponseMeta)
 	if cf.json {
 		return printJSON(orEmpty(resp.Apps))
 	}
@@ -152,6 +189,7 @@ func runAppStatus(args []string) error {
 	if err := cf.call("App.Status", &rpc.AppRequest{RequestHeader: cf.header(), AppID: pos[0]}, &resp); err != nil {
 		return err
 	}
+	printStaleNote(cf, &resp.ResponseMeta)
 	if cf.json {
 		return printJSON(resp.App)
 	}
@@ -205,6 +243,10 @@ func runAppKill(args []string) error {
 	if cf.json {
 		return printJSON(resp)
 	}
+	if len(resp.Warnings) > 0 {
+		fmt.Fprintln(stdout, strings.Join(resp.Warnings, "; "))
+		return nil
+	}
 	fmt.Fprintf(stdout, "Killed %s\n", pos[0])
 	return nil
 }
@@ -224,10 +266,15 @@ func (e *errAppNotFinished) Error() string {
 	return fmt.Sprintf("app %s ended %s: %s", e.app.ID, e.app.State, e.app.Diagnostics)
 }
 
-// waitApp follows an app with blocking queries until it ends, printing
-// state changes; it fails unless the app FINISHED.
+// waitApp follows an app with blocking queries until it ends, printing a
+// line on stderr whenever its state, its containers or why it waits
+// change, with the time since it was submitted; it fails unless the app
+// FINISHED.
 func waitApp(cf *clientFlags, id string) error {
-	cl := cf.client()
+	cl, err := cf.client()
+	if err != nil {
+		return err
+	}
 	defer cl.Close()
 	var index uint64
 	last := ""
@@ -235,14 +282,21 @@ func waitApp(cf *clientFlags, id string) error {
 		req := &rpc.AppRequest{RequestHeader: cf.header(), AppID: id}
 		req.MinQueryIndex, req.MaxWait = index, time.Minute
 		var resp rpc.AppStatusResponse
-		if err := cl.Call("App.Status", req, &resp); err != nil {
-			return err
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute+clientBudget)
+		err := cl.Call(ctx, "App.Status", req, &resp)
+		cancel()
+		if err != nil {
+			return explain(err)
 		}
 		index = resp.Index
 		a := resp.App
 		line := fmt.Sprintf("%s %s: %d running, %d completed", a.ID, a.State, a.Containers.Running, a.Containers.Completed)
+		if why := pendingLine(a); why != "" {
+			line += "; " + why
+		}
 		if line != last && !cf.json {
-			fmt.Fprintln(stderr, line)
+			elapsed := time.Since(time.Unix(0, a.SubmittedAt)).Round(time.Second)
+			fmt.Fprintf(stderr, "[%s] %s\n", elapsed, line)
 			last = line
 		}
 		if scheduler.AppState(a.State).Terminal() {
@@ -255,4 +309,12 @@ func waitApp(cf *clientFlags, id string) error {
 			return nil
 		}
 	}
+}
+
+// pendingLine says why an app waits, if it does.
+func pendingLine(a rpc.AppInfo) string {
+	if a.WhyPending != nil {
+		return "pending: " + a.WhyPending.Message
+	}
+	return ""
 }

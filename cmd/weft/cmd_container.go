@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"time"
@@ -68,16 +69,19 @@ func runContainerLogs(args []string) error {
 	if stderrStream {
 		stream = rpc.StreamStderr
 	}
-	cl := cf.client()
+	cl, err := cf.client()
+	if err != nil {
+		return err
+	}
 	defer cl.Close()
 	var offset int64
 	for {
 		var resp rpc.ContainerLogsResponse
-		if err := cl.Call("Container.Logs", &rpc.ContainerLogsRequest{ID: pos[0], Stream: stream, Offset: offset}, &resp); err != nil {
-			if !rpc.IsServerError(err) {
-				return fmt.Errorf("cannot reach a weft server at %s (%v)", cf.address, err)
-			}
-			return err
+		ctx, cancel := context.WithTimeout(context.Background(), clientBudget)
+		err := cl.Call(ctx, "Container.Logs", &rpc.ContainerLogsRequest{ID: pos[0], Stream: stream, Offset: offset}, &resp)
+		cancel()
+		if err != nil {
+			return explain(err)
 		}
 		stdout.Write(resp.Data)
 		offset = resp.NextOffset

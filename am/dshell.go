@@ -1,6 +1,7 @@
-package agent
+package am
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -65,9 +66,10 @@ func NewDShell(client *wrpc.AMClient, logger hclog.Logger) *DShell {
 }
 
 // Run registers, drives the app to its end and reports it. It returns an
-// error if the AM could not finish the app (the attempt then fails).
-func (d *DShell) Run() error {
-	reg, err := d.client.Register()
+// error if the AM could not finish the app (the attempt then fails), or
+// when ctx ends.
+func (d *DShell) Run(ctx context.Context) error {
+	reg, err := d.client.Register(ctx)
 	if err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
@@ -83,7 +85,7 @@ func (d *DShell) Run() error {
 			}
 		}
 		promotions, wait := d.duePromotions(time.Now())
-		resp, err := d.client.Allocate(wrpc.AMAllocateRequest{
+		resp, err := d.client.Allocate(ctx, wrpc.AMAllocateRequest{
 			Asks: []scheduler.Ask{{AskID: dshellAskID, Count: want, Resources: d.spec.Resources,
 				ExecutionType: d.spec.ExecutionType, EnforceExecutionType: d.spec.EnforceExecutionType}},
 			Releases:   releases,
@@ -91,11 +93,13 @@ func (d *DShell) Run() error {
 			Progress:   d.progress(),
 		}, wait)
 		if err != nil {
-			if strings.Contains(err.Error(), "not the app's current AM attempt") {
+			if errors.Is(err, wrpc.ErrStale) || ctx.Err() != nil {
 				return err
 			}
 			d.logger.Warn("allocate failed; retrying", "error", err)
-			time.Sleep(time.Second)
+			if !sleep(ctx, time.Second) {
+				return ctx.Err()
+			}
 			continue
 		}
 		releases = nil
@@ -104,7 +108,7 @@ func (d *DShell) Run() error {
 			return nil
 		}
 		for _, c := range resp.Allocated {
-			releases = append(releases, d.assign(c)...)
+			releases = append(releases, d.assign(ctx, c)...)
 		}
 		for _, c := range resp.Completed {
 			d.completed(c)
@@ -117,14 +121,14 @@ func (d *DShell) Run() error {
 			}
 		}
 		if d.finished() {
-			return d.finish()
+			return d.finish(ctx)
 		}
 	}
 }
 
 // assign gives an allocated container to a task that needs one and starts
 // it; a container nobody needs is returned for release.
-func (d *DShell) assign(c wrpc.ContainerInfo) []string {
+func (d *DShell) assign(ctx context.Context, c wrpc.ContainerInfo) []string {
 	if d.seen[c.ID] {
 		return nil // a container is used once, however often it is reported
 	}
@@ -146,10 +150,17 @@ func (d *DShell) assign(c wrpc.ContainerInfo) []string {
 		for k, v := range d.spec.Env {
 			env[k] = v
 		}
-		resp, err := d.client.StartContainer(c, wrpc.LaunchSpec{Command: d.spec.Command, Env: env})
+		resp, err := d.client.StartContainer(ctx, c, wrpc.LaunchSpec{Command: d.spec.Command, Env: env})
 		switch {
+		case err != nil && !wrpc.IsServerError(err):
+			// The node could not be reached (it is leaving, or cut off): not
+			// the command's fault. Give the container back and ask again.
+			d.logger.Warn("could not reach the container's node; asking for another", "task", i, "container", c.ID, "node", c.NodeID, "error", err)
+			d.forget(c.ID)
+			d.released[c.ID] = true
+			return []string{c.ID}
 		case err != nil:
-			d.startFailed(i, c, err.Error())
+			d.startFailed(ctx, i, c, err.Error())
 			d.released[c.ID] = true
 			return []string{c.ID}
 		case resp.State == string(scheduler.ContainerCompleted) && scheduler.ExitReason(resp.Reason).Retryable():
@@ -157,7 +168,7 @@ func (d *DShell) assign(c wrpc.ContainerInfo) []string {
 			d.logger.Info("the node turned the container away; asking for another", "task", i, "container", c.ID, "reason", resp.Reason)
 			d.forget(c.ID)
 		case resp.State == string(scheduler.ContainerCompleted):
-			d.startFailed(i, c, fmt.Sprintf("%s: %s", resp.Reason, resp.Diagnostics))
+			d.startFailed(ctx, i, c, fmt.Sprintf("%s: %s", resp.Reason, resp.Diagnostics))
 		default:
 			t.startFailures = 0
 			d.logger.Info("started task", "task", i, "container", c.ID, "node", c.NodeID, "state", resp.State)
@@ -173,7 +184,7 @@ func (d *DShell) assign(c wrpc.ContainerInfo) []string {
 
 // startFailed handles a container that would not start: the task asks for
 // another, after a pause, until it has failed maxStartFailures times.
-func (d *DShell) startFailed(i int, c wrpc.ContainerInfo, why string) {
+func (d *DShell) startFailed(ctx context.Context, i int, c wrpc.ContainerInfo, why string) {
 	d.forget(c.ID)
 	t := &d.tasks[i]
 	t.startFailures++
@@ -184,7 +195,17 @@ func (d *DShell) startFailed(i int, c wrpc.ContainerInfo, why string) {
 		return
 	}
 	d.logger.Warn("could not start a container; asking for another", "task", i, "container", c.ID, "node", c.NodeID, "error", why)
-	time.Sleep(time.Duration(t.startFailures) * 200 * time.Millisecond)
+	sleep(ctx, time.Duration(t.startFailures)*200*time.Millisecond)
+}
+
+// sleep waits d; it reports false if ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-time.After(d):
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // duePromotions returns the promotions to ask for now, and how long the
@@ -241,7 +262,7 @@ func (d *DShell) completed(c wrpc.ContainerInfo) {
 	t.container = ""
 	reason := scheduler.ExitReason(c.Reason)
 	if reason == scheduler.ReasonFailed {
-		d.startFailed(i, c, c.Diagnostics)
+		d.startFailed(context.Background(), i, c, c.Diagnostics)
 		return
 	}
 	if reason.Retryable() {
@@ -271,7 +292,7 @@ func (d *DShell) progress() float32 {
 	return float32(done) / float32(max(1, len(d.tasks)))
 }
 
-func (d *DShell) finish() error {
+func (d *DShell) finish(ctx context.Context) error {
 	var failed []string
 	for i, t := range d.tasks {
 		if t.reason != scheduler.ReasonExited || t.exitCode == nil || *t.exitCode != 0 {
@@ -289,14 +310,13 @@ func (d *DShell) finish() error {
 	}
 	d.logger.Info("finishing", "state", state, "diagnostics", diag)
 	for attempt := 0; ; attempt++ {
-		err := d.client.Finish(state, diag)
-		if err == nil || attempt == 5 {
+		err := d.client.Finish(ctx, state, diag)
+		if err == nil || attempt == 5 || !wrpc.IsRetryable(err) {
 			return err
 		}
-		if errors.Is(err, wrpc.ErrNotFound) {
-			return err
+		if !sleep(ctx, time.Second) {
+			return ctx.Err()
 		}
-		time.Sleep(time.Second)
 	}
 }
 

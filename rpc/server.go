@@ -1,0 +1,195 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/rpc"
+	"runtime/debug"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-msgpack/v2/codec"
+)
+
+// Server dispatches msgpack RPC requests (net/rpc framing: a request
+// header naming "Service.Method", then the body) to handlers registered
+// with Register. Each request is handled with a context that carries the
+// connection it came on (ConnInfoFrom), ends when the connection closes,
+// and has the deadline its caller asked for (RequestHeader.Timeout).
+// Errors reach the caller with their code (see Error); a handler that
+// panics is logged and answered with ErrInternal, and the process goes on.
+// Register every method before serving.
+type Server struct {
+	logger      hclog.Logger
+	methods     map[string]*method
+	maxInflight int
+}
+
+type method struct {
+	newArgs func() any
+	call    func(ctx context.Context, args any) (any, error)
+}
+
+// DefaultMaxInflight bounds the requests of one connection (or multiplexed
+// stream) handled at once; further requests wait to be read.
+const DefaultMaxInflight = 64
+
+// NewServer returns a server with no methods.
+func NewServer(logger hclog.Logger) *Server {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	return &Server{logger: logger, methods: map[string]*method{}, maxInflight: DefaultMaxInflight}
+}
+
+// Register makes fn answer the method name ("Service.Method"). fn gets
+// the request's context, the decoded request and a zero response to fill.
+// Registering a name twice panics: it is a programming error.
+func Register[Req, Resp any](s *Server, name string, fn func(ctx context.Context, req *Req, resp *Resp) error) {
+	if _, dup := s.methods[name]; dup {
+		panic("rpc: method registered twice: " + name)
+	}
+	s.methods[name] = &method{
+		newArgs: func() any { return new(Req) },
+		call: func(ctx context.Context, args any) (any, error) {
+			resp := new(Resp)
+			err := fn(ctx, args.(*Req), resp)
+			return resp, err
+		},
+	}
+}
+
+// Methods returns the registered method names, sorted.
+func (s *Server) Methods() []string {
+	out := make([]string, 0, len(s.methods))
+	for name := range s.methods {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ConnInfo describes the connection a request arrived on. The security
+// layer adds the peer's verified identity here.
+type ConnInfo struct {
+	RemoteAddr net.Addr
+}
+
+type connInfoKey struct{}
+
+// ConnInfoFrom returns the connection a request arrived on, or nil for a
+// call made in process.
+func ConnInfoFrom(ctx context.Context) *ConnInfo {
+	ci, _ := ctx.Value(connInfoKey{}).(*ConnInfo)
+	return ci
+}
+
+// maxRequestTimeout caps the deadline a caller may ask for: the longest
+// blocking query plus the time to forward it.
+const maxRequestTimeout = MaxBlockingWait + MaxBlockingWait/16 + DefaultCallTimeout
+
+// requestTimeout is the deadline a request asks for.
+func requestTimeout(args any) time.Duration {
+	h, ok := args.(interface{ Header() *RequestHeader })
+	if !ok {
+		return DefaultCallTimeout
+	}
+	hdr := h.Header()
+	t := hdr.Timeout
+	if t <= 0 {
+		t = hdr.callTimeout()
+	}
+	return min(t, maxRequestTimeout)
+}
+
+// ServeConn serves requests on one connection (or multiplexed stream) until
+// it closes or ctx ends. A request that cannot be decoded closes the
+// connection with a logged reason; it never takes the process down.
+func (s *Server) ServeConn(ctx context.Context, conn io.ReadWriteCloser, info *ConnInfo) {
+	ctx, cancel := context.WithCancel(context.WithValue(ctx, connInfoKey{}, info))
+	defer cancel()
+	var remote any
+	if info != nil {
+		remote = info.RemoteAddr
+	}
+	sc := NewServerCodec(conn, func(err error) {
+		s.logger.Warn("dropping RPC connection", "remote", remote, "error", err)
+	})
+	go func() {
+		<-ctx.Done()
+		conn.Close() // unblocks the reader when the server stops
+	}()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, s.maxInflight)
+	defer func() {
+		cancel()
+		wg.Wait()
+		sc.Close()
+	}()
+	for {
+		var req rpc.Request
+		if err := sc.ReadRequestHeader(&req); err != nil {
+			return
+		}
+		m := s.methods[req.ServiceMethod]
+		if m == nil {
+			var skip codec.Raw
+			if err := sc.ReadRequestBody(&skip); err != nil {
+				return
+			}
+			s.respond(sc, &req, nil, Errorf(CodeBadRequest, "unknown method %q", req.ServiceMethod))
+			continue
+		}
+		args := m.newArgs()
+		if err := sc.ReadRequestBody(args); err != nil {
+			return
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		wg.Add(1)
+		go func(req rpc.Request) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			reply, err := s.invoke(ctx, req.ServiceMethod, m, args)
+			s.respond(sc, &req, reply, err)
+		}(req)
+	}
+}
+
+// invoke runs one handler under the request's deadline, turning a panic
+// into ErrInternal.
+func (s *Server) invoke(ctx context.Context, name string, m *method, args any) (reply any, err error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout(args))
+	defer cancel()
+	defer func() {
+		if r := recover(); r != nil {
+			s.logger.Error("RPC handler panicked; answering with an internal error", "method", name,
+				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			reply, err = nil, fmt.Errorf("%s: %w", name, ErrInternal)
+		}
+	}()
+	reply, err = m.call(ctx, args)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && ErrorCode(err) == CodeUnknown {
+		err = fmt.Errorf("%s: %w", name, ErrTimeout)
+	}
+	return reply, err
+}
+
+func (s *Server) respond(sc *ServerCodec, req *rpc.Request, reply any, err error) {
+	resp := rpc.Response{ServiceMethod: req.ServiceMethod, Seq: req.Seq}
+	if err != nil {
+		resp.Error = encodeError(err)
+		reply = struct{}{}
+	}
+	if werr := sc.WriteResponse(&resp, reply); werr != nil {
+		s.logger.Debug("could not write RPC response", "method", req.ServiceMethod, "error", werr)
+	}
+}
