@@ -86,6 +86,13 @@ func recordResult(r *RequestRecord, res any) {
 	}
 }
 
+// Replay is what a retried request gets: the answer of its first
+// application, and the Raft index at which that was applied.
+type Replay struct {
+	Index  uint64
+	Result any
+}
+
 // result is the recorded answer, as the first application returned it.
 func (r *RequestRecord) result() any {
 	switch r.Kind {
@@ -105,7 +112,7 @@ func (r *RequestRecord) result() any {
 func (f *FSM) applyRequest(t *txn, index uint64, env *RequestEnvelope) any {
 	t.expireRequests(env.Now)
 	if rec, ok := t.request(env.ID); ok {
-		return rec.result()
+		return &Replay{Index: rec.Index, Result: rec.result()}
 	}
 	if env.ID == "" || env.Type == RequestType {
 		return reject(ErrInvalid, "malformed request envelope")

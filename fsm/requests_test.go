@@ -42,8 +42,8 @@ func TestRetriedRequestIsAppliedOnceAndGetsTheFirstAnswer(t *testing.T) {
 	// The retry comes later (a broken connection, another server): same
 	// answer, no second app.
 	again := h.request("r1", t0.Add(time.Minute), AppSubmitType, submitSpec("a"))
-	if again != id {
-		t.Fatalf("retry answered %v, want the first answer %s", again, id)
+	if r, ok := again.(*Replay); !ok || r.Result != id || r.Index != 1 {
+		t.Fatalf("retry answered %#v, want the first answer %s at index 1", again, id)
 	}
 	if n := len(h.f.State().Apps()); n != 1 {
 		t.Fatalf("%d apps after a retried submit, want 1", n)
@@ -55,8 +55,10 @@ func TestRetriedRequestIsAppliedOnceAndGetsTheFirstAnswer(t *testing.T) {
 	// A rejection is remembered too, with its kind.
 	h.request("r3", t0, AppFinishType, &AppFinishRequest{AppID: "app-404", State: scheduler.AppKilled})
 	res := h.request("r3", t0, AppFinishType, &AppFinishRequest{AppID: "app-404", State: scheduler.AppKilled})
-	if err, ok := res.(error); !ok || !errors.Is(err, ErrNotFound) || err.Error() != "app app-404 not found" {
-		t.Fatalf("retried rejection answered %v", res)
+	if r, ok := res.(*Replay); !ok {
+		t.Fatalf("retried rejection answered %#v", res)
+	} else if err, ok := r.Result.(error); !ok || !errors.Is(err, ErrNotFound) || err.Error() != "app app-404 not found" {
+		t.Fatalf("retried rejection answered %v", r.Result)
 	}
 }
 
@@ -115,8 +117,8 @@ func TestRequestRecordsSurviveASnapshot(t *testing.T) {
 	// A server restored from the snapshot answers a retry as the others do.
 	for _, f := range []*FSM{h.f, g} {
 		buf, _ := EncodeRequest("r1", t0.UnixNano(), AppSubmitType, submitSpec("a"))
-		if res := f.Apply(&raft.Log{Index: h.index + 1, Term: 1, Type: raft.LogCommand, Data: buf}); res != id {
-			t.Fatalf("retry after restore answered %v, want %s", res, id)
+		if res, ok := f.Apply(&raft.Log{Index: h.index + 1, Term: 1, Type: raft.LogCommand, Data: buf}).(*Replay); !ok || res.Result != id {
+			t.Fatalf("retry after restore answered %#v, want %s", res, id)
 		}
 	}
 	if !bytes.Equal(persist(t, h.f), persist(t, g)) {

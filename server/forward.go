@@ -118,10 +118,16 @@ func (s *Server) apply(ctx context.Context, buf []byte) (any, uint64, error) {
 	case <-ctx.Done():
 		return nil, 0, wrpc.Errorf(wrpc.CodeTimeout, "the write was proposed but not applied before the request's deadline; its outcome is unknown")
 	}
-	if err, ok := f.Response().(error); ok {
-		return nil, f.Index(), rejection(err)
+	res, index := f.Response(), f.Index()
+	if r, ok := res.(*fsm.Replay); ok {
+		// A retry of a request already applied: the first answer.
+		s.logger.Debug("answered a retried request with its first answer", "index", r.Index)
+		res, index = r.Result, r.Index
 	}
-	return f.Response(), f.Index(), nil
+	if err, ok := res.(error); ok {
+		return nil, index, rejection(err)
+	}
+	return res, index, nil
 }
 
 // rejection gives an FSM rejection the code its kind maps to.
