@@ -130,7 +130,11 @@ func TestDevAndCommandLineContract(t *testing.T) {
 		{[]string{"frobnicate"}, 2, "unknown command"},
 		{[]string{"queue", "status", "nope", "-address", addr}, 1, "root.nope not found"},
 		{[]string{"members", "-address", "127.0.0.1:1"}, 1, "cannot reach a weft server"},
-		{[]string{"server"}, 2, "needs -data-dir"},
+		{[]string{"server"}, 2, "data_dir (-data-dir) is required"},
+		{[]string{"agent", "-data-dir", "d", "-join", "x", "-resources", "memory_mb=0,vcores=8"}, 2, "memory_mb must be given and positive"},
+		{[]string{"app", "list", "-state", "BOGUS", "-address", addr}, 2, "use one of SUBMITTED"},
+		{[]string{"app", "list", "-address", "127.0.0.1"}, 2, "missing the port; use 127.0.0.1:8030"},
+		{[]string{"app", "list", "-address", "http://" + addr}, 2, "without a scheme"},
 	} {
 		_, errOut, code := cli(t, c.args...)
 		if code != c.code || !strings.Contains(errOut, c.want) || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {

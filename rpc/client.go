@@ -157,8 +157,8 @@ func isTimeout(err error) bool {
 // leader) which, like connection errors and timeouts, make the client try
 // the next server at once, with jittered backoff once all were tried.
 // Retrying ends when ctx ends, or after RetryBudget if ctx has no
-// deadline; connection failures end it after two rounds over every server,
-// so a client whose servers are all down fails fast.
+// deadline; when every server refuses connections it ends after two rounds
+// over them, so a client whose servers are all down fails fast.
 func (c *Client) Call(ctx context.Context, method string, args, reply any) error {
 	if _, ok := ctx.Deadline(); !ok && c.RetryBudget > 0 {
 		var cancel context.CancelFunc
@@ -199,7 +199,7 @@ func (c *Client) Call(ctx context.Context, method string, args, reply any) error
 		if errors.Is(err, ErrTimeout) || isTimeoutErr(err) {
 			attemptTimeout = min(2*attemptTimeout, MaxAttemptTimeout)
 		}
-		if ctx.Err() != nil || !IsServerError(err) && attempt >= 2*n && !isTimeoutErr(err) {
+		if ctx.Err() != nil || attempt >= 2*n && allUnreachable(tried) {
 			return &CallError{Method: method, Tried: tried}
 		}
 		if c.OnRetry != nil {
@@ -215,6 +215,17 @@ func (c *Client) Call(ctx context.Context, method string, args, reply any) error
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// allUnreachable reports whether no server tried has answered or hung:
+// every one refused the connection, so waiting will not help.
+func allUnreachable(tried []ServerOutcome) bool {
+	for _, t := range tried {
+		if IsServerError(t.Err) || isTimeoutErr(t.Err) {
+			return false
+		}
+	}
+	return true
 }
 
 // isTimeoutErr reports whether err is a transport timeout: the server did

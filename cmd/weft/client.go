@@ -28,6 +28,7 @@ type clientFlags struct {
 	address string
 	json    bool
 	stale   bool
+	prog    progress // what the client has said while it waits
 }
 
 // newFlagSet returns a flag set that stays quiet on errors (parseArgs
@@ -100,15 +101,51 @@ func (c *clientFlags) client() (*rpc.Client, error) {
 		return nil, err
 	}
 	cl := rpc.NewClient(addrs, nil)
-	var last time.Time
+	p := &c.prog
 	cl.OnRetry = func(elapsed time.Duration, tried []rpc.ServerOutcome) {
-		if elapsed < 500*time.Millisecond && !anyNoLeader(tried) || time.Since(last) < time.Second {
-			return
+		if elapsed < 500*time.Millisecond && !anyNoLeader(tried) {
+			return // passing over a dead server is not worth a word
 		}
-		last = time.Now()
-		fmt.Fprintf(stderr, "Waiting for the servers (%s): %s\n", elapsed.Round(time.Second), outcomes(tried))
+		p.say(fmt.Sprintf("Waiting for the servers (%s): %s", elapsed.Round(time.Second), outcomes(tried)))
 	}
 	return cl, nil
+}
+
+// progress keeps one line of progress on stderr: rewritten in place on a
+// terminal, else a new line at first and then every few seconds.
+type progress struct {
+	last  time.Time
+	shown bool
+}
+
+func (p *progress) say(line string) {
+	tty := isTerminal(stderr)
+	switch {
+	case tty && time.Since(p.last) >= 200*time.Millisecond:
+		fmt.Fprint(stderr, "\r\033[K"+line)
+	case !tty && (!p.shown || time.Since(p.last) >= 5*time.Second):
+		fmt.Fprintln(stderr, line)
+	default:
+		return
+	}
+	p.last, p.shown = time.Now(), true
+}
+
+// done ends a line of progress left on a terminal.
+func (p *progress) done() {
+	if p.shown && isTerminal(stderr) {
+		fmt.Fprintln(stderr)
+	}
+	p.shown = false
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 func anyNoLeader(tried []rpc.ServerOutcome) bool {
@@ -137,7 +174,9 @@ func (c *clientFlags) call(method string, args, reply any) error {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), clientBudget)
 	defer cancel()
-	return explain(cl.Call(ctx, method, args, reply))
+	err = cl.Call(ctx, method, args, reply)
+	c.prog.done()
+	return explain(err)
 }
 
 // explain turns a failed call into an error that says what happened on

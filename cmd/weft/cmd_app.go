@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weft-sched/weft/cmd/weft/internal/hclconf"
+	"github.com/weft-sched/weft/internal/config"
 	"github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -71,7 +71,7 @@ func runAppSubmit(args []string) error {
 		if err != nil {
 			return fmt.Errorf("read %s: %w", specFile, err)
 		}
-		file, err := hclconf.ParseAppSpec(specFile, src)
+		file, err := config.ParseAppSpec(specFile, src)
 		if err != nil {
 			return fmt.Errorf("%v; nothing was submitted", err)
 		}
@@ -285,6 +285,7 @@ func waitApp(cf *clientFlags, id string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute+clientBudget)
 		err := cl.Call(ctx, "App.Status", req, &resp)
 		cancel()
+		cf.prog.done()
 		if err != nil {
 			return explain(err)
 		}

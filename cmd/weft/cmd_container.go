@@ -30,6 +30,7 @@ func runContainerList(args []string) error {
 	if err := cf.call("Container.List", &req, &resp); err != nil {
 		return err
 	}
+	printStaleNote(cf, &resp.ResponseMeta)
 	if cf.json {
 		return printJSON(orEmpty(resp.Containers))
 	}
@@ -80,6 +81,7 @@ func runContainerLogs(args []string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), clientBudget)
 		err := cl.Call(ctx, "Container.Logs", &rpc.ContainerLogsRequest{ID: pos[0], Stream: stream, Offset: offset}, &resp)
 		cancel()
+		cf.prog.done()
 		if err != nil {
 			return explain(err)
 		}

@@ -24,6 +24,7 @@ func runNodeList(args []string) error {
 	if err := cf.call("Node.List", &h, &resp); err != nil {
 		return err
 	}
+	printStaleNote(cf, &resp.ResponseMeta)
 	if cf.json {
 		return printJSON(orEmpty(resp.Nodes))
 	}
@@ -46,6 +47,7 @@ func runNodeStatus(args []string) error {
 	if err := cf.call("Node.Status", &rpc.NodeStatusRequest{RequestHeader: cf.header(), ID: pos[0]}, &resp); err != nil {
 		return err
 	}
+	printStaleNote(cf, &resp.ResponseMeta)
 	if cf.json {
 		resp.Containers = orEmpty(resp.Containers)
 		return printJSON(resp)

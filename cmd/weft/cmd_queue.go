@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/weft-sched/weft/cmd/weft/internal/hclconf"
+	"github.com/weft-sched/weft/internal/config"
 	"github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -38,17 +38,23 @@ func runQueueApply(args []string) error {
 	if len(src) > rpc.MaxRequestSize {
 		return fmt.Errorf("%s is larger than %d MiB", name, rpc.MaxRequestSize>>20)
 	}
-	cfg, err := hclconf.ParseQueueConfig(name, src)
+	cfg, err := config.ParseQueueConfig(name, src)
 	if err != nil {
 		return fmt.Errorf("%v; nothing was changed", err)
 	}
 	req := rpc.QueueApplyRequest{Config: cfg}
 	var resp rpc.WriteResponse
 	if err := cf.call("Queue.Apply", &req, &resp); err != nil {
-		return fmt.Errorf("%v; nothing was changed", err)
+		if rpc.IsServerError(err) && !rpc.IsRetryable(err) {
+			return fmt.Errorf("%v; nothing was changed", err)
+		}
+		return fmt.Errorf("%v; whether the configuration was applied is unknown: see 'weft queue list'", err)
 	}
 	if cf.json {
 		return printJSON(resp)
+	}
+	for _, w := range resp.Warnings {
+		fmt.Fprintln(stderr, "Warning: "+w)
 	}
 	leaves := cfg.Leaves()
 	fmt.Fprintf(stdout, "Applied %s at index %d: %d queues, leaves: %s\n",

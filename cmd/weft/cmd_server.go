@@ -5,22 +5,12 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/weft-sched/weft/cmd/weft/internal/hclconf"
+	"github.com/weft-sched/weft/internal/config"
 	"github.com/weft-sched/weft/server"
 )
-
-// stringList is a repeatable string flag.
-type stringList []string
-
-func (s *stringList) String() string { return strings.Join(*s, ",") }
-func (s *stringList) Set(v string) error {
-	*s = append(*s, v)
-	return nil
-}
 
 func newLogger(level string) (hclog.Logger, error) {
 	lvl := hclog.LevelFromString(level)
@@ -31,77 +21,24 @@ func newLogger(level string) (hclog.Logger, error) {
 }
 
 func runServer(args []string) error {
+	cfg := config.DefaultServer()
 	fs := newFlagSet("server")
-	var (
-		nodeID, dataDir, bind, configFile, logLevel string
-		rpcPort, serfPort, httpPort, expect         int
-		join                                        stringList
-	)
-	fs.StringVar(&nodeID, "node-id", "", "`ID` of this server (default: the hostname)")
-	fs.StringVar(&dataDir, "data-dir", "", "`DIR` for the Raft log, snapshots and serf state (required)")
-	fs.StringVar(&bind, "bind", "127.0.0.1", "`IP` to listen on and advertise")
-	fs.IntVar(&rpcPort, "rpc-port", server.DefaultRPCPort, "`PORT` for msgpack RPC and Raft")
-	fs.IntVar(&serfPort, "serf-port", server.DefaultSerfPort, "`PORT` for serf gossip (TCP and UDP)")
-	fs.IntVar(&httpPort, "http-port", 8088, "`PORT` for the HTTP API (reserved; not served yet)")
-	fs.IntVar(&expect, "bootstrap-expect", 0, "bootstrap Raft once `N` servers (with the same value) see each other")
-	fs.Var(&join, "join", "serf `ADDR` of any cluster member to join (repeatable)")
-	fs.StringVar(&configFile, "config", "", "HCL or JSON config `FILE`; flags override it")
-	fs.StringVar(&logLevel, "log-level", "info", "log `LEVEL`: trace, debug, info, warn, error")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
+	config.RegisterFlags(fs, cfg)
+	if err := loadConfig(fs, cfg, args, "server"); err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		return usagef("weft server takes no arguments, got %q", pos[0])
-	}
-	if configFile != "" {
-		src, err := os.ReadFile(configFile)
-		if err != nil {
-			return fmt.Errorf("read config: %w", err)
-		}
-		file, err := hclconf.ParseServerFile(configFile, src)
-		if err != nil {
-			return err
-		}
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		pick := func(name string, flagVal *string, fileVal string) {
-			if !set[name] && fileVal != "" {
-				*flagVal = fileVal
-			}
-		}
-		pickInt := func(name string, flagVal *int, fileVal int) {
-			if !set[name] && fileVal != 0 {
-				*flagVal = fileVal
-			}
-		}
-		pick("node-id", &nodeID, file.NodeID)
-		pick("data-dir", &dataDir, file.DataDir)
-		pick("bind", &bind, file.Bind)
-		pick("log-level", &logLevel, file.LogLevel)
-		pickInt("rpc-port", &rpcPort, file.RPCPort)
-		pickInt("serf-port", &serfPort, file.SerfPort)
-		pickInt("http-port", &httpPort, file.HTTPPort)
-		pickInt("bootstrap-expect", &expect, file.BootstrapExpect)
-		if !set["join"] {
-			join = file.Join
-		}
-	}
-	if dataDir == "" {
-		return usagef("weft server needs -data-dir DIR: where it keeps its Raft log and snapshots")
-	}
-	logger, err := newLogger(logLevel)
+	logger, err := newLogger(cfg.LogLevel)
 	if err != nil {
 		return err
 	}
 	srv, err := server.New(&server.Config{
-		NodeID:          nodeID,
-		DataDir:         dataDir,
-		BindAddr:        bind,
-		RPCPort:         rpcPort,
-		SerfPort:        serfPort,
-		BootstrapExpect: expect,
-		Join:            join,
+		NodeID:          cfg.NodeID,
+		DataDir:         cfg.DataDir,
+		BindAddr:        cfg.Bind,
+		RPCPort:         cfg.RPCPort,
+		SerfPort:        cfg.SerfPort,
+		BootstrapExpect: cfg.BootstrapExpect,
+		Join:            cfg.Join,
 		Build:           version,
 		Logger:          logger,
 	})
@@ -109,6 +46,39 @@ func runServer(args []string) error {
 		return err
 	}
 	return waitForSignal(logger, srv.Leave, srv.Shutdown)
+}
+
+// processConfig is a process configuration of package config.
+type processConfig interface{ Validate() error }
+
+// loadConfig parses a process's flags (registered on fs, writing into cfg)
+// and its -config file, which the flags override, then validates the
+// result. The process takes no positional arguments.
+func loadConfig(fs *flag.FlagSet, cfg processConfig, args []string, name string) error {
+	var configFile string
+	fs.StringVar(&configFile, "config", "", "HCL or JSON config `FILE`; flags given as well override it")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("weft %s takes no arguments, got %q", name, pos[0])
+	}
+	if configFile != "" {
+		src, err := os.ReadFile(configFile)
+		if err != nil {
+			return fmt.Errorf("read config: %w", err)
+		}
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if err := config.MergeFile(cfg, configFile, src, set); err != nil {
+			return usagef("%v", err)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return usagef("%v", err)
+	}
+	return nil
 }
 
 // waitForSignal blocks until SIGINT or SIGTERM, then runs graceful; a second

@@ -1,4 +1,4 @@
-package hclconf
+package config
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ type appFile struct {
 }
 
 type dshellBlock struct {
-	NumContainers                  int               `hcl:"num_containers,optional"`
+	NumContainers                  *int              `hcl:"num_containers,optional"`
 	Resources                      map[string]int64  `hcl:"resources,optional"`
 	ContainerType                  string            `hcl:"container_type,optional"`
 	Command                        []string          `hcl:"command"`
@@ -59,15 +59,15 @@ func ParseAppSpec(filename string, src []byte) (scheduler.AppSpec, error) {
 		Name: af.Name, Queue: af.Queue, User: af.User, Priority: af.Priority, MaxAMAttempts: af.MaxAMAttempts,
 		AMType: scheduler.AMTypeDShell, AMResources: amRes,
 		DShell: scheduler.DShell{
-			NumContainers: af.DShell.NumContainers, Resources: res,
+			NumContainers: 1, Resources: res,
 			ExecutionType: scheduler.ExecutionType(strings.ToUpper(af.DShell.ContainerType)),
 			Command:       af.DShell.Command, Env: af.DShell.Env,
 			PromoteOpportunisticAfterStart: af.DShell.PromoteOpportunisticAfterStart,
 			EnforceExecutionType:           af.DShell.EnforceExecutionType,
 		},
 	}
-	if spec.DShell.NumContainers == 0 {
-		spec.DShell.NumContainers = 1
+	if n := af.DShell.NumContainers; n != nil {
+		spec.DShell.NumContainers = *n // 0 is refused below, not taken as 1
 	}
 	spec.SetDefaults()
 	if err := spec.Validate(); err != nil {

@@ -1,4 +1,4 @@
-package hclconf
+package config
 
 import (
 	"bytes"

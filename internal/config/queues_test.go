@@ -1,4 +1,4 @@
-package hclconf
+package config
 
 import (
 	"os"
@@ -32,7 +32,7 @@ const exampleJSON = `{
 }`
 
 func TestExampleFileParses(t *testing.T) {
-	src, err := os.ReadFile("../../../../examples/queues.hcl")
+	src, err := os.ReadFile("../../examples/queues.hcl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,19 +117,6 @@ func TestEveryProblemIsReported(t *testing.T) {
 	}
 }
 
-func TestServerFile(t *testing.T) {
-	f, err := ParseServerFile("s.hcl", []byte("node_id = \"s1\"\nbootstrap_expect = 3\njoin = [\"127.0.0.2\", \"127.0.0.3\"]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f.NodeID != "s1" || f.BootstrapExpect != 3 || len(f.Join) != 2 {
-		t.Fatalf("parsed %+v", f)
-	}
-	if _, err := ParseServerFile("s.hcl", []byte("bootstrap_expect = \"three\"\n")); err == nil || !strings.Contains(err.Error(), "s.hcl:1") {
-		t.Fatalf("bad server file: %v", err)
-	}
-}
-
 func TestOpportunisticSettings(t *testing.T) {
 	src := `scheduler {
   opportunistic {
@@ -168,5 +155,19 @@ queue "root" {
 	_, err = ParseQueueConfig("q.hcl", []byte("scheduler {\n  opportunistic {\n    min_queue_length = 40\n  }\n}\nqueue \"root\" {\n  queue \"default\" {}\n}\n"))
 	if err == nil || !strings.Contains(err.Error(), "q.hcl:3,") || !strings.Contains(err.Error(), "opportunistic.min_queue_length") {
 		t.Fatalf("error %v: want line 3 and opportunistic.min_queue_length", err)
+	}
+}
+
+func TestBadQueueNamesAreReportedAtTheirOwnLine(t *testing.T) {
+	src := "queue \"root\" {\n  queue \"bad name\" {}\n  queue \"ok\" {}\n  queue \"also.bad\" {}\n  queue \"default\" {}\n}\n"
+	_, err := ParseQueueConfig("q.hcl", []byte(src))
+	e, ok := err.(*Error)
+	if !ok || len(e.Problems) != 2 {
+		t.Fatalf("want 2 problems, got %v", err)
+	}
+	for i, want := range []string{`q.hcl:2,9: Invalid queue name: in queue root: queue name "bad name"`, `q.hcl:4,9: Invalid queue name: in queue root: queue name "also.bad"`} {
+		if !strings.HasPrefix(e.Problems[i], want) {
+			t.Errorf("problem %d = %q, want it to start %q", i, e.Problems[i], want)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package hclconf
+package config
 
 import (
 	"fmt"
@@ -221,7 +221,11 @@ func (d *queueDecoder) decodeQueue(b *hcl.Block, parent string) *scheduler.Queue
 	}
 	d.note(path, "", b.DefRange)
 	if parent != "" {
-		d.note(parent, "queue", b.LabelRanges[0])
+		// A bad name is reported here, at its own label: the tree-wide
+		// validation can only name the parent.
+		if err := scheduler.ValidateQueueName(q.Name); err != nil {
+			d.add(hcl.Diagnostics{errAt(b.LabelRanges[0], "Invalid queue name", "in queue %s: %v", parent, err)})
+		}
 	}
 	content, diags := b.Body.Content(queueSchema)
 	if !d.add(diags) {

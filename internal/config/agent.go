@@ -1,0 +1,137 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/agext/levenshtein"
+	"github.com/weft-sched/weft/scheduler"
+)
+
+// Agent is the configuration of `weft agent`. Each field is one setting:
+// `hcl` names it in a -config file, `flag` on the command line.
+type Agent struct {
+	NodeID                   string           `hcl:"node_id,optional" flag:"node-id" help:"ID of this node (default: the hostname)"`
+	DataDir                  string           `hcl:"data_dir,optional" flag:"data-dir" help:"directory for container directories, logs and serf state (required)"`
+	Bind                     string           `hcl:"bind,optional" flag:"bind" help:"IP address to listen on and advertise"`
+	RPCPort                  int              `hcl:"rpc_port,optional" flag:"rpc-port" help:"port for the AMRMProxy and container management"`
+	SerfPort                 int              `hcl:"serf_port,optional" flag:"serf-port" help:"port for serf gossip"`
+	Join                     []string         `hcl:"join,optional" flag:"join" help:"serf address of any server or agent (repeatable; at least one)"`
+	Resources                map[string]int64 `hcl:"resources,optional" flag:"resources" help:"capacity offered, e.g. memory_mb=8192,vcores=8,gpu=2 (memory_mb and vcores required)"`
+	Rack                     string           `hcl:"rack,optional" flag:"rack" help:"rack of this node, for locality"`
+	OpportunisticQueueLength int              `hcl:"opportunistic_queue_length,optional" flag:"opportunistic-queue-length" help:"most opportunistic containers that may wait here (0 never queues)"`
+	LazyHeartbeats           bool             `hcl:"lazy_heartbeats,optional" flag:"lazy-heartbeats" help:"heartbeat only every second, not also when a container changes state (fewer leader writes, slower feedback)"`
+	LogLevel                 string           `hcl:"log_level,optional" flag:"log-level" help:"log level: trace, debug, info, warn or error"`
+}
+
+// Agent defaults (SPEC §2, §10, §12).
+const (
+	DefaultRack                     = "/default-rack"
+	DefaultOpportunisticQueueLength = 10
+)
+
+// DefaultAgentResources is what an agent offers when it is not told.
+var DefaultAgentResources = map[string]int64{scheduler.ResourceMemoryMB: 8192, scheduler.ResourceVcores: 8}
+
+// DefaultAgent returns an agent configuration holding the defaults.
+func DefaultAgent() *Agent {
+	res := map[string]int64{}
+	for k, v := range DefaultAgentResources {
+		res[k] = v
+	}
+	return &Agent{Bind: DefaultBind, RPCPort: DefaultAgentRPCPort, SerfPort: DefaultAgentSerfPort, Resources: res,
+		Rack: DefaultRack, OpportunisticQueueLength: DefaultOpportunisticQueueLength, LogLevel: DefaultLogLevel}
+}
+
+// Validate checks every setting and names the first bad one.
+func (c *Agent) Validate() error {
+	switch {
+	case c.DataDir == "":
+		return errors.New("data_dir (-data-dir) is required: where the agent keeps container directories and logs")
+	case len(c.Join) == 0:
+		return errors.New("join (-join) is required: the serf address of any server or agent")
+	case c.OpportunisticQueueLength < 0:
+		return fmt.Errorf("opportunistic_queue_length (-opportunistic-queue-length) must not be negative, not %d", c.OpportunisticQueueLength)
+	case strings.TrimSpace(c.Rack) == "":
+		return errors.New("rack (-rack) must not be empty")
+	}
+	if _, err := NodeResources(c.Resources); err != nil {
+		return fmt.Errorf("resources (-resources): %v", err)
+	}
+	return validateCommon(c.NodeID, c.Bind, c.LogLevel, map[string]int{"rpc_port": c.RPCPort, "serf_port": c.SerfPort}, c.Join)
+}
+
+// NodeResources turns a node's declared capacity into a resource vector.
+// memory_mb and vcores must be given and positive; any other name is an
+// extended resource (gpu, say), refused when it looks like a misspelt
+// memory_mb or vcores.
+func NodeResources(m map[string]int64) (scheduler.Resources, error) {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var r scheduler.Resources
+	for _, name := range names {
+		v := m[name]
+		if name != scheduler.ResourceMemoryMB && name != scheduler.ResourceVcores {
+			if known := likelyMeant(name); known != "" {
+				return r, fmt.Errorf("unknown resource %q; did you mean %s?", name, known)
+			}
+			if err := scheduler.ValidateResourceName(name); err != nil {
+				return r, err
+			}
+		}
+		if v < 0 {
+			return r, fmt.Errorf("%s must not be negative (got %d)", name, v)
+		}
+		r = r.With(name, v)
+	}
+	for _, need := range []string{scheduler.ResourceMemoryMB, scheduler.ResourceVcores} {
+		if v, ok := m[need]; !ok || v <= 0 {
+			return r, fmt.Errorf("%s must be given and positive (got %s)", need, formatResources(m))
+		}
+	}
+	return r, nil
+}
+
+// resourceAliases are names people write for memory_mb and vcores.
+var resourceAliases = map[string]string{
+	"mem": scheduler.ResourceMemoryMB, "memory": scheduler.ResourceMemoryMB, "ram": scheduler.ResourceMemoryMB,
+	"memory_gb": scheduler.ResourceMemoryMB, "mem_mb": scheduler.ResourceMemoryMB, "memorymb": scheduler.ResourceMemoryMB,
+	"cpu": scheduler.ResourceVcores, "cpus": scheduler.ResourceVcores, "cores": scheduler.ResourceVcores,
+	"vcore": scheduler.ResourceVcores, "vcpu": scheduler.ResourceVcores, "vcpus": scheduler.ResourceVcores,
+}
+
+// likelyMeant returns memory_mb or vcores when name looks like a misspelling
+// of one of them, else "".
+func likelyMeant(name string) string {
+	lower := strings.ToLower(name)
+	if known, ok := resourceAliases[lower]; ok {
+		return known
+	}
+	for _, known := range []string{scheduler.ResourceMemoryMB, scheduler.ResourceVcores} {
+		if levenshtein.Distance(lower, known, nil) <= 2 {
+			return known
+		}
+	}
+	return ""
+}
+
+func formatResources(m map[string]int64) string {
+	if len(m) == 0 {
+		return "nothing"
+	}
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+	}
+	return strings.Join(parts, ",")
+}
