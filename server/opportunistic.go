@@ -142,8 +142,7 @@ func (s *Server) allocateCentral(st *fsm.State, app *scheduler.App, attempt int,
 	for i, ask := range asks {
 		ask.Count = max(0, ask.Count-placedAfter[ask.AskID])
 		if listed {
-			pos = scheduler.AllocateOpportunistic(ask, b.list, b.room, b.rr, pos[:0])
-			b.rr += len(pos)
+			pos, b.rr = scheduler.AllocateOpportunistic(ask, b.list, b.room, b.rr, pos[:0])
 		}
 		unplaced[i] = ask.Count - len(pos)
 		for _, p := range pos {
