@@ -259,3 +259,19 @@ func EstimateQueueWait(queued, running int, meanRun time.Duration) time.Duration
 	waves := (queued + max(1, running) - 1) / max(1, running)
 	return time.Duration(waves) * meanRun
 }
+
+// OpportunisticFallback says how many of an opportunistic ask's unplaced
+// containers may be asked for as guaranteed instead, by the ask's "twin":
+// a guaranteed ask with the same ask ID (SPEC §10, YARN's
+// enforce_execution_type). It is 0 when the ask enforces its execution type
+// (it waits for opportunistic room); 0 while no least-loaded list is known
+// yet (listKnown false), since having no list does not mean that no node
+// can take the work; unplaced when a list is known and empty (every node's
+// queue is full: no node can take opportunistic work); and 0 otherwise, as
+// nodes in the list will have room again.
+func OpportunisticFallback(ask Ask, listKnown bool, listLen int, unplaced int) int {
+	if ask.EnforceExecutionType || !listKnown || listLen > 0 {
+		return 0
+	}
+	return max(0, unplaced)
+}

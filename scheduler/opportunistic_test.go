@@ -269,3 +269,29 @@ func TestAskValidateNamesTheField(t *testing.T) {
 		}
 	}
 }
+
+func TestOpportunisticFallback(t *testing.T) {
+	ask := Ask{AskID: 3, Count: 5, Resources: oneCore, ExecutionType: Opportunistic}
+	enforced := ask
+	enforced.EnforceExecutionType = true
+	cases := []struct {
+		name      string
+		ask       Ask
+		listKnown bool
+		listLen   int
+		unplaced  int
+		want      int
+	}{
+		{"a known, empty list: every queue is full", ask, true, 0, 4, 4},
+		{"enforced: it waits for opportunistic room", enforced, true, 0, 4, 0},
+		{"no list yet: not a sign that no node can take it", ask, false, 0, 4, 0},
+		{"nodes in the list: they will have room again", ask, true, 3, 4, 0},
+		{"everything placed", ask, true, 0, 0, 0},
+		{"a negative unplaced count is nothing", ask, true, 0, -2, 0},
+	}
+	for _, c := range cases {
+		if got := OpportunisticFallback(c.ask, c.listKnown, c.listLen, c.unplaced); got != c.want {
+			t.Errorf("%s: OpportunisticFallback = %d, want %d", c.name, got, c.want)
+		}
+	}
+}
