@@ -54,7 +54,9 @@ type Preemption struct {
 // and its usage stays below threshold × instantaneous fair share for
 // fair_share_preemption_timeout; a queue starves for its min share when it
 // has unmet demand and stays below min share for min_share_preemption_timeout,
-// the amount going to its apps by demand, largest first. The starved amount
+// the amount going to its apps by demand, largest first. An AM container
+// that max_am_share holds back is no unmet demand: preempting others would
+// not let it run. The starved amount
 // (less what marked containers are already freeing for the app) becomes
 // whole containers of the app's requests, no more than it holds as the
 // queue's policy measures (see starvedRequests). For each such container it
@@ -71,13 +73,8 @@ func PlanPreemption(st State, now time.Time, clocks *StarvationClocks) []Preempt
 	}
 	nodes, _, cluster := readyNodes(st.Nodes())
 	t := buildTree(st, cluster)
-	active := map[string]bool{}
-	for _, a := range t.apps {
-		if a.runnable {
-			active[a.queue.queue.Path] = true
-		}
-	}
-	shares := ComputeQueueShares(st.Queues(), cluster, active)
+	shares := t.fairShares(st.Queues(), cluster)
+	t.holdAMs(shares, cluster, freeOf(nodes)) // an AM max_am_share holds back does not starve
 	appFair := appFairShares(t, shares)
 
 	// What is already being freed, per starved app and per node.
