@@ -91,11 +91,7 @@ func PlanPreemption(st State, now time.Time, clocks *StarvationClocks) []Preempt
 	}
 
 	starved := starvation(t, shares, appFair, clocks, now, cluster)
-	var used Resources
-	for _, n := range nodes {
-		used = used.Add(n.node.AllocatedGuaranteed)
-	}
-	if DominantShare(used, cluster) < cfg.ClusterUtilizationThreshold || len(starved) == 0 {
+	if utilization(nodes, cluster) < cfg.ClusterUtilizationThreshold || len(starved) == 0 {
 		return nil
 	}
 	remaining := map[string]Resources{} // victim apps' usage as preemption proceeds
