@@ -154,6 +154,14 @@ func (l *drfShares) needy() bool {
 // weight, pair by pair. The first difference decides. As in YARN, a
 // resource with no min share gives +Inf (used) or no order (unused).
 func compareDRF(a, b *Schedulable, cluster Resources) int {
+	if len(cluster.Extended) == 0 && cluster.MemoryMB > 0 && cluster.Vcores > 0 {
+		return compareDRF2(a, b, cluster)
+	}
+	return compareDRFN(a, b, cluster)
+}
+
+// compareDRFN is compareDRF for any cluster.
+func compareDRFN(a, b *Schedulable, cluster Resources) int {
 	la, lb := drfOrder(a, cluster), drfOrder(b, cluster)
 	needyA, needyB := la.needy(), lb.needy()
 	switch {
@@ -170,6 +178,48 @@ func compareDRF(a, b *Schedulable, cluster Resources) int {
 			d = float64(x.used)/float64(x.min) - float64(y.used)/float64(y.min)
 		} else {
 			d = x.share/wa - y.share/wb
+		}
+		if c := sign(d); c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+// drfPair is a schedulable's memory and vcores in DRF order, for clusters
+// with no extended resource: compareDRF's hot path.
+type drfPair struct {
+	share      [2]float64
+	used, minv [2]int64
+}
+
+func drfPairOf(s *Schedulable, cluster Resources) drfPair {
+	m := float64(s.Usage.MemoryMB) / float64(cluster.MemoryMB)
+	v := float64(s.Usage.Vcores) / float64(cluster.Vcores)
+	if v > m { // ties: memory first
+		return drfPair{[2]float64{v, m}, [2]int64{s.Usage.Vcores, s.Usage.MemoryMB}, [2]int64{s.Min.Vcores, s.Min.MemoryMB}}
+	}
+	return drfPair{[2]float64{m, v}, [2]int64{s.Usage.MemoryMB, s.Usage.Vcores}, [2]int64{s.Min.MemoryMB, s.Min.Vcores}}
+}
+
+// compareDRF2 is compareDRFN for a cluster of memory and vcores only,
+// without its sorting and copying: the scheduling pass's hot path.
+func compareDRF2(a, b *Schedulable, cluster Resources) int {
+	x, y := drfPairOf(a, cluster), drfPairOf(b, cluster)
+	needyA, needyB := x.used[0] < x.minv[0], y.used[0] < y.minv[0]
+	switch {
+	case needyA && !needyB:
+		return -1
+	case needyB && !needyA:
+		return 1
+	}
+	wa, wb := weightOf(a), weightOf(b)
+	for i := 0; i < 2; i++ {
+		var d float64
+		if needyA {
+			d = float64(x.used[i])/float64(x.minv[i]) - float64(y.used[i])/float64(y.minv[i])
+		} else {
+			d = x.share[i]/wa - y.share[i]/wb
 		}
 		if c := sign(d); c != 0 {
 			return c

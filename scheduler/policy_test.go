@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -139,6 +140,25 @@ func TestLessDoesNotAllocate(t *testing.T) {
 	for _, p := range []Policy{PolicyFIFO, PolicyFair, PolicyDRF} {
 		if n := testing.AllocsPerRun(100, func() { Less(p, a, b, cluster) }); n != 0 {
 			t.Errorf("%s: %v allocations per Less", p, n)
+		}
+	}
+}
+
+// The memory-and-vcores hot path orders exactly as the general comparator.
+func TestDRFHotPathMatchesTheGeneralComparator(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 2))
+	cluster := Resources{MemoryMB: 8192, Vcores: 64}
+	random := func() *Schedulable {
+		s := &Schedulable{Weight: float64(1 + rng.IntN(3)), Usage: Resources{MemoryMB: rng.Int64N(9) * 1024, Vcores: rng.Int64N(9) * 8}}
+		if rng.IntN(2) == 0 {
+			s.Min = Resources{MemoryMB: rng.Int64N(9) * 1024, Vcores: rng.Int64N(9) * 8}
+		}
+		return s
+	}
+	for i := 0; i < 20000; i++ {
+		a, b := random(), random()
+		if fast, general := compareDRF2(a, b, cluster), compareDRFN(a, b, cluster); fast != general {
+			t.Fatalf("a=%+v b=%+v: hot path %d, general %d", a, b, fast, general)
 		}
 	}
 }
