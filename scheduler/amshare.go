@@ -104,6 +104,9 @@ func (t *tree) holdAMs(shares QueueShares, cluster, free Resources) {
 			a.amHeld, held = true, true
 			a.waiting = fmt.Sprintf("queue %s's AM containers hold %s of its AM limit %s (max_am_share %g)",
 				q.queue.Path, q.amUsage, limit, q.queue.MaxAMShare)
+			if ahead := used.Sub(q.amUsage); !ahead.IsZero() {
+				a.waiting += fmt.Sprintf(", and the AMs of apps ahead of it will take %s more", ahead)
+			}
 			a.pending = a.pending.Sub(am)
 			for p := q; p != nil; p = p.parent {
 				p.pending = p.pending.Sub(am)

@@ -61,6 +61,12 @@ func run(f *fakeState) (ams, tasks int) {
 // and no task ever runs.
 func TestMaxAMShareLeavesRoomForTasks(t *testing.T) {
 	f := oneTaskApps(16, nil, node("n1", 16*1024, 12))
+	// Before any AM runs, the first 6 (by priority, then submission) are
+	// admitted and the others wait behind them.
+	if w := WaitingApps(f); len(w) != 10 || w["app06"] != "" ||
+		!strings.Contains(w["app07"], "the AMs of apps ahead of it will take memory_mb=1536,vcores=6 more") {
+		t.Fatalf("waiting before the first pass = %v", w)
+	}
 	if ams, tasks := run(f); ams != 6 || tasks != 6 {
 		t.Fatalf("max_am_share 0.5: %d AMs and %d tasks placed, want 6 and 6", ams, tasks)
 	}

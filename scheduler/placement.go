@@ -125,9 +125,9 @@ const DefaultMaxPlacements = 4096
 // at max_resources), in the leaf the app by priority then policy, and its
 // AM container or highest-priority ask; place it on the node the placement
 // policy prefers, relaxing locality by delay scheduling. An app whose AM
-// container would take its leaf past max_am_share gets none (see holdAMs). waits is the
-// delay-scheduling memory kept between passes (it may be nil). At most
-// maxPlacements are decided.
+// container would take its leaf past max_am_share gets none (see holdAMs).
+// waits is the delay-scheduling memory kept between passes (it may be
+// nil). At most maxPlacements are decided.
 func Schedule(st State, now time.Time, waits *LocalityWaits, maxPlacements int) Decision {
 	if waits == nil {
 		waits = NewLocalityWaits()

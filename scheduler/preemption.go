@@ -56,15 +56,15 @@ type Preemption struct {
 // has unmet demand and stays below min share for min_share_preemption_timeout,
 // the amount going to its apps by demand, largest first. An AM container
 // that max_am_share holds back is no unmet demand: preempting others would
-// not let it run. The starved amount
-// (less what marked containers are already freeing for the app) becomes
-// whole containers of the app's requests, no more than it holds as the
-// queue's policy measures (see starvedRequests). For each such container it
-// picks, on one node, containers of apps over their fair share in
-// preemptable queues whose release (with what is free) fits the request,
-// never taking an app below its fair share, non-AM containers first, and
-// the node with fewest AM victims first; at the first container no node
-// can be freed enough for, nothing more is preempted for that app.
+// not let it run. The starved amount (less what marked containers are
+// already freeing for the app) becomes whole containers of the app's
+// requests, no more than it holds as the queue's policy measures (see
+// starvedRequests). For each such container it picks, on one node,
+// containers of apps over their fair share in preemptable queues whose
+// release (with what is free) fits the request, never taking an app below
+// its fair share, non-AM containers first, and the node with fewest AM
+// victims first; at the first container no node can be freed enough for
+// (or that fits somewhere already), nothing more is preempted for that app.
 func PlanPreemption(st State, now time.Time, clocks *StarvationClocks) []Preemption {
 	cfg := st.QueueConfig().Scheduler.Preemption
 	if !cfg.Enabled {
