@@ -163,27 +163,39 @@ func compareDRF(a, b *Schedulable, cluster Resources) int {
 // compareDRFN is compareDRF for any cluster.
 func compareDRFN(a, b *Schedulable, cluster Resources) int {
 	la, lb := drfOrder(a, cluster), drfOrder(b, cluster)
-	needyA, needyB := la.needy(), lb.needy()
+	needy := la.needy()
+	if c := needyFirst(needy, lb.needy()); c != 0 {
+		return c
+	}
+	wa, wb := weightOf(a), weightOf(b)
+	for i := 0; i < la.n && i < lb.n; i++ {
+		x, y := &la.v[i], &lb.v[i]
+		if c := comparePair(needy, x.used, x.min, y.used, y.min, x.share/wa, y.share/wb); c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+// needyFirst orders a side below its min share before one that is not.
+func needyFirst(needyA, needyB bool) int {
 	switch {
 	case needyA && !needyB:
 		return -1
 	case needyB && !needyA:
 		return 1
 	}
-	wa, wb := weightOf(a), weightOf(b)
-	for i := 0; i < la.n && i < lb.n; i++ {
-		x, y := &la.v[i], &lb.v[i]
-		var d float64
-		if needyA {
-			d = float64(x.used)/float64(x.min) - float64(y.used)/float64(y.min)
-		} else {
-			d = x.share/wa - y.share/wb
-		}
-		if c := sign(d); c != 0 {
-			return c
-		}
-	}
 	return 0
+}
+
+// comparePair compares the i-th resources of two sides in their DRF
+// orders: usage ÷ min share when both are below their min share (needy),
+// else their weighted cluster shares wa and wb.
+func comparePair(needy bool, usedA, minA, usedB, minB int64, wa, wb float64) int {
+	if needy {
+		return sign(float64(usedA)/float64(minA) - float64(usedB)/float64(minB))
+	}
+	return sign(wa - wb)
 }
 
 // drfPair is a schedulable's memory and vcores in DRF order, for clusters
@@ -206,22 +218,13 @@ func drfPairOf(s *Schedulable, cluster Resources) drfPair {
 // without its sorting and copying: the scheduling pass's hot path.
 func compareDRF2(a, b *Schedulable, cluster Resources) int {
 	x, y := drfPairOf(a, cluster), drfPairOf(b, cluster)
-	needyA, needyB := x.used[0] < x.minv[0], y.used[0] < y.minv[0]
-	switch {
-	case needyA && !needyB:
-		return -1
-	case needyB && !needyA:
-		return 1
+	needy := x.used[0] < x.minv[0]
+	if c := needyFirst(needy, y.used[0] < y.minv[0]); c != 0 {
+		return c
 	}
 	wa, wb := weightOf(a), weightOf(b)
 	for i := 0; i < 2; i++ {
-		var d float64
-		if needyA {
-			d = float64(x.used[i])/float64(x.minv[i]) - float64(y.used[i])/float64(y.minv[i])
-		} else {
-			d = x.share[i]/wa - y.share[i]/wb
-		}
-		if c := sign(d); c != 0 {
+		if c := comparePair(needy, x.used[i], x.minv[i], y.used[i], y.minv[i], x.share[i]/wa, y.share[i]/wb); c != 0 {
 			return c
 		}
 	}
