@@ -113,8 +113,7 @@ func (d *distScheduler) install(list []scheduler.LeastLoadedNode, at int64, comp
 func (d *distScheduler) allocate(ask scheduler.Ask, now time.Time) []scheduler.LeastLoadedNode {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.pos = scheduler.AllocateOpportunistic(ask, d.list, d.room, d.rr, d.pos[:0])
-	d.rr += len(d.pos)
+	d.pos, d.rr = scheduler.AllocateOpportunistic(ask, d.list, d.room, d.rr, d.pos[:0])
 	if len(d.pos) == 0 {
 		return nil
 	}

@@ -158,14 +158,8 @@ func (t *txn) applyAskUpdate(req *AskUpdateRequest) error {
 			return reject(ErrInvalid, "ask %d: execution_type must be GUARANTEED here, not %q", ask.AskID, ask.ExecutionType)
 		}
 	}
-	// Containers placed after SeenIndex are ones the AM has not heard of
-	// yet; those an AMRMProxy allocated it knew of first, so they never count.
-	placedAfter := map[uint64]int{}
-	for _, c := range t.appContainers(req.AppID) {
-		if c.Attempt == req.Attempt && !c.IsAM && !c.Distributed && c.CreateIndex > req.SeenIndex {
-			placedAfter[c.AskID]++
-		}
-	}
+	// Containers placed after SeenIndex are ones the AM has not heard of yet.
+	placedAfter := scheduler.PlacedSince(t.appContainers(req.AppID), req.Attempt, req.SeenIndex)
 	a := app.Copy()
 	changed := false
 	for _, ask := range req.Asks {

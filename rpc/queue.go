@@ -55,6 +55,7 @@ type QueueInfo struct {
 	FairSharePreemptionThreshold float64  `json:"fair_share_preemption_threshold"`
 	FairSharePreemptionTimeout   Duration `json:"fair_share_preemption_timeout"`
 	MinSharePreemptionTimeout    Duration `json:"min_share_preemption_timeout"`
+	MaxAMShare                   float64  `json:"max_am_share"` // -1: off
 }
 
 // NewQueueInfo describes a resolved queue. Usage and fair-share figures are
@@ -75,5 +76,6 @@ func NewQueueInfo(q *scheduler.Queue) QueueInfo {
 		FairSharePreemptionThreshold: q.FairSharePreemptionThreshold,
 		FairSharePreemptionTimeout:   Duration(q.FairSharePreemptionTimeout),
 		MinSharePreemptionTimeout:    Duration(q.MinSharePreemptionTimeout),
+		MaxAMShare:                   q.MaxAMShare,
 	}
 }

@@ -74,7 +74,7 @@ func BenchmarkAllocateOpportunistic(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		out = AllocateOpportunistic(ask, l, room, i, out[:0])
+		out, _ = AllocateOpportunistic(ask, l, room, i, out[:0])
 		if len(out) != 1 {
 			b.Fatal("no room")
 		}
@@ -93,6 +93,22 @@ func BenchmarkLeastLoaded(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		if l := LeastLoaded(loads, 10); len(l) != 10 {
 			b.Fatal("short list")
+		}
+	}
+}
+
+// BenchmarkWhyPending explains the pending asks of 100 apps on 5,000 nodes,
+// as a leader answering `weft app list` does.
+func BenchmarkWhyPending(b *testing.B) {
+	f := benchState(5000, 10, 10, 100)
+	st := &cachedQueues{f, f.cfg.Resolve()}
+	now := time.Unix(0, 0)
+	waits := NewLocalityWaits()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if got := WhyPending(st, now, waits); len(got) != 100 {
+			b.Fatalf("%d reasons, want 100", len(got))
 		}
 	}
 }

@@ -116,3 +116,20 @@ func GuaranteedContainerID(index uint64, pos int) string {
 // allocates: o-NODE-EPOCH-SEQ. Leader placements begin with "c-", so the
 // two never collide.
 const AgentContainerIDPrefix = "o-"
+
+// PlacedSince counts, per ask ID, the containers the servers placed for an
+// app's attempt after Raft index: non-AM containers of that attempt with
+// CreateIndex > index, of either execution type. Containers an AMRMProxy
+// allocated (Distributed) do not count: their AMs knew of them before any
+// server did. An AM that has seen the state only up to index has not heard
+// of the counted containers, so they are taken off what it still asks for
+// and it never gets them twice. cs is the app's containers.
+func PlacedSince(cs []*Container, attempt int, index uint64) map[uint64]int {
+	out := map[uint64]int{}
+	for _, c := range cs {
+		if c.Attempt == attempt && !c.IsAM && !c.Distributed && c.CreateIndex > index {
+			out[c.AskID]++
+		}
+	}
+	return out
+}

@@ -3,12 +3,15 @@
 // apps, asks and containers; fair-share computation by water-filling
 // (fairshare.go); FIFO/fair/DRF ordering (policy.go); the guaranteed
 // scheduling pass with limits, delay scheduling and spread/binpack
-// (placement.go, hierarchy.go, locality.go); preemption planning
-// (preemption.go); opportunistic containers: the least-loaded node list,
+// (placement.go, hierarchy.go, locality.go); the AM limit of max_am_share
+// (amshare.go); preemption planning (preemption.go); why an app is not
+// placed (pending.go); opportunistic containers: the least-loaded node list,
 // the room and allocation rule shared by AMRMProxies and the leader, the
-// queue limit and the queue-wait estimate (opportunistic.go), and
-// promotion checks (promotion.go); and the agent-side container scheduler
-// that queues, evicts and sheds (localsched.go).
+// fallback of unplaceable opportunistic asks to guaranteed, the queue limit
+// and the queue-wait estimate (opportunistic.go), and promotion checks
+// (promotion.go); the count of placements an AM has not heard of yet
+// (container.go); and the agent-side container scheduler that queues,
+// evicts and sheds (localsched.go).
 //
 // Every function here is a pure function of its inputs: a read-only state
 // snapshot, a request and the current time passed in as a value. The package

@@ -23,6 +23,7 @@ type qnode struct {
 	demand   Resources  // what every app below still asks for (for display)
 	start    uint64     // oldest runnable app with pending work below
 	running  int        // apps occupying a max_running_apps slot below
+	amUsage  Resources  // leaves: AM containers their apps hold
 	blocked  bool       // nothing below can be placed in this pass
 	s        Schedulable
 }
@@ -34,7 +35,8 @@ type appNode struct {
 	pending  Resources
 	asks     []Ask // by priority, highest first
 	runnable bool
-	waiting  string // why a non-runnable app waits
+	amHeld   bool   // its AM would pass its leaf's max_am_share (see holdAMs)
+	waiting  string // why a non-runnable or AM-held app waits
 	blocked  bool
 	s        Schedulable
 }
@@ -100,6 +102,9 @@ func buildTree(st State, cluster Resources) *tree {
 					}
 				}
 			}
+			if !app.AMPending {
+				leaf.amUsage = leaf.amUsage.Add(app.Spec.AMResources)
+			}
 			leaf.apps = append(leaf.apps, a)
 			t.apps = append(t.apps, a)
 		}
@@ -109,6 +114,18 @@ func buildTree(st State, cluster Resources) *tree {
 		q.s.Start = q.start
 	}
 	return t
+}
+
+// fairShares computes every queue's steady and instantaneous fair share,
+// a leaf being active when it has a runnable app.
+func (t *tree) fairShares(queues []*Queue, cluster Resources) QueueShares {
+	active := map[string]bool{}
+	for _, a := range t.apps {
+		if a.runnable {
+			active[a.queue.queue.Path] = true
+		}
+	}
+	return ComputeQueueShares(queues, cluster, active)
 }
 
 // QueueStat is what `weft queue list` shows of a queue beside its
@@ -132,13 +149,7 @@ func ClusterCapacity(st State) Resources {
 func QueueStats(st State) map[string]QueueStat {
 	cluster := ClusterCapacity(st)
 	t := buildTree(st, cluster)
-	active := map[string]bool{}
-	for _, a := range t.apps {
-		if a.runnable {
-			active[a.queue.queue.Path] = true
-		}
-	}
-	shares := ComputeQueueShares(st.Queues(), cluster, active)
+	shares := t.fairShares(st.Queues(), cluster)
 	out := make(map[string]QueueStat, len(t.byPath))
 	for path, q := range t.byPath {
 		out[path] = QueueStat{
@@ -152,12 +163,17 @@ func QueueStats(st State) map[string]QueueStat {
 	return out
 }
 
-// WaitingApps returns, for apps held back by max_running_apps, why.
+// WaitingApps returns, for apps held in ACCEPTED by max_running_apps or
+// by max_am_share, why.
 func WaitingApps(st State) map[string]string {
-	t := buildTree(st, ClusterCapacity(st))
+	nodes, _, cluster := readyNodes(st.Nodes())
+	t := buildTree(st, cluster)
+	if t.amsPending() {
+		t.holdAMs(t.fairShares(st.Queues(), cluster), cluster, freeOf(nodes))
+	}
 	out := map[string]string{}
 	for _, a := range t.apps {
-		if !a.runnable {
+		if !a.runnable || a.amHeld {
 			out[a.app.ID] = a.waiting
 		}
 	}

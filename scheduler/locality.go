@@ -14,7 +14,9 @@ const (
 // LocalityWaits is the delay-scheduling memory the leader keeps between
 // scheduling passes: for each ask with relaxable locality, how many
 // scheduling opportunities it has missed and since when it has waited.
-// The scheduler reads and updates it; nothing else does.
+// Schedule reads and updates it; WhyPending reads it through Wait. It is
+// not safe for concurrent use: a caller that answers WhyPending while its
+// scheduling loop runs must serialize Wait with Schedule.
 type LocalityWaits struct {
 	waits map[askKey]*localityWait
 }

@@ -189,12 +189,16 @@ const (
 // on the nodes of list (SPEC §10): node-local first, then rack-local, then
 // any node (only the named nodes and racks when the ask does not relax
 // locality; any node when it names none); within a tier round-robin, one
-// container per node per round, beginning at list position start; never
+// container per node per round, beginning at list position cursor; never
 // past a node's room, which it consumes. It appends to out the list
-// position of each container's node and returns it.
-func AllocateOpportunistic(ask Ask, list []LeastLoadedNode, room *Room, start int, out []int) []int {
+// position of each container's node and returns it, with the cursor for
+// the next ask: one past the position of the last container placed (cursor
+// itself when none was), so that consecutive asks spread over the nodes of
+// a tier rather than land again on the one just used. It does not allocate
+// beyond out's growth.
+func AllocateOpportunistic(ask Ask, list []LeastLoadedNode, room *Room, cursor int, out []int) (positions []int, next int) {
 	if len(list) == 0 || ask.Count <= 0 {
-		return out
+		return out, cursor
 	}
 	loc := ask.Locality
 	named := len(loc.Nodes)+len(loc.Racks) > 0
@@ -225,7 +229,8 @@ func AllocateOpportunistic(ask Ask, list []LeastLoadedNode, room *Room, start in
 		return -1 // strict locality: never
 	}
 	placed := 0
-	start = ((start % len(list)) + len(list)) % len(list)
+	next = cursor
+	start := ((cursor % len(list)) + len(list)) % len(list)
 	for t := tierNode; t <= tierAny && placed < ask.Count; t++ {
 		for progress := true; progress && placed < ask.Count; {
 			progress = false
@@ -235,11 +240,12 @@ func AllocateOpportunistic(ask Ask, list []LeastLoadedNode, room *Room, start in
 					out = append(out, pos)
 					placed++
 					progress = true
+					next = pos + 1
 				}
 			}
 		}
 	}
-	return out
+	return out, next
 }
 
 // EstimateQueueWait estimates how long a container arriving at a node now
@@ -252,4 +258,20 @@ func EstimateQueueWait(queued, running int, meanRun time.Duration) time.Duration
 	}
 	waves := (queued + max(1, running) - 1) / max(1, running)
 	return time.Duration(waves) * meanRun
+}
+
+// OpportunisticFallback says how many of an opportunistic ask's unplaced
+// containers may be asked for as guaranteed instead, by the ask's "twin":
+// a guaranteed ask with the same ask ID (SPEC §10, YARN's
+// enforce_execution_type). It is 0 when the ask enforces its execution type
+// (it waits for opportunistic room); 0 while no least-loaded list is known
+// yet (listKnown false), since having no list does not mean that no node
+// can take the work; unplaced when a list is known and empty (every node's
+// queue is full: no node can take opportunistic work); and 0 otherwise, as
+// nodes in the list will have room again.
+func OpportunisticFallback(ask Ask, listKnown bool, listLen int, unplaced int) int {
+	if ask.EnforceExecutionType || !listKnown || listLen > 0 {
+		return 0
+	}
+	return max(0, unplaced)
 }

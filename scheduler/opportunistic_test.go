@@ -107,15 +107,59 @@ var oneCore = Resources{MemoryMB: 512, Vcores: 1}
 func TestAllocateOpportunisticRoundRobinsWithinRoom(t *testing.T) {
 	l := list(3)
 	room := NewRoom(l)
-	got := AllocateOpportunistic(Ask{Count: 20, Resources: oneCore}, l, room, 1, nil)
+	got, _ := AllocateOpportunistic(Ask{Count: 20, Resources: oneCore}, l, room, 1, nil)
 	// From n2, one per node per round; each node takes two that start at
 	// once and two that queue: twelve in all, no more.
 	if at(l, got) != "n2 n3 n1 n2 n3 n1 n2 n3 n1 n2 n3 n1" {
 		t.Fatalf("placed on %q", at(l, got))
 	}
-	if got := AllocateOpportunistic(Ask{Count: 1, Resources: oneCore}, l, room, 0, nil); len(got) != 0 {
-		t.Fatalf("allocated %q past every node's room", at(l, got))
+	if got, next := AllocateOpportunistic(Ask{Count: 1, Resources: oneCore}, l, room, 7, nil); len(got) != 0 || next != 7 {
+		t.Fatalf("allocated %q past every node's room (next cursor %d, want 7, unchanged)", at(l, got), next)
 	}
+}
+
+// Consecutive asks spread over the nodes of a tier: the cursor moves past
+// the node just used, not by the number of containers placed.
+func TestAllocateOpportunisticCursorMovesPastTheNodeUsed(t *testing.T) {
+	t.Run("any tier", func(t *testing.T) {
+		l := list(3)
+		l[0].Free, l[0].QueueSpace = Resources{}, 0 // n1 has no room
+		room := NewRoom(l)
+		var placed []string
+		cursor := 0
+		for i := 0; i < 2; i++ {
+			var pos []int
+			pos, cursor = AllocateOpportunistic(Ask{Count: 1, Resources: oneCore}, l, room, cursor, nil)
+			placed = append(placed, at(l, pos))
+		}
+		if got := strings.Join(placed, " "); got != "n2 n3" || cursor != 3 {
+			t.Fatalf("two one-container asks placed on %q (cursor %d), want n2 n3 (cursor 3)", got, cursor)
+		}
+	})
+	t.Run("rack tier", func(t *testing.T) {
+		// Asks for rack /r2 (n3, n4), relaxed: each lands in the rack,
+		// alternating between its two nodes.
+		l := list(6)
+		room := NewRoom(l)
+		ask := Ask{Count: 1, Resources: oneCore, Locality: Locality{Racks: []string{"/r2"}, Relax: true}}
+		var placed []string
+		cursor := 0
+		for i := 0; i < 4; i++ {
+			var pos []int
+			pos, cursor = AllocateOpportunistic(ask, l, room, cursor, nil)
+			placed = append(placed, at(l, pos))
+		}
+		if got := strings.Join(placed, " "); got != "n3 n4 n3 n4" {
+			t.Fatalf("rack-local asks placed on %q, want n3 n4 n3 n4", got)
+		}
+	})
+	t.Run("several containers", func(t *testing.T) {
+		l := list(4)
+		pos, next := AllocateOpportunistic(Ask{Count: 3, Resources: oneCore}, l, NewRoom(l), 2, nil)
+		if at(l, pos) != "n3 n4 n1" || next != 1 {
+			t.Fatalf("placed on %q with next cursor %d, want n3 n4 n1 and 1", at(l, pos), next)
+		}
+	})
 }
 
 func TestAllocateOpportunisticNeverQueuesWhatCannotRun(t *testing.T) {
@@ -123,7 +167,7 @@ func TestAllocateOpportunisticNeverQueuesWhatCannotRun(t *testing.T) {
 	l[1].Capacity = Resources{MemoryMB: 16384, Vcores: 16}
 	// 8 GB fits no free resources, and only n2's capacity: it queues on
 	// n2 alone; on n1 it would wait at the head of the queue forever.
-	got := AllocateOpportunistic(Ask{Count: 4, Resources: Resources{MemoryMB: 8192, Vcores: 1}}, l, NewRoom(l), 0, nil)
+	got, _ := AllocateOpportunistic(Ask{Count: 4, Resources: Resources{MemoryMB: 8192, Vcores: 1}}, l, NewRoom(l), 0, nil)
 	if at(l, got) != "n2 n2" {
 		t.Fatalf("placed on %q, want n2's two queue places only", at(l, got))
 	}
@@ -135,11 +179,11 @@ func TestAllocateOpportunisticRoomIsSharedAcrossAsks(t *testing.T) {
 	big := Resources{MemoryMB: 2048, Vcores: 2}
 	// A container as large as a node's free resources starts there; the
 	// next one queues, so a smaller ask afterwards finds only queue places.
-	first := AllocateOpportunistic(Ask{Count: 2, Resources: big}, l, room, 0, nil)
+	first, _ := AllocateOpportunistic(Ask{Count: 2, Resources: big}, l, room, 0, nil)
 	if at(l, first) != "n1 n2" {
 		t.Fatalf("big containers on %q", at(l, first))
 	}
-	second := AllocateOpportunistic(Ask{Count: 10, Resources: oneCore}, l, room, 0, nil)
+	second, _ := AllocateOpportunistic(Ask{Count: 10, Resources: oneCore}, l, room, 0, nil)
 	if at(l, second) != "n1 n2 n1 n2" {
 		t.Fatalf("small containers on %q, want the four queue places", at(l, second))
 	}
@@ -148,24 +192,24 @@ func TestAllocateOpportunisticRoomIsSharedAcrossAsks(t *testing.T) {
 func TestAllocateOpportunisticPrefersLocality(t *testing.T) {
 	l := list(6)
 	ask := Ask{Count: 9, Resources: oneCore, Locality: Locality{Nodes: []string{"n3"}, Relax: true}}
-	got := AllocateOpportunistic(ask, l, NewRoom(l), 0, nil)
+	got, _ := AllocateOpportunistic(ask, l, NewRoom(l), 0, nil)
 	// n3 until full (4), then its rack-mate n4 (4), then the rest.
 	if s := at(l, got); !strings.HasPrefix(s, "n3 n3 n3 n3 n4 n4 n4 n4 ") || len(got) != 9 {
 		t.Fatalf("placed on %q", s)
 	}
 	strict := Ask{Count: 9, Resources: oneCore, Locality: Locality{Nodes: []string{"n3"}}}
-	if got := AllocateOpportunistic(strict, l, NewRoom(l), 0, nil); at(l, got) != "n3 n3 n3 n3" {
+	if got, _ := AllocateOpportunistic(strict, l, NewRoom(l), 0, nil); at(l, got) != "n3 n3 n3 n3" {
 		t.Fatalf("strict node locality placed on %q, want only n3", at(l, got))
 	}
 	strictRack := Ask{Count: 3, Resources: oneCore, Locality: Locality{Racks: []string{"/r2"}}}
-	if got := AllocateOpportunistic(strictRack, l, NewRoom(l), 0, nil); at(l, got) != "n3 n4 n3" {
+	if got, _ := AllocateOpportunistic(strictRack, l, NewRoom(l), 0, nil); at(l, got) != "n3 n4 n3" {
 		t.Fatalf("strict rack placed on %q, want n3 and n4 of /r2", at(l, got))
 	}
 	elsewhere := Ask{Count: 2, Resources: oneCore, Locality: Locality{Nodes: []string{"n99"}, Relax: true}}
-	if got := AllocateOpportunistic(elsewhere, l, NewRoom(l), 4, nil); at(l, got) != "n5 n6" {
+	if got, _ := AllocateOpportunistic(elsewhere, l, NewRoom(l), 4, nil); at(l, got) != "n5 n6" {
 		t.Fatalf("relaxed ask for an unlisted node placed on %q, want any node from the start", at(l, got))
 	}
-	if got := AllocateOpportunistic(Ask{Count: 1, Resources: oneCore}, nil, NewRoom(nil), 0, nil); len(got) != 0 {
+	if got, _ := AllocateOpportunistic(Ask{Count: 1, Resources: oneCore}, nil, NewRoom(nil), 0, nil); len(got) != 0 {
 		t.Fatalf("allocated from an empty list")
 	}
 }
@@ -179,7 +223,7 @@ func TestAllocateOpportunisticDoesNotAllocate(t *testing.T) {
 	out := make([]int, 0, 16)
 	ask := Ask{Count: 4, Resources: oneCore, Locality: Locality{Nodes: []string{"n3"}, Relax: true}}
 	if n := testing.AllocsPerRun(100, func() {
-		out = AllocateOpportunistic(ask, l, room, 3, out[:0])
+		out, _ = AllocateOpportunistic(ask, l, room, 3, out[:0])
 	}); n != 0 {
 		t.Fatalf("%v allocations per call of the allocation rule", n)
 	}
@@ -222,6 +266,32 @@ func TestAskValidateNamesTheField(t *testing.T) {
 		err := c.ask.Validate()
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%+v: %v, want %q", c.ask, err, c.want)
+		}
+	}
+}
+
+func TestOpportunisticFallback(t *testing.T) {
+	ask := Ask{AskID: 3, Count: 5, Resources: oneCore, ExecutionType: Opportunistic}
+	enforced := ask
+	enforced.EnforceExecutionType = true
+	cases := []struct {
+		name      string
+		ask       Ask
+		listKnown bool
+		listLen   int
+		unplaced  int
+		want      int
+	}{
+		{"a known, empty list: every queue is full", ask, true, 0, 4, 4},
+		{"enforced: it waits for opportunistic room", enforced, true, 0, 4, 0},
+		{"no list yet: not a sign that no node can take it", ask, false, 0, 4, 0},
+		{"nodes in the list: they will have room again", ask, true, 3, 4, 0},
+		{"everything placed", ask, true, 0, 0, 0},
+		{"a negative unplaced count is nothing", ask, true, 0, -2, 0},
+	}
+	for _, c := range cases {
+		if got := OpportunisticFallback(c.ask, c.listKnown, c.listLen, c.unplaced); got != c.want {
+			t.Errorf("%s: OpportunisticFallback = %d, want %d", c.name, got, c.want)
 		}
 	}
 }

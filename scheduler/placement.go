@@ -124,9 +124,10 @@ const DefaultMaxPlacements = 4096
 // its parent's policy ranks first (skipping queues with nothing to place or
 // at max_resources), in the leaf the app by priority then policy, and its
 // AM container or highest-priority ask; place it on the node the placement
-// policy prefers, relaxing locality by delay scheduling. waits is the
-// delay-scheduling memory kept between passes (it may be nil). At most
-// maxPlacements are decided.
+// policy prefers, relaxing locality by delay scheduling. An app whose AM
+// container would take its leaf past max_am_share gets none (see holdAMs).
+// waits is the delay-scheduling memory kept between passes (it may be
+// nil). At most maxPlacements are decided.
 func Schedule(st State, now time.Time, waits *LocalityWaits, maxPlacements int) Decision {
 	if waits == nil {
 		waits = NewLocalityWaits()
@@ -137,6 +138,9 @@ func Schedule(st State, now time.Time, waits *LocalityWaits, maxPlacements int) 
 		return d
 	}
 	t := buildTree(st, cluster)
+	if t.amsPending() {
+		t.holdAMs(t.fairShares(st.Queues(), cluster), cluster, freeOf(nodes))
+	}
 	s := &pass{tree: t, nodes: nodes, rackOf: rackOf, cluster: cluster, now: now, waits: waits,
 		cfg: st.QueueConfig().Scheduler}
 	s.heap = newNodeHeap(nodes, s.cfg.Placement == PlacementBinpack)

@@ -19,9 +19,11 @@ type Schedulable struct {
 //   - fair (memory only, YARN FairShareComparator): one below its min
 //     share (capped by its demand) first; two below it by usage/min ratio;
 //     otherwise by usage/weight;
-//   - drf (YARN DominantResourceFairnessComparator): one whose dominant
-//     resource is below its min share first; then by weighted dominant
-//     share of the cluster, then the next-largest share, and so on;
+//   - drf (YARN DominantResourceFairnessComparator): each side's resources
+//     are ordered by its share of the cluster, largest (dominant) first,
+//     and paired position by position; one whose dominant resource is
+//     below its min share first; two such by usage ÷ min share pair by
+//     pair; otherwise by cluster share ÷ weight pair by pair;
 //
 // and ties go to the earlier start, then the name.
 func Less(p Policy, a, b *Schedulable, cluster Resources) bool {
@@ -74,84 +76,155 @@ func weightOf(s *Schedulable) float64 {
 	return s.Weight
 }
 
-// shareList holds a schedulable's per-resource shares, largest first,
-// without allocating for clusters with up to six extended resources.
-type shareList struct {
-	v [8]float64
+// drfShare is one resource of a schedulable as the DRF comparator sees it.
+type drfShare struct {
+	name  string  // extended resources only: memory and vcores sort first by rank
+	rank  int     // 0 memory, 1 vcores, 2 extended
+	share float64 // usage as a fraction of the cluster
+	used  int64
+	min   int64
+}
+
+// before orders resources by cluster share, largest first; ties go to
+// memory, then vcores, then extended resources by name.
+func (x *drfShare) before(y *drfShare) bool {
+	if x.share != y.share {
+		return x.share > y.share
+	}
+	if x.rank != y.rank {
+		return x.rank < y.rank
+	}
+	return x.name < y.name
+}
+
+// drfShares holds a schedulable's resources in DRF order (its dominant
+// resource first) without allocating, for clusters with up to six extended
+// resources; with more, the resources of the smallest shares are dropped.
+type drfShares struct {
+	v [8]drfShare
 	n int
 }
 
-func (l *shareList) add(f float64) {
-	if l.n == len(l.v) {
-		return
-	}
+func (l *drfShares) add(x drfShare) {
 	i := l.n
-	for i > 0 && l.v[i-1] < f {
+	if l.n == len(l.v) {
+		if !x.before(&l.v[l.n-1]) {
+			return
+		}
+		i = l.n - 1
+	} else {
+		l.n++
+	}
+	for i > 0 && x.before(&l.v[i-1]) {
 		l.v[i] = l.v[i-1]
 		i--
 	}
-	l.v[i] = f
-	l.n++
+	l.v[i] = x
 }
 
-// shares returns usage as a fraction of total for every resource of total,
-// divided by weight, largest first.
-func shares(usage, total Resources, weight float64) shareList {
-	var l shareList
-	if total.MemoryMB > 0 && total.MemoryMB != Unlimited {
-		l.add(float64(usage.MemoryMB) / float64(total.MemoryMB) / weight)
+// drfOrder returns s's resources of the cluster in DRF order.
+func drfOrder(s *Schedulable, cluster Resources) drfShares {
+	var l drfShares
+	if cluster.MemoryMB > 0 {
+		l.add(drfShare{rank: 0, share: float64(s.Usage.MemoryMB) / float64(cluster.MemoryMB), used: s.Usage.MemoryMB, min: s.Min.MemoryMB})
 	}
-	if total.Vcores > 0 && total.Vcores != Unlimited {
-		l.add(float64(usage.Vcores) / float64(total.Vcores) / weight)
+	if cluster.Vcores > 0 {
+		l.add(drfShare{rank: 1, share: float64(s.Usage.Vcores) / float64(cluster.Vcores), used: s.Usage.Vcores, min: s.Min.Vcores})
 	}
-	for name, t := range total.Extended {
-		if t > 0 && t != Unlimited {
-			l.add(float64(usage.Extended[name]) / float64(t) / weight)
+	for name, t := range cluster.Extended {
+		if t > 0 {
+			u := s.Usage.Extended[name]
+			l.add(drfShare{name: name, rank: 2, share: float64(u) / float64(t), used: u, min: s.Min.Extended[name]})
 		}
 	}
 	return l
 }
 
-// dominantMinShareRatio is usage/min of the resource that dominates usage
-// with respect to the cluster; +Inf when that resource has no min share.
-func dominantMinShareRatio(s *Schedulable, cluster Resources) float64 {
-	best, bestShare := "", -1.0
-	consider := func(name string, used, total int64) {
-		if total > 0 {
-			if sh := float64(used) / float64(total); sh > bestShare {
-				best, bestShare = name, sh
-			}
-		}
-	}
-	consider(ResourceMemoryMB, s.Usage.MemoryMB, cluster.MemoryMB)
-	consider(ResourceVcores, s.Usage.Vcores, cluster.Vcores)
-	for name, t := range cluster.Extended {
-		consider(name, s.Usage.Extended[name], t)
-	}
-	m := s.Min.Get(best)
-	if m <= 0 {
-		return math.Inf(1)
-	}
-	return float64(s.Usage.Get(best)) / float64(m)
+// needy reports whether usage of the dominant resource is below its min
+// share (a resource without a min share is never needy).
+func (l *drfShares) needy() bool {
+	return l.n > 0 && l.v[0].used < l.v[0].min
 }
 
+// compareDRF is YARN's DominantResourceFairnessComparator(N): each side's
+// resources in its own DRF order are paired position by position (the
+// dominant resource of a with the dominant resource of b, and so on). A
+// side below its min share in its dominant resource comes first; two such
+// sides compare usage ÷ min share pair by pair; otherwise cluster share ÷
+// weight, pair by pair. The first difference decides. As in YARN, a
+// resource with no min share gives +Inf (used) or no order (unused).
 func compareDRF(a, b *Schedulable, cluster Resources) int {
-	needyA := dominantMinShareRatio(a, cluster) < 1
-	needyB := dominantMinShareRatio(b, cluster) < 1
+	if len(cluster.Extended) == 0 && cluster.MemoryMB > 0 && cluster.Vcores > 0 {
+		return compareDRF2(a, b, cluster)
+	}
+	return compareDRFN(a, b, cluster)
+}
+
+// compareDRFN is compareDRF for any cluster.
+func compareDRFN(a, b *Schedulable, cluster Resources) int {
+	la, lb := drfOrder(a, cluster), drfOrder(b, cluster)
+	needy := la.needy()
+	if c := needyFirst(needy, lb.needy()); c != 0 {
+		return c
+	}
+	wa, wb := weightOf(a), weightOf(b)
+	for i := 0; i < la.n && i < lb.n; i++ {
+		x, y := &la.v[i], &lb.v[i]
+		if c := comparePair(needy, x.used, x.min, y.used, y.min, x.share/wa, y.share/wb); c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+// needyFirst orders a side below its min share before one that is not.
+func needyFirst(needyA, needyB bool) int {
 	switch {
 	case needyA && !needyB:
 		return -1
 	case needyB && !needyA:
 		return 1
-	case needyA && needyB:
-		return compareShareLists(shares(a.Usage, a.Min, 1), shares(b.Usage, b.Min, 1))
 	}
-	return compareShareLists(shares(a.Usage, cluster, weightOf(a)), shares(b.Usage, cluster, weightOf(b)))
+	return 0
 }
 
-func compareShareLists(a, b shareList) int {
-	for i := 0; i < a.n && i < b.n; i++ {
-		if c := sign(a.v[i] - b.v[i]); c != 0 {
+// comparePair compares the i-th resources of two sides in their DRF
+// orders: usage ÷ min share when both are below their min share (needy),
+// else their weighted cluster shares wa and wb.
+func comparePair(needy bool, usedA, minA, usedB, minB int64, wa, wb float64) int {
+	if needy {
+		return sign(float64(usedA)/float64(minA) - float64(usedB)/float64(minB))
+	}
+	return sign(wa - wb)
+}
+
+// drfPair is a schedulable's memory and vcores in DRF order, for clusters
+// with no extended resource: compareDRF's hot path.
+type drfPair struct {
+	share      [2]float64
+	used, minv [2]int64
+}
+
+func drfPairOf(s *Schedulable, cluster Resources) drfPair {
+	m := float64(s.Usage.MemoryMB) / float64(cluster.MemoryMB)
+	v := float64(s.Usage.Vcores) / float64(cluster.Vcores)
+	if v > m { // ties: memory first
+		return drfPair{[2]float64{v, m}, [2]int64{s.Usage.Vcores, s.Usage.MemoryMB}, [2]int64{s.Min.Vcores, s.Min.MemoryMB}}
+	}
+	return drfPair{[2]float64{m, v}, [2]int64{s.Usage.MemoryMB, s.Usage.Vcores}, [2]int64{s.Min.MemoryMB, s.Min.Vcores}}
+}
+
+// compareDRF2 is compareDRFN for a cluster of memory and vcores only,
+// without its sorting and copying: the scheduling pass's hot path.
+func compareDRF2(a, b *Schedulable, cluster Resources) int {
+	x, y := drfPairOf(a, cluster), drfPairOf(b, cluster)
+	needy := x.used[0] < x.minv[0]
+	if c := needyFirst(needy, y.used[0] < y.minv[0]); c != 0 {
+		return c
+	}
+	wa, wb := weightOf(a), weightOf(b)
+	for i := 0; i < 2; i++ {
+		if c := comparePair(needy, x.used[i], x.minv[i], y.used[i], y.minv[i], x.share[i]/wa, y.share[i]/wb); c != 0 {
 			return c
 		}
 	}

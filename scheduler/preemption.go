@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"time"
 )
@@ -53,13 +54,17 @@ type Preemption struct {
 // and its usage stays below threshold × instantaneous fair share for
 // fair_share_preemption_timeout; a queue starves for its min share when it
 // has unmet demand and stays below min share for min_share_preemption_timeout,
-// the amount going to its apps by demand, largest first. For each starved
-// app's next request it picks, on one node, containers of apps over their
-// fair share in preemptable queues whose release (with what is free) fits
-// the request, never taking an app below its fair share, non-AM containers
-// first, and the node with fewest AM victims first; when no node can be
-// freed enough, nothing is preempted for that request. Containers already
-// marked for preemption count as being freed.
+// the amount going to its apps by demand, largest first. An AM container
+// that max_am_share holds back is no unmet demand: preempting others would
+// not let it run. The starved amount (less what marked containers are
+// already freeing for the app) becomes whole containers of the app's
+// requests, no more than it holds as the queue's policy measures (see
+// starvedRequests). For each such container it picks, on one node,
+// containers of apps over their fair share in preemptable queues whose
+// release (with what is free) fits the request, never taking an app below
+// its fair share, non-AM containers first, and the node with fewest AM
+// victims first; at the first container no node can be freed enough for
+// (or that fits somewhere already), nothing more is preempted for that app.
 func PlanPreemption(st State, now time.Time, clocks *StarvationClocks) []Preemption {
 	cfg := st.QueueConfig().Scheduler.Preemption
 	if !cfg.Enabled {
@@ -68,13 +73,8 @@ func PlanPreemption(st State, now time.Time, clocks *StarvationClocks) []Preempt
 	}
 	nodes, _, cluster := readyNodes(st.Nodes())
 	t := buildTree(st, cluster)
-	active := map[string]bool{}
-	for _, a := range t.apps {
-		if a.runnable {
-			active[a.queue.queue.Path] = true
-		}
-	}
-	shares := ComputeQueueShares(st.Queues(), cluster, active)
+	shares := t.fairShares(st.Queues(), cluster)
+	t.holdAMs(shares, cluster, freeOf(nodes)) // an AM max_am_share holds back does not starve
 	appFair := appFairShares(t, shares)
 
 	// What is already being freed, per starved app and per node.
@@ -91,11 +91,7 @@ func PlanPreemption(st State, now time.Time, clocks *StarvationClocks) []Preempt
 	}
 
 	starved := starvation(t, shares, appFair, clocks, now, cluster)
-	var used Resources
-	for _, n := range nodes {
-		used = used.Add(n.node.AllocatedGuaranteed)
-	}
-	if DominantShare(used, cluster) < cfg.ClusterUtilizationThreshold || len(starved) == 0 {
+	if utilization(nodes, cluster) < cfg.ClusterUtilizationThreshold || len(starved) == 0 {
 		return nil
 	}
 	remaining := map[string]Resources{} // victim apps' usage as preemption proceeds
@@ -104,22 +100,25 @@ func PlanPreemption(st State, now time.Time, clocks *StarvationClocks) []Preempt
 	}
 	var out []Preemption
 	for _, s := range starved {
-		amount := s.amount.Sub(inFlight[s.app.app.ID])
-		ask := nextRequest(s.app)
-		for !ask.IsZero() && positive(amount) {
-			victims, node := pickVictims(st, nodes, t, cluster, ask, s.app.app.ID, appFair, remaining, marked)
-			if node == nil {
-				break
+		amount := clampPositive(s.amount.Sub(inFlight[s.app.app.ID]))
+	requests:
+		for _, rr := range starvedRequests(s.app, amount, cluster) {
+			for i := 0; i < rr.count; i++ {
+				victims, node := pickVictims(st, nodes, t, cluster, rr.res, s.app.app.ID, appFair, remaining, marked)
+				if node == nil {
+					// The scheduler places an app's requests in this
+					// order: room freed for a later one would wait.
+					break requests
+				}
+				for _, c := range victims {
+					marked[c.ID] = true
+					remaining[c.AppID] = remaining[c.AppID].Sub(c.Resources)
+					node.free = node.free.Add(c.Resources)
+					out = append(out, Preemption{ContainerID: c.ID, VictimApp: c.AppID, NodeID: c.NodeID, Resources: c.Resources,
+						ForApp: s.app.app.ID, Reason: s.reason})
+				}
+				node.free = node.free.Sub(rr.res) // the room is the starved app's now
 			}
-			for _, c := range victims {
-				marked[c.ID] = true
-				remaining[c.AppID] = remaining[c.AppID].Sub(c.Resources)
-				node.free = node.free.Add(c.Resources)
-				out = append(out, Preemption{ContainerID: c.ID, VictimApp: c.AppID, NodeID: c.NodeID, Resources: c.Resources,
-					ForApp: s.app.app.ID, Reason: s.reason})
-			}
-			node.free = node.free.Sub(ask) // the room is the starved app's now
-			amount = amount.Sub(ask)
 		}
 	}
 	return out
@@ -231,18 +230,69 @@ func starvation(t *tree, shares QueueShares, appFair map[string]Resources, clock
 	return out
 }
 
-// nextRequest is what the app would place next: its AM, or its
-// highest-priority ask.
-func nextRequest(a *appNode) Resources {
-	if a.app.AMPending {
-		return a.app.Spec.AMResources
+// starvedRequest is count containers of res that preemption frees room for.
+type starvedRequest struct {
+	res   Resources
+	count int
+}
+
+// starvedRequests turns a starved amount into whole containers of the app's
+// requests (YARN FSAppAttempt.getStarvedResourceRequests): its AM container
+// while that is pending, then its asks by priority, highest first; of each
+// it takes n = floor(starved ÷ request) containers, at most the ask's count,
+// measuring the ratio the way the app's queue policy does (see starvedRatio),
+// and takes n × request off starved, until starved is no longer positive by
+// that measure. A request larger than what is left is skipped.
+func starvedRequests(a *appNode, starved, cluster Resources) []starvedRequest {
+	p := a.queue.queue.Policy
+	var out []starvedRequest
+	take := func(r Resources, count int) bool {
+		n := min(starvedRatio(starved, r, p, cluster), count)
+		if n > 0 {
+			out = append(out, starvedRequest{res: r, count: n})
+			starved = clampPositive(starved.Sub(r.Scale(int64(n))))
+		}
+		return positiveBy(starved, p, cluster)
+	}
+	if !positiveBy(starved, p, cluster) {
+		return nil
+	}
+	if a.app.AMPending && !take(a.app.Spec.AMResources, 1) {
+		return out
 	}
 	for _, ask := range a.asks {
-		if ask.Count > 0 {
-			return ask.Resources
+		if ask.Count > 0 && !take(ask.Resources, ask.Count) {
+			break
 		}
 	}
-	return Resources{}
+	return out
+}
+
+// starvedRatio is how many whole containers of r the starved amount holds:
+// by memory for fair and fifo, by dominant share of the cluster for drf
+// (DominantShare(starved) ÷ DominantShare(r)), as belowShare measures.
+func starvedRatio(starved, r Resources, p Policy, cluster Resources) int {
+	var num, den float64
+	if p == PolicyDRF {
+		num, den = DominantShare(starved, cluster), DominantShare(r, cluster)
+	} else {
+		num, den = float64(starved.MemoryMB), float64(r.MemoryMB)
+	}
+	switch {
+	case num <= 0:
+		return 0
+	case den <= 0:
+		return math.MaxInt
+	}
+	return int(min(math.Floor(num/den+1e-9), math.MaxInt32)) // shares are floats: 1 ÷ (1/3) is 3
+}
+
+// positiveBy reports whether r is more than nothing as the policy measures.
+func positiveBy(r Resources, p Policy, cluster Resources) bool {
+	if p == PolicyDRF {
+		return DominantShare(r, cluster) > 0
+	}
+	return r.MemoryMB > 0
 }
 
 // pickVictims finds the node where the fewest (AM-sparing) victims free

@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"fmt"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 )
@@ -167,5 +169,118 @@ func TestDRFVictimsAreMeasuredByDominantShare(t *testing.T) {
 	ps := preemptAfter(f, timeout)
 	if len(ps) != 1 || ps[0].ForApp != "B" {
 		t.Fatalf("preempted %v, want one of A's containers for B's AM", ps)
+	}
+}
+
+// Preemption frees room for whole containers of the starved app's asks, as
+// many as its starved amount holds by its policy's measure, and no more.
+// One node of 8192 MB / 64 vcores is full of app A's containers (queue a);
+// app B (queue b, equal weight) has registered — its AM runs outside this
+// scenario and is not modelled, so B holds nothing — and asks for 4
+// containers. Both queues' fair share is ⟨4096 MB, 32 vcores⟩, B's starved
+// amount min(0.5 × fair share, demand) − usage.
+func TestPreemptionFreesOnlyWhatTheStarvedRequestsHold(t *testing.T) {
+	cases := []struct {
+		name      string
+		policy    Policy
+		aHolds    Resources // ×16, filling the node's memory
+		bAsks     Resources // ×4
+		victims   int
+		freedMem  int64
+		freedCore int64
+	}{
+		{
+			// Starved ⟨2048, 4⟩ holds 2 asks of ⟨1024, 1⟩ by memory; the 2
+			// vcores left over do not count (they kept the old loop going
+			// to 4 asks, 4096 MB).
+			name: "fair: by memory", policy: PolicyFair,
+			aHolds: Resources{MemoryMB: 512, Vcores: 1}, bAsks: Resources{MemoryMB: 1024, Vcores: 1},
+			victims: 4, freedMem: 2048, freedCore: 4,
+		},
+		{
+			// Starved ⟨2048, 16⟩ has dominant share 0.25; an ask of
+			// ⟨512, 8⟩ has 0.125: 2 asks, each freed by two of A's
+			// ⟨512, 4⟩ containers. By memory it would be 4 asks (8 victims).
+			name: "drf: by dominant share", policy: PolicyDRF,
+			aHolds: Resources{MemoryMB: 512, Vcores: 4}, bAsks: Resources{MemoryMB: 512, Vcores: 8},
+			victims: 4, freedMem: 2048, freedCore: 16,
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := leaves(c.policy, "a", "b")
+			cfg.Scheduler.Preemption = PreemptionConfig{Enabled: true, ClusterUtilizationThreshold: 0.5}
+			timeout := 5 * time.Second
+			cfg.Root.FairSharePreemptionTimeout = &timeout
+			f := &fakeState{cfg: cfg, nodes: []*Node{node("n1", 8192, 64)}}
+			a := runningApp("A", "root.a", 1, 0, c.aHolds)
+			a.Asks = nil
+			f.apps = []*App{a, runningApp("B", "root.b", 2, 4, c.bAsks)}
+			for i := 0; i < 16; i++ {
+				f.apply([]Placement{{AppID: "A", NodeID: "n1", Resources: c.aHolds}})
+			}
+			var freed Resources
+			ps := preemptAfter(f, timeout)
+			for _, p := range ps {
+				if p.VictimApp != "A" || p.ForApp != "B" {
+					t.Fatalf("preemption %+v", p)
+				}
+				freed = freed.Add(p.Resources)
+			}
+			if len(ps) != c.victims || freed.MemoryMB != c.freedMem || freed.Vcores != c.freedCore {
+				t.Fatalf("preempted %d containers freeing %v, want %d freeing %d MB and %d vcores",
+					len(ps), freed, c.victims, c.freedMem, c.freedCore)
+			}
+		})
+	}
+}
+
+func TestStarvedRequests(t *testing.T) {
+	cluster := Resources{MemoryMB: 8192, Vcores: 64}
+	am := Resources{MemoryMB: 1024, Vcores: 1}
+	res := func(mem, vcores int64) Resources { return Resources{MemoryMB: mem, Vcores: vcores} }
+	cases := []struct {
+		name      string
+		policy    Policy
+		amPending bool
+		asks      []Ask
+		starved   Resources
+		want      string
+	}{
+		{name: "the AM first while it is pending", policy: PolicyFair, amPending: true, starved: res(1024, 1),
+			want: "[{memory_mb=1024,vcores=1 1}]"},
+		{name: "asks by priority, highest first", policy: PolicyFair, starved: res(3072, 3),
+			asks: []Ask{{AskID: 1, Count: 5, Resources: res(512, 1), Priority: 1}, {AskID: 2, Count: 2, Resources: res(1024, 1), Priority: 5}},
+			want: "[{memory_mb=1024,vcores=1 2} {memory_mb=512,vcores=1 2}]"},
+		{name: "capped at the ask's count", policy: PolicyFair, starved: res(8192, 8),
+			asks: []Ask{{AskID: 1, Count: 3, Resources: res(1024, 1)}},
+			want: "[{memory_mb=1024,vcores=1 3}]"},
+		{name: "a request larger than what is left is skipped", policy: PolicyFair, starved: res(1536, 2),
+			asks: []Ask{{AskID: 1, Count: 1, Resources: res(1024, 1), Priority: 2}, {AskID: 2, Count: 1, Resources: res(2048, 1), Priority: 1},
+				{AskID: 3, Count: 4, Resources: res(256, 1)}},
+			want: "[{memory_mb=1024,vcores=1 1} {memory_mb=256,vcores=1 2}]"},
+		{name: "nothing when starved holds no whole container", policy: PolicyFair, starved: res(512, 8),
+			asks: []Ask{{AskID: 1, Count: 2, Resources: res(1024, 1)}}, want: "[]"},
+		{name: "drf: vcores count", policy: PolicyDRF, starved: res(512, 32),
+			asks: []Ask{{AskID: 1, Count: 9, Resources: res(128, 8)}},
+			want: "[{memory_mb=128,vcores=8 4}]"},
+		{name: "fair: memory decides", policy: PolicyFair, starved: res(1024, 1),
+			asks: []Ask{{AskID: 1, Count: 9, Resources: res(128, 8)}},
+			want: "[{memory_mb=128,vcores=8 8}]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			q := &qnode{queue: &Queue{Path: "root.q", Policy: c.policy}}
+			a := &appNode{app: &App{ID: "x", AMPending: c.amPending, Spec: AppSpec{AMResources: am}}, queue: q}
+			a.asks = append(a.asks, c.asks...)
+			sort.SliceStable(a.asks, func(i, j int) bool { return a.asks[i].Priority > a.asks[j].Priority })
+			var got []string
+			for _, r := range starvedRequests(a, c.starved, cluster) {
+				got = append(got, fmt.Sprintf("{%s %d}", r.res, r.count))
+			}
+			if s := "[" + strings.Join(got, " ") + "]"; s != c.want {
+				t.Fatalf("starvedRequests(%v) = %s, want %s", c.starved, s, c.want)
+			}
+		})
 	}
 }

@@ -103,8 +103,18 @@ type QueueSpec struct {
 	FairSharePreemptionThreshold *float64       `codec:"fair_share_preemption_threshold"`
 	FairSharePreemptionTimeout   *time.Duration `codec:"fair_share_preemption_timeout"`
 	MinSharePreemptionTimeout    *time.Duration `codec:"min_share_preemption_timeout"`
+	MaxAMShare                   *float64       `codec:"max_am_share"`
 	Children                     []*QueueSpec   `codec:"children"`
 }
+
+// max_am_share (SPEC §7): the fraction of a leaf's instantaneous fair share
+// that its apps' AM containers may hold. DefaultMaxAMShare is root's
+// default, which every queue inherits unless it sets its own;
+// MaxAMShareOff turns the limit off.
+const (
+	DefaultMaxAMShare = 0.5
+	MaxAMShareOff     = -1.0
+)
 
 // NewQueueSpec returns a queue with the SPEC §7 defaults: weight 1, fair
 // policy, no limits, preemption properties inherited.
@@ -228,6 +238,9 @@ func (c *QueueConfig) Validate() []*FieldError {
 		if t := q.MinSharePreemptionTimeout; t != nil && *t < 0 {
 			add(path, "min_share_preemption_timeout", "must not be negative")
 		}
+		if m := q.MaxAMShare; m != nil && !(*m == MaxAMShareOff || *m > 0 && *m <= 1) {
+			add(path, "max_am_share", "must be more than 0 and at most 1, or -1 (off), not %v", *m)
+		}
 		seen := make(map[string]bool, len(q.Children))
 		for _, ch := range q.Children {
 			if ch == nil {
@@ -283,15 +296,16 @@ type Queue struct {
 	FairSharePreemptionThreshold float64
 	FairSharePreemptionTimeout   time.Duration // 0: off
 	MinSharePreemptionTimeout    time.Duration // 0: off
+	MaxAMShare                   float64       // MaxAMShareOff: off; counts in leaves only
 }
 
 // IsLeaf reports whether apps may be submitted to q.
 func (q *Queue) IsLeaf() bool { return len(q.Children) == 0 }
 
 // Resolve flattens the tree in depth-first order (parents before children)
-// with inheritance applied: unset preemption properties come from the
-// parent, and root's from the SPEC defaults (preemptable, threshold 0.5,
-// timeouts off). It assumes c validates.
+// with inheritance applied: unset preemption properties and max_am_share
+// come from the parent, and root's from the SPEC defaults (preemptable,
+// threshold 0.5, timeouts off, max_am_share 0.5). It assumes c validates.
 func (c *QueueConfig) Resolve() []*Queue {
 	var out []*Queue
 	var walk func(q *QueueSpec, parent *Queue)
@@ -305,6 +319,7 @@ func (c *QueueConfig) Resolve() []*Queue {
 			MaxRunningApps:               q.MaxRunningApps,
 			Preemptable:                  true,
 			FairSharePreemptionThreshold: 0.5,
+			MaxAMShare:                   DefaultMaxAMShare,
 		}
 		if parent != nil {
 			r.Path = parent.Path + "." + q.Name
@@ -314,6 +329,7 @@ func (c *QueueConfig) Resolve() []*Queue {
 			r.FairSharePreemptionThreshold = parent.FairSharePreemptionThreshold
 			r.FairSharePreemptionTimeout = parent.FairSharePreemptionTimeout
 			r.MinSharePreemptionTimeout = parent.MinSharePreemptionTimeout
+			r.MaxAMShare = parent.MaxAMShare
 			parent.Children = append(parent.Children, r.Path)
 		}
 		if q.Preemptable != nil {
@@ -327,6 +343,9 @@ func (c *QueueConfig) Resolve() []*Queue {
 		}
 		if q.MinSharePreemptionTimeout != nil {
 			r.MinSharePreemptionTimeout = *q.MinSharePreemptionTimeout
+		}
+		if q.MaxAMShare != nil {
+			r.MaxAMShare = *q.MaxAMShare
 		}
 		out = append(out, r)
 		for _, ch := range q.Children {

@@ -77,6 +77,9 @@ func TestValidateNamesQueueAndField(t *testing.T) {
 		{"negative max apps", func(c *QueueConfig) { c.Root.Children[1].MaxRunningApps = ptr(-1) }, "root.dev", "max_running_apps"},
 		{"threshold above 1", func(c *QueueConfig) { c.Root.FairSharePreemptionThreshold = ptr(1.5) }, "root", "fair_share_preemption_threshold"},
 		{"negative timeout", func(c *QueueConfig) { c.Root.Children[0].Children[0].MinSharePreemptionTimeout = ptr(-time.Second) }, "root.prod.etl", "min_share_preemption_timeout"},
+		{"max_am_share 0", func(c *QueueConfig) { c.Root.Children[1].MaxAMShare = ptr(0.0) }, "root.dev", "max_am_share"},
+		{"max_am_share above 1", func(c *QueueConfig) { c.Root.MaxAMShare = ptr(1.5) }, "root", "max_am_share"},
+		{"max_am_share negative but not -1", func(c *QueueConfig) { c.Root.Children[0].MaxAMShare = ptr(-0.5) }, "root.prod", "max_am_share"},
 		{"duplicate child", func(c *QueueConfig) { c.Root.Children = append(c.Root.Children, NewQueueSpec("dev")) }, "root.dev", ""},
 		{"dotted name", func(c *QueueConfig) { c.Root.Children[1].Name = "a.b" }, "root", "queue"},
 		{"root renamed", func(c *QueueConfig) { c.Root.Name = "top" }, "top", ""},
@@ -99,6 +102,29 @@ func TestValidateNamesQueueAndField(t *testing.T) {
 				t.Fatalf("error %q names (%q, %q), want (%q, %q)", errs[0], errs[0].Queue, errs[0].Field, c.queue, c.field)
 			}
 		})
+	}
+}
+
+func TestMaxAMShareIsInherited(t *testing.T) {
+	cfg := exampleConfig()
+	cfg.Root.Children[0].MaxAMShare = ptr(0.25) // prod, inherited by prod.etl
+	cfg.Root.Children[1].MaxAMShare = ptr(MaxAMShareOff)
+	cfg.Root.Children[2].MaxAMShare = ptr(1.0)
+	if errs := cfg.Validate(); errs != nil {
+		t.Fatalf("valid values refused: %v", errs)
+	}
+	want := map[string]float64{"root": DefaultMaxAMShare, "root.prod": 0.25, "root.prod.etl": 0.25, "root.dev": -1, "root.default": 1}
+	for _, q := range cfg.Resolve() {
+		if q.MaxAMShare != want[q.Path] {
+			t.Errorf("%s: max_am_share %v, want %v", q.Path, q.MaxAMShare, want[q.Path])
+		}
+	}
+	cfg.Root.MaxAMShare = ptr(0.75)
+	cfg.Root.Children[0].MaxAMShare = nil
+	for _, q := range cfg.Resolve() {
+		if q.Path == "root.prod.etl" && q.MaxAMShare != 0.75 {
+			t.Errorf("root.prod.etl: max_am_share %v, want root's 0.75", q.MaxAMShare)
+		}
 	}
 }
 

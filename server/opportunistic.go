@@ -132,7 +132,7 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 // It returns, per ask, how many containers it could not place, and whether
 // the list was empty (no node can take opportunistic work).
 func (s *Server) allocateCentral(ctx context.Context, st *fsm.State, app *scheduler.App, attempt int, asks []scheduler.Ask, seenIndex uint64) (unplaced []int, empty bool, err error) {
-	placedAfter := placedSince(st, app.ID, attempt, seenIndex)
+	placedAfter := scheduler.PlacedSince(st.AppContainers(app.ID), attempt, seenIndex)
 	unplaced = make([]int, len(asks))
 	var plan []scheduler.Placement
 	var pos []int
@@ -143,8 +143,7 @@ func (s *Server) allocateCentral(ctx context.Context, st *fsm.State, app *schedu
 	for i, ask := range asks {
 		ask.Count = max(0, ask.Count-placedAfter[ask.AskID])
 		if listed {
-			pos = scheduler.AllocateOpportunistic(ask, b.list, b.room, b.rr, pos[:0])
-			b.rr += len(pos)
+			pos, b.rr = scheduler.AllocateOpportunistic(ask, b.list, b.room, b.rr, pos[:0])
 		}
 		unplaced[i] = ask.Count - len(pos)
 		for _, p := range pos {
@@ -176,17 +175,4 @@ func (s *Server) loads() map[string]wrpc.NodeLoad {
 	s.livenessMu.Lock()
 	defer s.livenessMu.Unlock()
 	return s.liveness.Loads()
-}
-
-// placedSince counts, per ask, the containers the servers placed for an app
-// attempt after index (of either execution type). Containers AMRMProxies
-// allocated do not count: their AMs knew of them before any server did.
-func placedSince(st *fsm.State, appID string, attempt int, index uint64) map[uint64]int {
-	out := map[uint64]int{}
-	for _, c := range st.AppContainers(appID) {
-		if c.Attempt == attempt && !c.IsAM && !c.Distributed && c.CreateIndex > index {
-			out[c.AskID]++
-		}
-	}
-	return out
 }

@@ -136,7 +136,15 @@ func runQueueStatus(args []string) error {
 	fmt.Fprintf(w, "Preemptable\t%v\n", q.Preemptable)
 	fmt.Fprintf(w, "Fair-share preemption\tthreshold %g, timeout %s\n", q.FairSharePreemptionThreshold, q.FairSharePreemptionTimeout)
 	fmt.Fprintf(w, "Min-share preemption\ttimeout %s\n", q.MinSharePreemptionTimeout)
+	fmt.Fprintf(w, "Max AM share\t%s\n", formatMaxAMShare(q.MaxAMShare))
 	return w.Flush()
+}
+
+func formatMaxAMShare(f float64) string {
+	if f == scheduler.MaxAMShareOff {
+		return "off"
+	}
+	return fmt.Sprintf("%g of the fair share", f)
 }
 
 func formatMin(r scheduler.Resources) string {

@@ -34,7 +34,7 @@ var (
 			{Name: "weight"}, {Name: "min_resources"}, {Name: "max_resources"}, {Name: "policy"},
 			{Name: "max_running_apps"}, {Name: "preemptable"},
 			{Name: "fair_share_preemption_threshold"}, {Name: "fair_share_preemption_timeout"},
-			{Name: "min_share_preemption_timeout"},
+			{Name: "min_share_preemption_timeout"}, {Name: "max_am_share"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{{Type: "queue", LabelNames: []string{"name"}}},
 	}
@@ -282,6 +282,11 @@ func (d *queueDecoder) decodeQueue(b *hcl.Block, parent string) *scheduler.Queue
 			var v time.Duration
 			if v, diags = asDuration(a, "off"); !diags.HasErrors() {
 				q.MinSharePreemptionTimeout = &v
+			}
+		case "max_am_share":
+			var v float64
+			if v, diags = asFloat(a); !diags.HasErrors() {
+				q.MaxAMShare = &v
 			}
 		}
 		d.add(diags)

@@ -84,6 +84,9 @@ func TestErrorsNameFileLineAndField(t *testing.T) {
 		{"placement", "scheduler {\n  placement = \"random\"\n}\nqueue \"root\" {}\n", []string{"f.hcl:2,3", "placement"}},
 		{"delay", "scheduler {\n  locality {\n    node_delay = true\n  }\n}\nqueue \"root\" {}\n", []string{"f.hcl:3,5", "node_delay"}},
 		{"json", `{"queue": {"root": {"queue": {"x": {"weight": 0}}}}}`, []string{"f.hcl:1,", "root.x: weight"}},
+		{"max_am_share above 1", "queue \"root\" {\n  queue \"a\" {\n    weight = 2\n    max_am_share = 1.5\n  }\n}\n",
+			[]string{"f.hcl:4,5", "queue root.a: max_am_share", "-1 (off)"}},
+		{"max_am_share not a number", "queue \"root\" {\n  max_am_share = \"half\"\n}\n", []string{"f.hcl:2,3", "max_am_share must be a number"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -169,5 +172,34 @@ func TestBadQueueNamesAreReportedAtTheirOwnLine(t *testing.T) {
 		if !strings.HasPrefix(e.Problems[i], want) {
 			t.Errorf("problem %d = %q, want it to start %q", i, e.Problems[i], want)
 		}
+	}
+}
+
+func TestMaxAMShare(t *testing.T) {
+	src := `queue "root" {
+  max_am_share = 0.25
+  queue "batch" {
+    max_am_share = -1
+  }
+  queue "default" {}
+}
+`
+	cfg, err := ParseQueueConfig("q.hcl", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, q := range cfg.Resolve() {
+		got[q.Path] = q.MaxAMShare
+	}
+	if got["root"] != 0.25 || got["root.batch"] != scheduler.MaxAMShareOff || got["root.default"] != 0.25 {
+		t.Fatalf("max_am_share resolved to %v, want root 0.25, batch off (-1), default inheriting 0.25", got)
+	}
+	unset, err := ParseQueueConfig("q.hcl", []byte("queue \"root\" {\n  queue \"default\" {}\n}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := unset.Resolve()[1]; q.MaxAMShare != scheduler.DefaultMaxAMShare {
+		t.Fatalf("unset max_am_share resolved to %v, want the default %v", q.MaxAMShare, scheduler.DefaultMaxAMShare)
 	}
 }
