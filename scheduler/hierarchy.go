@@ -11,6 +11,7 @@ type tree struct {
 	root   *qnode
 	byPath map[string]*qnode
 	apps   []*appNode
+	byApp  map[string]*appNode
 }
 
 type qnode struct {
@@ -56,7 +57,7 @@ func (a *appNode) sched() *Schedulable {
 func occupiesSlot(a *App) bool { return !a.AMPending || a.State == AppRunning }
 
 func buildTree(st State, cluster Resources) *tree {
-	t := &tree{byPath: map[string]*qnode{}}
+	t := &tree{byPath: map[string]*qnode{}, byApp: map[string]*appNode{}}
 	for _, q := range st.Queues() {
 		n := &qnode{queue: q, start: ^uint64(0)}
 		n.s = Schedulable{Name: q.Path, Weight: q.Weight, Min: q.MinResources}
@@ -107,6 +108,7 @@ func buildTree(st State, cluster Resources) *tree {
 			}
 			leaf.apps = append(leaf.apps, a)
 			t.apps = append(t.apps, a)
+			t.byApp[app.ID] = a
 		}
 	}
 	for _, q := range t.byPath {

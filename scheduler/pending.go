@@ -122,7 +122,7 @@ func newPendingView(st State, now time.Time, locality LocalityMemory) *pendingVi
 		openRack: map[string]roomSet{}, appFair: appFairShares(t, shares), util: utilization(nodes, cluster)}
 	v.reservedFor = map[string]string{}
 	if v.cfg.Preemption.Enabled {
-		v.reservedFor = reservations(st, nodes)
+		v.reservedFor = reservations(st)
 	}
 	for _, n := range nodes {
 		v.byID[n.node.ID] = n

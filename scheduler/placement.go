@@ -19,6 +19,10 @@ type State interface {
 	Queues() []*Queue
 	// NodeLiveContainers returns the containers on a node not yet completed.
 	NodeLiveContainers(nodeID string) []*Container
+	// PreemptionMarked returns the live containers marked for preemption
+	// (PreemptKillAt set), in order of kill time then ID. The state keeps
+	// them indexed: this must not scan every container.
+	PreemptionMarked() []*Container
 }
 
 // Placement is one container the leader decided to allocate: guaranteed
@@ -145,7 +149,7 @@ func Schedule(st State, now time.Time, waits *LocalityWaits, maxPlacements int) 
 		cfg: st.QueueConfig().Scheduler}
 	s.heap = newNodeHeap(nodes, s.cfg.Placement == PlacementBinpack)
 	if s.cfg.Preemption.Enabled {
-		s.reserved = reservations(st, nodes)
+		s.reserved = reservations(st)
 		s.heap.reserved = s.reserved
 	}
 	for len(d.Placements) < maxPlacements {
@@ -180,14 +184,15 @@ type pass struct {
 
 // reservations maps each node with containers being preempted to the app
 // they are preempted for: until the victims are gone, only that app may
-// use the node, so the room preemption frees is not taken by another.
-func reservations(st State, nodes []*candidate) map[string]string {
+// use the node, so the room preemption frees is not taken by another. A
+// node marked for two apps is reserved for the one whose victims die
+// first. It reads the state's index of marked containers, not every
+// container.
+func reservations(st State) map[string]string {
 	out := map[string]string{}
-	for _, n := range nodes {
-		for _, c := range st.NodeLiveContainers(n.node.ID) {
-			if c.PreemptKillAt > 0 && c.PreemptFor != "" {
-				out[n.node.ID] = c.PreemptFor
-			}
+	for _, c := range st.PreemptionMarked() {
+		if _, taken := out[c.NodeID]; !taken && c.PreemptFor != "" {
+			out[c.NodeID] = c.PreemptFor
 		}
 	}
 	return out

@@ -77,17 +77,15 @@ func PlanPreemption(st State, now time.Time, clocks *StarvationClocks) []Preempt
 	t.holdAMs(shares, cluster, freeOf(nodes)) // an AM max_am_share holds back does not starve
 	appFair := appFairShares(t, shares)
 
-	// What is already being freed, per starved app and per node.
+	// What is already being freed: per starved app, and per node for the
+	// app the node is reserved for (no other app may use that room).
 	inFlight := map[string]Resources{}
 	marked := map[string]bool{}
-	for _, n := range nodes {
-		for _, c := range st.NodeLiveContainers(n.node.ID) {
-			if c.PreemptKillAt > 0 {
-				inFlight[c.PreemptFor] = inFlight[c.PreemptFor].Add(c.Resources)
-				marked[c.ID] = true
-				n.free = n.free.Add(c.Resources)
-			}
-		}
+	room := newPreemptRoom(nodes)
+	for _, c := range st.PreemptionMarked() {
+		inFlight[c.PreemptFor] = inFlight[c.PreemptFor].Add(c.Resources)
+		marked[c.ID] = true
+		room.add(c.NodeID, c.PreemptFor, c.Resources)
 	}
 
 	starved := starvation(t, shares, appFair, clocks, now, cluster)
@@ -104,20 +102,21 @@ func PlanPreemption(st State, now time.Time, clocks *StarvationClocks) []Preempt
 	requests:
 		for _, rr := range starvedRequests(s.app, amount, cluster) {
 			for i := 0; i < rr.count; i++ {
-				victims, node := pickVictims(st, nodes, t, cluster, rr.res, s.app.app.ID, appFair, remaining, marked)
+				victims, node := pickVictims(st, nodes, room, t, cluster, rr.res, s.app.app.ID, appFair, remaining, marked)
 				if node == nil {
 					// The scheduler places an app's requests in this
 					// order: room freed for a later one would wait.
 					break requests
 				}
+				id, forApp := node.node.ID, s.app.app.ID
 				for _, c := range victims {
 					marked[c.ID] = true
 					remaining[c.AppID] = remaining[c.AppID].Sub(c.Resources)
-					node.free = node.free.Add(c.Resources)
+					room.add(id, forApp, c.Resources)
 					out = append(out, Preemption{ContainerID: c.ID, VictimApp: c.AppID, NodeID: c.NodeID, Resources: c.Resources,
-						ForApp: s.app.app.ID, Reason: s.reason})
+						ForApp: forApp, Reason: s.reason})
 				}
-				node.free = node.free.Sub(rr.res) // the room is the starved app's now
+				room.add(id, forApp, Resources{}.Sub(rr.res)) // the room is the starved app's now
 			}
 		}
 	}
@@ -295,26 +294,84 @@ func positiveBy(r Resources, p Policy, cluster Resources) bool {
 	return r.MemoryMB > 0
 }
 
-// pickVictims finds the node where the fewest (AM-sparing) victims free
-// room for ask. It returns nothing when ask already fits somewhere — the
-// scheduler will place it — or when no node can be freed enough.
-func pickVictims(st State, nodes []*candidate, t *tree, cluster, ask Resources, forApp string,
-	appFair, remaining map[string]Resources, marked map[string]bool) ([]*Container, *candidate) {
+// preemptRoom is the room being freed by preemption, per node and per
+// starved app it is freed for: that room is the app's, never another's.
+type preemptRoom struct {
+	byNode map[string]map[string]Resources
+	nodes  map[string]*candidate
+	// fitsFree caches whether a request (by its String) fits some node's
+	// free capacity: that does not change during a pass.
+	fitsFree map[string]bool
+}
+
+func newPreemptRoom(nodes []*candidate) *preemptRoom {
+	r := &preemptRoom{byNode: map[string]map[string]Resources{}, nodes: make(map[string]*candidate, len(nodes)), fitsFree: map[string]bool{}}
 	for _, n := range nodes {
-		if ask.Fits(n.free) {
-			return nil, nil
+		r.nodes[n.node.ID] = n
+	}
+	return r
+}
+
+func (r *preemptRoom) add(node, app string, res Resources) {
+	if r.byNode[node] == nil {
+		r.byNode[node] = map[string]Resources{}
+	}
+	r.byNode[node][app] = r.byNode[node][app].Add(res)
+}
+
+// freeFor returns what app could use on n: its free capacity and the room
+// being freed there for app.
+func (r *preemptRoom) freeFor(n *candidate, app string) Resources {
+	return n.free.Add(r.byNode[n.node.ID][app])
+}
+
+// fitsSomewhere reports whether ask fits what app could use on some node.
+func (r *preemptRoom) fitsSomewhere(ask Resources, app string) bool {
+	key := ask.String()
+	fits, known := r.fitsFree[key]
+	if !known {
+		for _, n := range r.nodes {
+			if ask.Fits(n.free) {
+				fits = true
+				break
+			}
 		}
+		r.fitsFree[key] = fits
+	}
+	if fits {
+		return true
+	}
+	for id, byApp := range r.byNode {
+		if room, ok := byApp[app]; ok {
+			if n := r.nodes[id]; n != nil && ask.Fits(n.free.Add(room)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// pickVictims finds the node where the fewest (AM-sparing) victims free
+// room for ask. It returns nothing when ask already fits somewhere it may
+// go — the scheduler will place it — or when no node can be freed enough.
+// Room being freed for another starved app is not ask's. A node that needs
+// one victim and no AM is as good as any: the search stops there.
+func pickVictims(st State, nodes []*candidate, room *preemptRoom, t *tree, cluster, ask Resources, forApp string,
+	appFair, remaining map[string]Resources, marked map[string]bool) ([]*Container, *candidate) {
+	if room.fitsSomewhere(ask, forApp) {
+		return nil, nil
 	}
 	var best []*Container
 	var bestNode *candidate
 	bestAMs := 0
 	for _, n := range nodes {
+		free := room.freeFor(n, forApp)
 		var cands []*Container
 		for _, c := range st.NodeLiveContainers(n.node.ID) {
 			if marked[c.ID] || c.ExecutionType != Guaranteed || c.AppID == forApp {
 				continue
 			}
-			an := appByID(t, c.AppID)
+			an := t.byApp[c.AppID]
 			if an == nil || !an.queue.queue.Preemptable {
 				continue
 			}
@@ -326,7 +383,6 @@ func pickVictims(st State, nodes []*candidate, t *tree, cluster, ask Resources, 
 			}
 			return cands[i].CreateIndex > cands[j].CreateIndex // newest first
 		})
-		free := n.free
 		left := map[string]Resources{}
 		var victims []*Container
 		ams := 0
@@ -339,7 +395,7 @@ func pickVictims(st State, nodes []*candidate, t *tree, cluster, ask Resources, 
 				u = remaining[c.AppID]
 			}
 			after := u.Sub(c.Resources)
-			if belowShare(after, appFair[c.AppID], appByID(t, c.AppID).queue.queue.Policy, cluster) {
+			if belowShare(after, appFair[c.AppID], t.byApp[c.AppID].queue.queue.Policy, cluster) {
 				continue // would take its app below its fair share
 			}
 			left[c.AppID] = after
@@ -354,18 +410,12 @@ func pickVictims(st State, nodes []*candidate, t *tree, cluster, ask Resources, 
 		}
 		if bestNode == nil || ams < bestAMs || ams == bestAMs && len(victims) < len(best) {
 			best, bestNode, bestAMs = victims, n, ams
+			if ams == 0 && len(victims) <= 1 {
+				break // no node can do better
+			}
 		}
 	}
 	return best, bestNode
-}
-
-func appByID(t *tree, id string) *appNode {
-	for _, a := range t.apps {
-		if a.app.ID == id {
-			return a
-		}
-	}
-	return nil
 }
 
 // belowShare compares usage with a share the way the queue's policy does

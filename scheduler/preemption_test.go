@@ -284,3 +284,40 @@ func TestStarvedRequests(t *testing.T) {
 		})
 	}
 }
+
+// Room that preemption is freeing for one starved app is that app's: it
+// does not make a second starved app's request look placeable, so the
+// second gets victims of its own.
+func TestRoomFreedForOneStarvedAppIsNotAnothers(t *testing.T) {
+	cfg := leaves(PolicyFair, "a", "b", "c")
+	cfg.Scheduler.Preemption = PreemptionConfig{Enabled: true, ClusterUtilizationThreshold: 0.8, WaitBeforeKill: time.Second}
+	timeout := 5 * time.Second
+	cfg.Root.FairSharePreemptionTimeout = &timeout
+	f := &fakeState{cfg: cfg, nodes: []*Node{node("n1", 12*1024, 12)}}
+	a := runningApp("A", "root.a", 1, 0, gb1)
+	a.Asks = nil
+	x := runningApp("X", "root.b", 2, 2, gb1)
+	y := runningApp("Y", "root.c", 3, 2, gb1)
+	f.apps = []*App{a, x, y}
+	f.apply([]Placement{{AppID: "A", NodeID: "n1", Resources: gb1, IsAM: true}})
+	for i := 0; i < 11; i++ {
+		f.apply([]Placement{{AppID: "A", NodeID: "n1", Resources: gb1}})
+	}
+	// Two of A's tasks are already being preempted for X.
+	for _, c := range f.containers[1:3] {
+		c.PreemptKillAt, c.PreemptFor = 5_000_000_000, "X"
+	}
+	ps := preemptAfter(f, timeout)
+	forY := 0
+	for _, p := range ps {
+		if p.ForApp == "X" {
+			t.Fatalf("X got more victims though its two are being freed: %v", ps)
+		}
+		if p.ForApp == "Y" {
+			forY++
+		}
+	}
+	if forY != 2 {
+		t.Fatalf("Y got %d victims, want 2 of its own (X's freed room is not Y's): %v", forY, ps)
+	}
+}

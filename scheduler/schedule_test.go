@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +38,22 @@ func (f *fakeState) NodeLiveContainers(id string) []*Container {
 			out = append(out, c)
 		}
 	}
+	return out
+}
+
+func (f *fakeState) PreemptionMarked() []*Container {
+	var out []*Container
+	for _, c := range f.containers {
+		if c.State.Live() && c.PreemptKillAt > 0 {
+			out = append(out, c)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].PreemptKillAt != out[j].PreemptKillAt {
+			return out[i].PreemptKillAt < out[j].PreemptKillAt
+		}
+		return out[i].ID < out[j].ID
+	})
 	return out
 }
 

@@ -59,13 +59,9 @@ func (s *Server) livenessTick(ctx context.Context, now time.Time) {
 
 // expiryTick reclaims allocations not started within ContainerStartTimeout.
 func (s *Server) expiryTick(ctx context.Context, now time.Time) {
-	due := s.fsm.State().AllocatedBefore(now.Add(-ContainerStartTimeout).UnixNano())
-	if len(due) == 0 {
+	ids := unstartedExpired(s.fsm.State(), now)
+	if len(ids) == 0 {
 		return
-	}
-	ids := make([]string, len(due))
-	for i, c := range due {
-		ids[i] = c.ID
 	}
 	s.logger.Info("reclaiming allocations never started", "count", len(ids), "timeout", ContainerStartTimeout)
 	if _, _, err := s.raftApply(ctx, fsm.ContainerStopType, &fsm.ContainerStopRequest{IDs: ids, Reason: scheduler.ReasonExpired, Now: now.UnixNano()}); err != nil {
@@ -78,13 +74,7 @@ func (s *Server) expiryTick(ctx context.Context, now time.Time) {
 // (their AMs are warned through AM.Allocate) and records the preemption.
 func (s *Server) preemptTick(ctx context.Context, now time.Time, clocks *scheduler.StarvationClocks) {
 	st := s.fsm.State()
-	var due []string
-	for _, c := range st.PreemptionsDue(now.UnixNano()) {
-		if !c.KillRequested {
-			due = append(due, c.ID)
-		}
-	}
-	if len(due) > 0 {
+	if due := preemptionKillsDue(st, now); len(due) > 0 {
 		s.logger.Info("killing preempted containers", "count", len(due))
 		if _, _, err := s.raftApply(ctx, fsm.ContainerStopType, &fsm.ContainerStopRequest{IDs: due, Reason: scheduler.ReasonPreempted, Now: now.UnixNano()}); err != nil {
 			s.logger.Error("kill preempted containers", "error", err)
@@ -106,4 +96,27 @@ func (s *Server) preemptTick(ctx context.Context, now time.Time, clocks *schedul
 	}); err != nil {
 		s.logger.Error("mark preempted containers", "error", err)
 	}
+}
+
+// unstartedExpired returns the allocations of st not started within
+// ContainerStartTimeout of now.
+func unstartedExpired(st *fsm.State, now time.Time) []string {
+	due := st.AllocatedBefore(now.Add(-ContainerStartTimeout).UnixNano())
+	ids := make([]string, len(due))
+	for i, c := range due {
+		ids[i] = c.ID
+	}
+	return ids
+}
+
+// preemptionKillsDue returns the containers of st marked for preemption
+// whose warning has run out by now and that are not being killed yet.
+func preemptionKillsDue(st *fsm.State, now time.Time) []string {
+	var due []string
+	for _, c := range st.PreemptionsDue(now.UnixNano()) {
+		if !c.KillRequested {
+			due = append(due, c.ID)
+		}
+	}
+	return due
 }
