@@ -258,7 +258,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context) bool {
 			return false
 		}
 		a.discoverServers(servers)
-		_, _, listAt, _ := a.sched.view()
+		listAt := a.sched.view().At
 		req := &wrpc.HeartbeatRequest{NodeID: a.config.NodeID, Epoch: a.epoch.Load(), Containers: a.mgr.reports(),
 			Load: a.mgr.load(), LeastLoadedAt: listAt}
 		var resp wrpc.HeartbeatResponse

@@ -118,7 +118,7 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 			return wrpc.Errorf(wrpc.CodeBadRequest, "%v", err) // the whole call is refused, as the servers would
 		}
 	}
-	centralized, saturated, _, renewed := p.a.sched.view()
+	view := p.a.sched.view()
 	fwd := *args
 	fwd.Asks, fwd.Releases = nil, nil
 	var local []wrpc.ContainerInfo
@@ -132,7 +132,7 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 		return err
 	}
 	for _, ask := range args.Asks {
-		if ask.ExecutionType != scheduler.Opportunistic || centralized {
+		if ask.ExecutionType != scheduler.Opportunistic || view.Centralized {
 			fwd.Asks = append(fwd.Asks, ask)
 			continue
 		}
@@ -140,14 +140,13 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 		local = append(local, got...)
 		rest := ask
 		rest.Count -= len(got)
-		// A non-enforced ask that no node can take opportunistically (every
-		// queue is full) may be served as guaranteed (its twin, same ask
-		// ID); once it no longer needs that, the twin is withdrawn with
-		// count 0.
-		fallback := 0
-		if rest.Count > 0 && !ask.EnforceExecutionType && saturated {
-			fallback = rest.Count
-		} else if rest.Count > 0 {
+		// What no node can take opportunistically may be served as
+		// guaranteed (the scheduler's rule; its twin, same ask ID); once
+		// it no longer needs that, the twin is withdrawn with count 0.
+		// The proxy's own allocations never reach the servers' count of
+		// what was placed, so the twin asks for the rest only.
+		fallback := scheduler.OpportunisticFallback(ask, view.ListKnown, view.ListLen, rest.Count)
+		if rest.Count > 0 && fallback == 0 {
 			unmet = append(unmet, rest)
 		}
 		if fallback > 0 || at.fallback[ask.AskID] {
@@ -174,7 +173,7 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 		// No servers to wait on: wait for the room to be renewed instead,
 		// then try again.
 		select {
-		case <-renewed:
+		case <-view.Renewed:
 		case <-p.a.clock.After(p.a.config.HeartbeatInterval):
 		case <-ctx.Done():
 		}

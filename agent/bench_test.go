@@ -30,7 +30,7 @@ func BenchmarkOpportunisticAllocation(b *testing.B) {
 				o := scheduler.DefaultOpportunisticConfig()
 				o.Distributed = false
 				w.setOpportunistic(o)
-				testutil.WaitFor(b, 15*time.Second, func() bool { centralized, _, _, _ := w.home.sched.view(); return centralized })
+				testutil.WaitFor(b, 15*time.Second, func() bool { return w.home.sched.view().Centralized })
 			}
 			w.waitList(3)
 			req := rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(1, 1, true)}}

@@ -125,14 +125,21 @@ func (d *distScheduler) allocate(ask scheduler.Ask, now time.Time) []scheduler.L
 	return out
 }
 
-// view returns whether asks are forwarded to the leader, whether no node
-// can take opportunistic work (a list is held, and it is empty: every
-// queue is full), the list's computation, and a channel closed when the
-// room is next renewed.
-func (d *distScheduler) view() (centralized, saturated bool, at int64, renewed <-chan struct{}) {
+// schedView is what the AMRMProxy and the heartbeat loop need of the
+// distributed scheduler at one moment.
+type schedView struct {
+	Centralized bool            // opportunistic asks go to the leader
+	ListKnown   bool            // a list is held (from the leader or a renewal)
+	ListLen     int             // its length: 0 means every queue is full
+	At          int64           // its computation
+	Renewed     <-chan struct{} // closed when the room is next renewed
+}
+
+// view returns the scheduler's current view.
+func (d *distScheduler) view() schedView {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.centralized, d.at != 0 && len(d.list) == 0, d.at, d.renewed
+	return schedView{Centralized: d.centralized, ListKnown: d.at != 0, ListLen: len(d.list), At: d.at, Renewed: d.renewed}
 }
 
 // snapshot returns the current list and queue limit.

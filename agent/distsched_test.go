@@ -57,8 +57,8 @@ func TestNewListLessRecentAllocations(t *testing.T) {
 func TestListLeftOutIsNotAnEmptyList(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	d := newDistScheduler(time.Second, t0)
-	if _, saturated, _, _ := d.view(); saturated {
-		t.Fatalf("saturated before any list: no list is not an empty list")
+	if v := d.view(); v.ListKnown {
+		t.Fatalf("a list is known before any came: no list is not an empty list")
 	}
 	d.update(list(7, 0, 4), 0, t0)
 	// The agent renews its own list while a heartbeat saying it holds
@@ -70,8 +70,8 @@ func TestListLeftOutIsNotAnEmptyList(t *testing.T) {
 	}
 	// A computation whose list is really empty: no node can take work.
 	d.update(&wrpc.HeartbeatResponse{LeastLoadedAt: 8}, 7, t0.Add(6*time.Second))
-	if _, saturated, _, _ := d.view(); !saturated {
-		t.Fatalf("an empty list from the leader must read as saturated")
+	if v := d.view(); !v.ListKnown || v.ListLen != 0 {
+		t.Fatalf("an empty list from the leader must read as known and empty: %+v", v)
 	}
 }
 

@@ -152,11 +152,11 @@ func TestAMRMProxyAllocatesWithoutServers(t *testing.T) {
 		t.Fatalf("without servers: %d containers, partial %v, index %d (was %d); want the list's 27 places, partial, index kept",
 			len(resp.Allocated), resp.Partial, resp.Index, before.Index)
 	}
-	_, _, at, _ := w.home.sched.view()
+	at := w.home.sched.view().At
 	// No list from the leader: the agent asks the nodes, which run none of
 	// those containers (never started), so the room is whole again.
 	testutil.WaitFor(t, 15*time.Second, func() bool {
-		_, _, now, _ := w.home.sched.view()
+		now := w.home.sched.view().At
 		return now != at
 	})
 	resp = w.allocate(rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(1, 100, true)}})
@@ -368,7 +368,7 @@ func TestCentralizedOpportunisticAllocation(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range agents {
-		testutil.WaitFor(t, 15*time.Second, func() bool { centralized, _, _, _ := a.sched.view(); return centralized })
+		testutil.WaitFor(t, 15*time.Second, func() bool { return a.sched.view().Centralized })
 	}
 	runOpportunisticApp(t, c, 12, "c-") // IDs of containers the leader placed
 }

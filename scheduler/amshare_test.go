@@ -63,14 +63,14 @@ func TestMaxAMShareLeavesRoomForTasks(t *testing.T) {
 	f := oneTaskApps(16, nil, node("n1", 16*1024, 12))
 	// Before any AM runs, the first 6 (by priority, then submission) are
 	// admitted and the others wait behind them.
-	if w := WaitingApps(f); len(w) != 10 || w["app06"] != "" ||
+	if w := held(f); len(w) != 10 || w["app06"] != "" ||
 		!strings.Contains(w["app07"], "the AMs of apps ahead of it will take memory_mb=1536,vcores=6 more") {
 		t.Fatalf("waiting before the first pass = %v", w)
 	}
 	if ams, tasks := run(f); ams != 6 || tasks != 6 {
 		t.Fatalf("max_am_share 0.5: %d AMs and %d tasks placed, want 6 and 6", ams, tasks)
 	}
-	waiting := WaitingApps(f)
+	waiting := held(f)
 	if len(waiting) != 10 || !strings.Contains(waiting["app07"], "max_am_share 0.5") {
 		t.Fatalf("waiting = %v, want the 10 apps without an AM held by max_am_share", waiting)
 	}
@@ -140,4 +140,16 @@ func TestAMLimit(t *testing.T) {
 			t.Errorf("%s: amLimit = %s, want %s", c.name, got, c.want)
 		}
 	}
+}
+
+// held returns why apps wait in ACCEPTED for max_running_apps or
+// max_am_share, as WhyPending says.
+func held(st State) map[string]string {
+	out := map[string]string{}
+	for id, r := range WhyPending(st, time.Unix(0, 0), nil) {
+		if r.Code == PendingMaxRunningApps || r.Code == PendingMaxAMShare {
+			out[id] = r.Message
+		}
+	}
+	return out
 }

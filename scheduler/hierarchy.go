@@ -165,19 +165,3 @@ func QueueStats(st State) map[string]QueueStat {
 	return out
 }
 
-// WaitingApps returns, for apps held in ACCEPTED by max_running_apps or
-// by max_am_share, why.
-func WaitingApps(st State) map[string]string {
-	nodes, _, cluster := readyNodes(st.Nodes())
-	t := buildTree(st, cluster)
-	if t.amsPending() {
-		t.holdAMs(t.fairShares(st.Queues(), cluster), cluster, freeOf(nodes))
-	}
-	out := map[string]string{}
-	for _, a := range t.apps {
-		if !a.runnable || a.amHeld {
-			out[a.app.ID] = a.waiting
-		}
-	}
-	return out
-}

@@ -213,7 +213,7 @@ func TestMaxRunningAppsHoldsAppsInAccepted(t *testing.T) {
 	if got["a1"] != 1 || got["a2"] != 1 || got["a3"] != 0 {
 		t.Fatalf("AM placements %v, want a1 and a2 only", got)
 	}
-	waiting := WaitingApps(f)
+	waiting := held(f)
 	if !strings.Contains(waiting["a3"], "max_running_apps 2") || len(waiting) != 1 {
 		t.Fatalf("waiting = %v", waiting)
 	}

@@ -116,7 +116,7 @@ func (e *AM) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, reply *
 	// node can take opportunistically, a non-enforced ask may get as
 	// guaranteed: its twin guaranteed ask (same ID) says how many.
 	if len(opportunistic) > 0 && app.State == scheduler.AppRunning {
-		unplaced, empty, err := e.srv.allocateCentral(ctx, e.srv.fsm.State(), app, args.Attempt, opportunistic, args.MinQueryIndex)
+		unplaced, listKnown, listLen, err := e.srv.allocateCentral(ctx, e.srv.fsm.State(), app, args.Attempt, opportunistic, args.MinQueryIndex)
 		if err != nil {
 			return err
 		}
@@ -124,13 +124,12 @@ func (e *AM) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, reply *
 			if ask.EnforceExecutionType {
 				continue
 			}
-			// The twin's count is the AM's: the FSM takes off what was
-			// placed since the AM's index, of either type.
+			// The scheduler's fallback rule. The twin's count is the AM's
+			// whole want: the FSM takes off what was placed since the AM's
+			// index, of either type (central placements included).
 			twin := ask
-			twin.ExecutionType, twin.Count = scheduler.Guaranteed, 0
-			if empty {
-				twin.Count = ask.Count
-			}
+			twin.ExecutionType = scheduler.Guaranteed
+			twin.Count = scheduler.OpportunisticFallback(ask, listKnown, listLen, ask.Count)
 			guaranteed = append(guaranteed, twin)
 		}
 		for _, n := range unplaced {

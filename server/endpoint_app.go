@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/weft-sched/weft/fsm"
 	wrpc "github.com/weft-sched/weft/rpc"
@@ -89,12 +90,12 @@ func (e *App) List(ctx context.Context, args *wrpc.AppListRequest, reply *wrpc.A
 	}
 	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
 		reply.Apps = reply.Apps[:0]
-		waiting := scheduler.WaitingApps(st)
+		pending := e.srv.whyPending(st)
 		for _, a := range st.Apps() {
 			if queue != "" && a.Queue != queue || state != "" && a.State != state {
 				continue
 			}
-			reply.Apps = append(reply.Apps, appInfo(a, st, waiting))
+			reply.Apps = append(reply.Apps, appInfo(a, st, pending))
 		}
 		return max(st.TableIndex(fsm.TableApps), st.TableIndex(fsm.TableContainers)), nil
 	})
@@ -110,7 +111,7 @@ func (e *App) Status(ctx context.Context, args *wrpc.AppRequest, reply *wrpc.App
 		if !ok {
 			return 0, wrpc.Errorf(wrpc.CodeNotFound, "app %s not found", args.AppID)
 		}
-		reply.App = appInfo(a, st, scheduler.WaitingApps(st))
+		reply.App = appInfo(a, st, e.srv.whyPending(st))
 		index := a.ModifyIndex
 		for _, c := range st.AppContainers(a.ID) {
 			index = max(index, c.ModifyIndex)
@@ -199,13 +200,32 @@ func (e *Container) Logs(ctx context.Context, args *wrpc.ContainerLogsRequest, r
 	return nil
 }
 
-// appInfo describes an app, saying why it waits if max_running_apps holds
-// it back.
-func appInfo(a *scheduler.App, st *fsm.State, waiting map[string]string) wrpc.AppInfo {
+// appInfo describes an app, and why it waits if it does.
+func appInfo(a *scheduler.App, st *fsm.State, pending map[string]scheduler.PendingReason) wrpc.AppInfo {
 	info := wrpc.NewAppInfo(a, st.AppContainers(a.ID))
-	if why, ok := waiting[a.ID]; ok {
-		info.Diagnostics = "waiting: " + why
-		info.WhyPending = &wrpc.PendingInfo{Code: "max_running_apps", Message: why}
+	if why, ok := pending[a.ID]; ok {
+		info.WhyPending = &wrpc.PendingInfo{Code: why.Code, Message: why.Message}
 	}
 	return info
+}
+
+// whyPending explains every unplaced app of st (SPEC §16). The leader
+// counts the locality opportunities each ask has missed; a follower
+// answering a stale read knows none.
+func (s *Server) whyPending(st *fsm.State) map[string]scheduler.PendingReason {
+	var locality scheduler.LocalityMemory
+	if s.IsLeader() {
+		locality = lockedWaits{s}
+	}
+	return scheduler.WhyPending(st, s.clock.Now(), locality)
+}
+
+// lockedWaits reads the scheduling loop's delay-scheduling memory while
+// the loop may be updating it.
+type lockedWaits struct{ s *Server }
+
+func (l lockedWaits) Wait(appID string, askID uint64) (int, time.Time, bool) {
+	l.s.waitsMu.Lock()
+	defer l.s.waitsMu.Unlock()
+	return l.s.waits.Wait(appID, askID)
 }

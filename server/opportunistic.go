@@ -129,9 +129,9 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 // the AMRMProxies, and commits the placements through Raft. Each ask's
 // count is reduced by the containers of that ask placed after seenIndex,
 // which the AM has not heard of yet: a retried Allocate gets nothing twice.
-// It returns, per ask, how many containers it could not place, and whether
-// the list was empty (no node can take opportunistic work).
-func (s *Server) allocateCentral(ctx context.Context, st *fsm.State, app *scheduler.App, attempt int, asks []scheduler.Ask, seenIndex uint64) (unplaced []int, empty bool, err error) {
+// It returns, per ask, how many containers it could not place, whether a
+// list is known, and its length.
+func (s *Server) allocateCentral(ctx context.Context, st *fsm.State, app *scheduler.App, attempt int, asks []scheduler.Ask, seenIndex uint64) (unplaced []int, listKnown bool, listLen int, err error) {
 	placedAfter := scheduler.PlacedSince(st.AppContainers(app.ID), attempt, seenIndex)
 	unplaced = make([]int, len(asks))
 	var plan []scheduler.Placement
@@ -139,7 +139,7 @@ func (s *Server) allocateCentral(ctx context.Context, st *fsm.State, app *schedu
 	b := &s.board
 	b.mu.Lock()
 	listed := s.refreshBoard(st, s.clock.Now())
-	empty = !listed || len(b.list) == 0
+	listKnown, listLen = listed, len(b.list)
 	for i, ask := range asks {
 		ask.Count = max(0, ask.Count-placedAfter[ask.AskID])
 		if listed {
@@ -167,7 +167,7 @@ func (s *Server) allocateCentral(ctx context.Context, st *fsm.State, app *schedu
 		}
 		b.mu.Unlock()
 	}
-	return unplaced, empty, err
+	return unplaced, listKnown, listLen, err
 }
 
 // loads returns the last load each node reported to this leader.

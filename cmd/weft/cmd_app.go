@@ -218,6 +218,9 @@ func printApp(a rpc.AppInfo) {
 	if !a.Pending.IsZero() {
 		fmt.Fprintf(w, "Pending\t%s\n", a.Pending)
 	}
+	if a.WhyPending != nil {
+		fmt.Fprintf(w, "Why pending\t%s (%s)\n", a.WhyPending.Message, a.WhyPending.Code)
+	}
 	for _, at := range a.Attempts {
 		line := fmt.Sprintf("%s on %s", at.ContainerID, at.NodeID)
 		if at.Diagnostics != "" {
