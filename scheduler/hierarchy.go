@@ -164,4 +164,3 @@ func QueueStats(st State) map[string]QueueStat {
 	}
 	return out
 }
-
