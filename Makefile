@@ -1,5 +1,10 @@
 # weft — build, run and test. Needs only Go (found on PATH or in /usr/local/go)
-# and a C compiler for the race detector; modules come from the Go proxy.
+# and a C compiler for the race detector (installed from Debian's packages
+# when missing and run as root, else the one command to run is printed);
+# modules come from the Go proxy.
+
+SHELL       := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
@@ -7,9 +12,9 @@ LDFLAGS := -X main.version=$(VERSION)
 BIN     := bin/weft
 
 # Packages with concurrency run under the race detector.
-RACE_PKGS := ./scheduler/... ./fsm/... ./rpc/... ./server/... ./agent/... ./internal/... ./cmd/...
+RACE_PKGS := ./scheduler/... ./fsm/... ./rpc/... ./server/... ./agent/... ./am/... ./internal/... ./cmd/...
 
-.PHONY: all build dev test lint unit e2e bench fuzz clean
+.PHONY: all build dev test lint unit e2e stress cc bench fuzz clean
 
 all: build
 
@@ -28,11 +33,26 @@ lint:
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-unit:
+unit: cc
 	$(GO) test -race -count=1 $(RACE_PKGS)
 
+## stress: the unit suite five times over under -race: a flaky test fails it.
+stress: cc
+	$(GO) test -race -count=5 -timeout 60m $(RACE_PKGS)
+
+## cc: the race detector needs cgo and a C compiler.
+cc:
+	@command -v gcc >/dev/null 2>&1 || command -v cc >/dev/null 2>&1 || \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing a C compiler for the race detector (Debian package gcc)"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev; \
+	  else \
+	    echo "the race detector needs a C compiler: run 'sudo apt-get install -y gcc' (Debian/Ubuntu) and try again"; exit 1; \
+	  fi
+
+## e2e: black-box tests of real weft processes (the chaos suite has its own targets).
 e2e:
-	$(GO) test -count=1 -timeout 10m ./e2e/...
+	$(GO) test -count=1 -timeout 10m ./e2e/
 
 ## bench: benchmarks; raw results go to bench/latest.txt (summary: docs/benchmarks.md).
 ## The agent benchmarks run real clusters in-process: opportunistic allocation

@@ -152,12 +152,15 @@ func TestAMRMProxyAllocatesWithoutServers(t *testing.T) {
 		t.Fatalf("without servers: %d containers, partial %v, index %d (was %d); want the list's 27 places, partial, index kept",
 			len(resp.Allocated), resp.Partial, resp.Index, before.Index)
 	}
-	at := w.home.sched.view().At
+	allocated := time.Now()
 	// No list from the leader: the agent asks the nodes, which run none of
-	// those containers (never started), so the room is whole again.
+	// those containers (never started). A renewal computed within the
+	// margin of the allocations still takes their places off (their AMs
+	// may be starting them); the first computed after it finds the room
+	// whole again.
+	margin := w.home.sched.margin
 	testutil.WaitFor(t, 15*time.Second, func() bool {
-		now := w.home.sched.view().At
-		return now != at
+		return w.home.sched.view().At > allocated.Add(margin).UnixNano()
 	})
 	resp = w.allocate(rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(1, 100, true)}})
 	if len(resp.Allocated) != 27 || !resp.Partial {
