@@ -108,7 +108,7 @@ func (c *Client) rotate(failed string) {
 var ErrNoServers = errors.New("no weft servers known")
 
 // CallError is a call that failed on every server tried: it names what
-// each answered, and unwraps to the last failure (so IsNoLeader and
+// each answered, and unwraps to every server's failure (so IsNoLeader and
 // IsRetryable see through it).
 type CallError struct {
 	Method string
@@ -123,7 +123,13 @@ func (e *CallError) Error() string {
 	return fmt.Sprintf("%s failed on every server tried: %s", e.Method, strings.Join(parts, "; "))
 }
 
-func (e *CallError) Unwrap() error { return e.Tried[len(e.Tried)-1].Err }
+func (e *CallError) Unwrap() []error {
+	out := make([]error, len(e.Tried))
+	for i, t := range e.Tried {
+		out[i] = t.Err
+	}
+	return out
+}
 
 // Describe says in a few words what an attempt on one server came to.
 func Describe(err error) string {

@@ -82,18 +82,33 @@ var (
 // ErrorCode returns the code of err: the code of the first coded error in
 // its chain, CodeTimeout for a context deadline, or CodeUnknown.
 func ErrorCode(err error) Code {
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		switch v := e.(type) {
-		case *Error:
-			return v.Code
-		case *codedWrap:
-			return v.code
-		}
+	if c, ok := firstCode(err); ok {
+		return c
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return CodeTimeout
 	}
 	return CodeUnknown
+}
+
+// firstCode walks err's tree, outermost first, to the first coded error.
+func firstCode(err error) (Code, bool) {
+	switch v := err.(type) {
+	case nil:
+		return "", false
+	case *Error:
+		return v.Code, true
+	case *codedWrap:
+		return v.code, true
+	case interface{ Unwrap() []error }:
+		for _, e := range v.Unwrap() {
+			if c, ok := firstCode(e); ok {
+				return c, true
+			}
+		}
+		return "", false
+	}
+	return firstCode(errors.Unwrap(err))
 }
 
 // wirePrefix opens every error string a server sends: "[code] message".
