@@ -217,7 +217,13 @@ func (rn *run) drainApps(round int, timeout time.Duration) (finished, failed int
 			failed++
 			rn.fail("apps-finish", "app %s (%s) ended %s: %q; %s", a.ID, a.Name, a.State, a.Diagnostics, rn.appEvidence(a))
 		default:
+			failed++
 			rn.fail("apps-finish", "app %s (%s) is still %s %s after the faults healed; %s", a.ID, a.Name, a.State, timeout, rn.appEvidence(a))
+			// Kill it, so that its containers do not hold the nodes for
+			// the rounds to come.
+			if res := rn.cli(writeTimeout, rn.c.serverAddrs(), "app", "kill", a.ID); !res.ok() {
+				rn.logf("  could not kill %s after reporting it: %s", a.ID, res.errLine())
+			}
 		}
 		b.mu.Lock()
 		b.verdict[a.ID] = a.State
@@ -260,6 +266,18 @@ func (rn *run) appEvidence(a appInfo) string {
 	for _, at := range a.Attempts {
 		parts = append(parts, fmt.Sprintf("AM attempt %d %s on %s: %q", at.Attempt, at.ContainerID, at.NodeID, at.Diagnostics))
 	}
+	var amLogs []string
+	if n := len(a.Attempts); n > 0 {
+		at := a.Attempts[n-1]
+		res := rn.cli(readTimeout, rn.c.serverAddrs(), "container", "logs", "-stderr", at.ContainerID)
+		if res.ok() {
+			lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
+			if len(lines) > 8 {
+				lines = lines[len(lines)-8:]
+			}
+			amLogs = append(amLogs, fmt.Sprintf("\n    the last AM's log (%s on %s):\n      %s", at.ContainerID, at.NodeID, strings.Join(lines, "\n      ")))
+		}
+	}
 	var cs []containerInfo
 	if _, err := rn.cliJSON(readTimeout, rn.c.serverAddrs(), &cs, "container", "list", "-app", a.ID); err == nil {
 		sort.Slice(cs, func(i, j int) bool { return cs[i].ID < cs[j].ID })
@@ -276,7 +294,7 @@ func (rn *run) appEvidence(a appInfo) string {
 		parts = append(parts, fmt.Sprintf("submitted in round %d at +%.1fs via %s", s.round, float64(s.res.start)/1e9, s.res.addrs))
 	}
 	rn.apps.mu.Unlock()
-	return strings.Join(parts, "; ")
+	return strings.Join(parts, "; ") + strings.Join(amLogs, "")
 }
 
 // checkDuplicates: a name the harness submitted once (names are unique)

@@ -25,6 +25,7 @@ var (
 	flagFaults   = flag.String("chaos.faults", os.Getenv("WEFT_CHAOS_FAULTS"), "comma-separated fault kinds to draw from (default: all; env WEFT_CHAOS_FAULTS)")
 	flagFailFast = flag.Bool("chaos.failfast", os.Getenv("WEFT_CHAOS_FAILFAST") != "", "stop after the first round with a violation (env WEFT_CHAOS_FAILFAST)")
 	flagHold     = flag.Duration("chaos.hold", 0, "hold every fault this long instead of a drawn 3–15 s (env WEFT_CHAOS_HOLD)")
+	flagAccept   = flag.Bool("chaos.acceptance", os.Getenv("WEFT_CHAOS_ACCEPTANCE") != "", "make round 1 SPEC §13's acceptance: the leader black-holed from both followers for 15 s (env WEFT_CHAOS_ACCEPTANCE)")
 	flagKeep     = flag.Bool("chaos.keep", os.Getenv("WEFT_CHAOS_KEEP") != "", "keep the run directory even when the run passes (env WEFT_CHAOS_KEEP)")
 )
 
@@ -44,6 +45,35 @@ type config struct {
 	failFast bool
 	keep     bool
 	hold     time.Duration
+	// acceptance makes round 1 SPEC §13's acceptance round; the seeded
+	// schedule then starts at round 2.
+	acceptance bool
+}
+
+// replay is the command that reruns this run's schedule.
+func (c config) replay() string {
+	var flags []string
+	if c.acceptance {
+		flags = append(flags, "-chaos.acceptance")
+	}
+	if len(c.kinds) != len(allKinds) {
+		var ks []string
+		for _, k := range c.kinds {
+			ks = append(ks, string(k))
+		}
+		flags = append(flags, "-chaos.faults="+strings.Join(ks, ","))
+	}
+	if c.hold > 0 {
+		flags = append(flags, "-chaos.hold="+c.hold.String())
+	}
+	if c.only > 0 {
+		flags = append(flags, fmt.Sprintf("-chaos.only=%d", c.only))
+	}
+	cmd := fmt.Sprintf("make chaos ROUNDS=%d SEED=%d", c.rounds, c.seed)
+	if len(flags) > 0 {
+		cmd += fmt.Sprintf(" CHAOS_FLAGS='%s'", strings.Join(flags, " "))
+	}
+	return cmd
 }
 
 func TestChaos(t *testing.T) {
@@ -53,7 +83,8 @@ func TestChaos(t *testing.T) {
 	if err := checkPrerequisites(); err != nil {
 		t.Fatalf("chaos: %v", err)
 	}
-	cfg := config{rounds: *flagRounds, seed: *flagSeed, only: *flagOnly, failFast: *flagFailFast, keep: *flagKeep, hold: *flagHold}
+	cfg := config{rounds: *flagRounds, seed: *flagSeed, only: *flagOnly, failFast: *flagFailFast, keep: *flagKeep, hold: *flagHold,
+		acceptance: *flagAccept}
 	if d, err := time.ParseDuration(os.Getenv("WEFT_CHAOS_HOLD")); err == nil && cfg.hold == 0 {
 		cfg.hold = d
 	}
@@ -77,8 +108,8 @@ func TestChaos(t *testing.T) {
 	rn.finalChecks()
 	rn.summary()
 	if n := rn.violationCount(); n > 0 {
-		t.Errorf("chaos: %d violation(s) with seed %d; replay with: make chaos ROUNDS=%d SEED=%d; logs of every process in %s",
-			n, cfg.seed, cfg.rounds, cfg.seed, rn.dir)
+		t.Errorf("chaos: %d violation(s) with seed %d; replay with: %s; logs of every process in %s",
+			n, cfg.seed, cfg.replay(), rn.dir)
 	}
 }
 

@@ -130,6 +130,14 @@ func planRound(seed uint64, i int, kinds []faultKind) roundPlan {
 	return p
 }
 
+// acceptancePlan is SPEC §13's acceptance as a round: the leader
+// black-holed from both followers for 15 s under load (index 0: outside the
+// seeded schedule).
+func acceptancePlan() roundPlan {
+	return roundPlan{index: 0, warmup: 3 * time.Second, tail: 4 * time.Second,
+		faults: []faultPlan{{kind: leaderPartition, target: "leader", hold: 15 * time.Second}}}
+}
+
 func pickTarget(rng *rand.Rand, k faultKind) string {
 	switch {
 	case k.onAgent():

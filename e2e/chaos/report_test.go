@@ -112,7 +112,7 @@ func (rn *run) summary() {
 			}
 			lines = append(lines, fmt.Sprintf("  round %d +%.1fs [%s] %s", v.round, float64(v.at)/1e9, v.check, msg))
 		}
-		lines = append(lines, fmt.Sprintf("replay: make chaos ROUNDS=%d SEED=%d   (one round of the schedule: CHAOS_FLAGS=-chaos.only=N ROUNDS=1)", rn.cfg.rounds, rn.cfg.seed))
+		lines = append(lines, fmt.Sprintf("replay: %s   (round N of the schedule alone: add -chaos.only=N to CHAOS_FLAGS, ROUNDS=1)", rn.cfg.replay()))
 	}
 	out := strings.Join(lines, "\n") + "\n"
 	if rn.log != nil {

@@ -40,20 +40,11 @@ func (rn *run) loop() {
 			rn.abort(fmt.Sprintf("stopped before round %d: the test's -timeout leaves under 6 minutes", i))
 			return
 		}
-		idx := i
-		if rn.cfg.only > 0 {
-			idx = rn.cfg.only
-		}
 		before := rn.violationCount()
 		rn.mu.Lock()
 		rn.round = i
 		rn.mu.Unlock()
-		plan := planRound(rn.cfg.seed, idx, rn.cfg.kinds)
-		if rn.cfg.hold > 0 {
-			for j := range plan.faults {
-				plan.faults[j].hold = rn.cfg.hold
-			}
-		}
+		plan := rn.plan(i)
 		rn.runRound(i, plan)
 		rn.mu.Lock()
 		rn.roundsRun = i
@@ -63,6 +54,28 @@ func (rn *run) loop() {
 			return
 		}
 	}
+}
+
+// plan returns round i's plan: the seeded schedule's round i (or
+// -chaos.only's), after the acceptance round if one was asked for.
+func (rn *run) plan(i int) roundPlan {
+	idx := i
+	if rn.cfg.acceptance {
+		if i == 1 {
+			return acceptancePlan()
+		}
+		idx = i - 1
+	}
+	if rn.cfg.only > 0 {
+		idx = rn.cfg.only
+	}
+	plan := planRound(rn.cfg.seed, idx, rn.cfg.kinds)
+	if rn.cfg.hold > 0 {
+		for j := range plan.faults {
+			plan.faults[j].hold = rn.cfg.hold
+		}
+	}
+	return plan
 }
 
 func (rn *run) abort(why string) {
@@ -80,9 +93,12 @@ func (rn *run) runRound(i int, plan roundPlan) {
 	var planned []string
 	for _, f := range plan.faults {
 		planned = append(planned, f.String())
-		rn.stats.faults[f.kind]++
 	}
-	rn.logf("round %d/%d (schedule %d, seed %d): %s", i, rn.cfg.rounds, plan.index, rn.cfg.seed, strings.Join(planned, " + "))
+	which := fmt.Sprintf("schedule %d", plan.index)
+	if plan.index == 0 {
+		which = "the SPEC §13 acceptance"
+	}
+	rn.logf("round %d/%d (%s, seed %d): %s", i, rn.cfg.rounds, which, rn.cfg.seed, strings.Join(planned, " + "))
 
 	ld := rn.startLoad(i, plan.index)
 	time.Sleep(plan.warmup) // load before the faults: part of the experiment
@@ -128,6 +144,9 @@ func (rn *run) roundLine(i int, plan roundPlan, injected []*activeFault, ld *loa
 	rn.mu.Unlock()
 	var fs []string
 	for _, f := range injected {
+		rn.mu.Lock()
+		rn.stats.faults[f.plan.kind]++
+		rn.mu.Unlock()
 		fs = append(fs, fmt.Sprintf("%s on %s %.1fs", f.plan.kind, f.node, float64(f.healAt-f.at)/1e9))
 	}
 	if len(fs) == 0 {
