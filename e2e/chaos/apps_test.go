@@ -101,13 +101,24 @@ func (b *appBook) specOf(appID string) (appSpec, bool) {
 	return s.spec, true
 }
 
-// inFlight counts apps acknowledged but not seen ending, plus submissions
-// under way.
-func (b *appBook) inFlight() int {
+// inFlightFor is how long after its acknowledgement an app counts as in
+// flight when the harness has not seen it end: longer than a chaos app
+// runs when nothing goes wrong. Past it the app no longer holds back new
+// submissions, so the load goes on while faults keep the harness from
+// reading the apps' states (a gate on observed states alone would stop the
+// load exactly during the faults).
+const inFlightFor = 8 * time.Second
+
+// inFlight counts submissions under way and apps acknowledged within
+// inFlightFor that were not seen ending.
+func (b *appBook) inFlight(now int64) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := b.pending
 	for _, s := range b.subs {
+		if now-s.res.end > int64(inFlightFor) {
+			continue
+		}
 		if s.appID != "" && !terminal(b.state[s.appID].State) && b.verdict[s.appID] == "" {
 			n++
 		}
@@ -151,7 +162,7 @@ func (ld *loadGen) submitter(w int, rng *rand.Rand) {
 	defer ld.wg.Done()
 	rn := ld.rn
 	for n := 1; !ld.stopped(); n++ {
-		for rn.apps.inFlight() >= maxInFlight && !ld.stopped() {
+		for rn.apps.inFlight(rn.now()) >= maxInFlight && !ld.stopped() {
 			time.Sleep(200 * time.Millisecond) // pacing the load, not synchronisation
 		}
 		if ld.stopped() {
