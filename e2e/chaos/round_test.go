@@ -11,10 +11,10 @@ import (
 // Bounds of the waits after a round's faults are healed. They are
 // deadlines of polls, generous on purpose: reaching one is a finding.
 const (
-	recoverTimeout = 90 * time.Second  // a leader, every node READY
-	settleTimeout  = 60 * time.Second  // faulted agents READY a node TTL after the heal
-	finishTimeout  = 120 * time.Second // every app ended
-	convergeWithin = 30 * time.Second  // every server holds every acknowledged write
+	recoverTimeout = 90 * time.Second // a leader, every node READY
+	settleTimeout  = 60 * time.Second // faulted agents READY a node TTL after the heal
+	finishTimeout  = 60 * time.Second // every app ended (they sleep at most 4 s)
+	convergeWithin = 30 * time.Second // every server holds every acknowledged write
 	porcupineLimit = 2 * time.Minute
 )
 
