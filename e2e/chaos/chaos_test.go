@@ -278,7 +278,10 @@ func (rn *run) teardown() {
 			close(rn.stopMon)
 			rn.monitors.Wait()
 		}
-		failed := rn.t.Failed() || rn.violationCount() > 0 || rn.aborted != ""
+		rn.mu.Lock()
+		aborted := rn.aborted != ""
+		rn.mu.Unlock()
+		failed := rn.t.Failed() || rn.violationCount() > 0 || aborted
 		if rn.c != nil {
 			rn.c.stopAll()
 			if failed {
