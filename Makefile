@@ -65,7 +65,7 @@ CHAOS_SHORT_ROUNDS ?= 6
 
 .PHONY: chaos chaos-short
 
-## chaos: ROUNDS rounds of faults (default 100, about 40 s each).
+## chaos: ROUNDS rounds of faults (default 100, 20–30 s each).
 chaos:
 	$(GO) test -count=1 -v -run '^TestChaos$$' -timeout $$(( $(ROUNDS) * 3 + 15 ))m ./e2e/chaos \
 	  -args -chaos.rounds=$(ROUNDS) -chaos.seed=$(SEED) $(CHAOS_FLAGS)
