@@ -71,3 +71,25 @@ fuzz:
 
 clean:
 	rm -rf bin
+
+# ---- chaos: the fault-injection suite (e2e/chaos, docs/chaos.md) -------------
+# Real processes in network namespaces, partitions, kills, stops and a full
+# disk under load. Needs root, ip (iproute2) and iptables; fails with a
+# one-line explanation without them. SEED=0 draws a seed (printed); replay a
+# failed run with the seed it printed. CHAOS_FLAGS passes more, e.g.
+# CHAOS_FLAGS='-chaos.faults=leader-partition,agent-stop -chaos.failfast'.
+ROUNDS      ?= 100
+SEED        ?= 0
+CHAOS_FLAGS ?=
+CHAOS_SHORT_ROUNDS ?= 6
+
+.PHONY: chaos chaos-short
+
+## chaos: ROUNDS rounds of faults (default 100, 20–30 s each).
+chaos:
+	$(GO) test -count=1 -v -run '^TestChaos$$' -timeout $$(( $(ROUNDS) * 3 + 15 ))m ./e2e/chaos \
+	  -args -chaos.rounds=$(ROUNDS) -chaos.seed=$(SEED) $(CHAOS_FLAGS)
+
+## chaos-short: the CI version: the SPEC §13 acceptance round, then seeded rounds (about 3 minutes).
+chaos-short:
+	$(MAKE) --no-print-directory chaos ROUNDS=$(CHAOS_SHORT_ROUNDS) CHAOS_FLAGS="-chaos.acceptance $(CHAOS_FLAGS)"
