@@ -52,7 +52,7 @@ cc:
 
 ## e2e: black-box tests of real weft processes (the chaos suite has its own targets).
 e2e:
-	$(GO) test -count=1 -timeout 10m ./e2e/
+	$(GO) test -count=1 -timeout 10m -skip '^TestChaos$$' ./e2e/...
 
 ## bench: benchmarks; raw results go to bench/latest.txt (summary: docs/benchmarks.md).
 ## The agent benchmarks run real clusters in-process: opportunistic allocation

@@ -278,9 +278,12 @@ func (a *Agent) heartbeatLoop(ctx context.Context) bool {
 		a.down.Store(false)
 		failures = 0
 		if resp.ReRegister {
+			// The stopped containers are reported after the registration:
+			// the servers recorded those they knew as lost already, and
+			// learn of the rest (opportunistic ones started since the last
+			// report), so their AMs hear the end of every one.
 			a.logger.Warn("the servers no longer know this node at its epoch; stopping its containers and registering again", "epoch", req.Epoch)
 			a.mgr.stopAll(scheduler.ReasonLost)
-			a.mgr.forget()
 			return true
 		}
 		servers = resp.Servers

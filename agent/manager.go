@@ -260,17 +260,6 @@ func (m *manager) ack(ids []string) {
 	}
 }
 
-// forget drops every completed container (after a re-registration, the
-// leader has already recorded them as lost).
-func (m *manager) forget() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for id, c := range m.byID {
-		if c.state == scheduler.ContainerCompleted {
-			delete(m.byID, id)
-		}
-	}
-}
 
 func (m *manager) load() rpc.NodeLoad {
 	m.mu.Lock()

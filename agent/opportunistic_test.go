@@ -417,3 +417,44 @@ func runOpportunisticApp(t *testing.T, c *rpc.Client, n int, idPrefix string) {
 		}
 	}
 }
+
+// A node told to register again stops its containers, and reports them
+// after the registration: one the servers never heard of (an AMRMProxy
+// allocated it, and it started after the node's last report) is recorded
+// as lost, so its AM hears of its end instead of waiting for it for ever.
+func TestContainersStoppedForReRegistrationAreReported(t *testing.T) {
+	w := startAMWorld(t, 2, nil)
+	w.waitList(2)
+	other := w.otherAgent()
+	ask := oppAsk(1, 1, true)
+	ask.Locality = scheduler.Locality{Nodes: []string{other.NodeID()}}
+	resp := w.allocate(rpc.AMAllocateRequest{Asks: []scheduler.Ask{ask}})
+	if len(resp.Allocated) != 1 || resp.Allocated[0].NodeID != other.NodeID() {
+		t.Fatalf("allocated %+v, want one container on %s", resp.Allocated, other.NodeID())
+	}
+	ci := resp.Allocated[0]
+	// The servers take the node out of service before they hear of the
+	// container; it starts on the node all the same.
+	var wr rpc.WriteResponse
+	if err := w.c.Call(context.Background(), "Node.Deregister", &rpc.NodeDeregisterRequest{ID: other.NodeID(), Epoch: other.Epoch()}, &wr); err != nil {
+		t.Fatal(err)
+	}
+	if r := w.start(ci); r.State != string(scheduler.ContainerRunning) {
+		t.Fatalf("start: %+v", r)
+	}
+	testutil.WaitFor(t, 15*time.Second, func() bool {
+		c, ok := w.container(ci.ID)
+		return ok && c.State == string(scheduler.ContainerCompleted) && c.Reason == string(scheduler.ReasonLost)
+	})
+	testutil.WaitFor(t, 15*time.Second, func() bool {
+		for _, c := range w.allocate(rpc.AMAllocateRequest{}).Completed {
+			if c.ID == ci.ID {
+				return true
+			}
+		}
+		return false
+	})
+	if other.Epoch() < 2 {
+		t.Fatalf("the node did not register again (epoch %d)", other.Epoch())
+	}
+}

@@ -12,6 +12,8 @@ type AppSubmitRequest struct {
 type AppSubmitResponse struct {
 	AppID string `json:"app_id"`
 	Index uint64 `codec:"index" json:"-"`
+	// RequestID is the submit's request ID: a retry with it gets this answer.
+	RequestID string `codec:"request_id" json:"request_id"`
 }
 
 // AppListRequest lists apps, optionally by queue and state (App.List).

@@ -53,6 +53,9 @@ type ClusterStatus struct {
 	RunningOpportunistic int            `json:"running_opportunistic"`
 	Queued               int            `json:"queued"`
 	Apps                 map[string]int `json:"apps"`
+	// Raft is the answering server's own Raft state (with -stale, any
+	// server's; else the leader's).
+	Raft RaftStatus `json:"raft"`
 }
 
 // RaftServer is one server of the Raft configuration.

@@ -39,7 +39,7 @@ func (e *App) Submit(ctx context.Context, args *wrpc.AppSubmitRequest, reply *wr
 	if err != nil {
 		return err
 	}
-	reply.AppID, reply.Index = res.(string), index
+	reply.AppID, reply.Index, reply.RequestID = res.(string), index, args.RequestID
 	return nil
 }
 

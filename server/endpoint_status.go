@@ -111,6 +111,7 @@ func (e *Status) Cluster(ctx context.Context, args *wrpc.RequestHeader, reply *w
 		for _, a := range st.Apps() {
 			reply.Apps[string(a.State)]++
 		}
+		reply.Raft = e.srv.raftStatus()
 		return st.Index(), nil
 	})
 }
@@ -118,17 +119,23 @@ func (e *Status) Cluster(ctx context.Context, args *wrpc.RequestHeader, reply *w
 // Raft reports this server's own Raft state (any server answers for
 // itself): its role, term and indexes, and the leader it knows.
 func (e *Status) Raft(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.RaftStatus) error {
-	r := e.srv.raft
+	*reply = e.srv.raftStatus()
+	return nil
+}
+
+// raftStatus describes this server's own Raft state.
+func (s *Server) raftStatus() wrpc.RaftStatus {
+	r := s.raft
 	addr, id := r.LeaderWithID()
-	*reply = wrpc.RaftStatus{
-		ID: e.srv.config.NodeID, Address: e.srv.rpcAddr, State: r.State().String(), Term: r.CurrentTerm(),
-		LastIndex: r.LastIndex(), CommitIndex: r.CommitIndex(), AppliedIndex: e.srv.fsm.State().Index(),
+	out := wrpc.RaftStatus{
+		ID: s.config.NodeID, Address: s.rpcAddr, State: r.State().String(), Term: r.CurrentTerm(),
+		LastIndex: r.LastIndex(), CommitIndex: r.CommitIndex(), AppliedIndex: s.fsm.State().Index(),
 		Leader: string(addr), LeaderID: string(id),
 	}
 	if last := r.LastContact(); !last.IsZero() && r.State() != raft.Leader {
-		reply.LastContact = time.Since(last)
+		out.LastContact = time.Since(last)
 	}
-	return nil
+	return out
 }
 
 // raftServers describes the Raft configuration as this server sees it.

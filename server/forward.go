@@ -41,10 +41,16 @@ func (s *Server) forwardTo(ctx context.Context, method string, args, reply any, 
 	var lastErr error = wrpc.ErrNoLeader
 	for {
 		if s.IsLeader() {
-			if !needReady || s.leaderReady.Load() {
+			switch {
+			case !needReady:
 				return false, nil
+			case !s.leaderReady.Load():
+				lastErr = wrpc.ErrNotReady
+			case s.verifyLeader(ctx) == nil:
+				return false, nil
+			default:
+				lastErr = wrpc.ErrNoLeader // deposed: look for the new leader
 			}
-			lastErr = wrpc.ErrNotReady
 		} else if addr, _ := s.raft.LeaderWithID(); addr != "" && string(addr) != s.rpcAddr {
 			err := s.pool.Call(ctx, string(addr), method, args, reply)
 			if err == nil || !wrpc.IsRetryable(err) {
@@ -64,6 +70,21 @@ func (s *Server) forwardTo(ctx context.Context, method string, args, reply any, 
 		case <-s.shutdownCh:
 			return true, wrpc.ErrNoLeader
 		}
+	}
+}
+
+// verifyLeader confirms with a quorum that this server still leads, so a
+// consistent read is never answered by a leader that was deposed while it
+// was paused or cut off and has not noticed yet.
+func (s *Server) verifyLeader(ctx context.Context) error {
+	f := s.raft.VerifyLeader()
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
