@@ -260,7 +260,6 @@ func (m *manager) ack(ids []string) {
 	}
 }
 
-
 func (m *manager) load() rpc.NodeLoad {
 	m.mu.Lock()
 	defer m.mu.Unlock()
