@@ -92,7 +92,7 @@ func New(config *Config) (*Agent, error) {
 	} else {
 		a.logger.Info("cgroups v2 limits unavailable; container resources are accounted only", "reason", why)
 	}
-	a.mgr = newManager(a.logger, config.NodeID, dir, config.Resources, config.OpportunisticQueueLength, config.KillGrace, cg, a.pokeHeartbeat)
+	a.mgr = newManager(a.logger, config.Clock, config.NodeID, dir, config.Resources, config.OpportunisticQueueLength, config.KillGrace, cg, a.pokeHeartbeat)
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(config.BindAddr, strconv.Itoa(port(config.RPCPort))))
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/weft-sched/weft/internal/clock"
 	"github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -19,6 +20,7 @@ import (
 // out with real processes and reports every container's state.
 type manager struct {
 	logger    hclog.Logger
+	clock     clock.Clock // stamps container state changes
 	nodeID    string
 	dir       string // <data-dir>/containers
 	killGrace time.Duration
@@ -53,9 +55,9 @@ type ctr struct {
 	killReason scheduler.ExitReason
 }
 
-func newManager(logger hclog.Logger, nodeID, dir string, capacity scheduler.Resources, queueLimit int, killGrace time.Duration, cg *cgroups, changed func()) *manager {
+func newManager(logger hclog.Logger, clk clock.Clock, nodeID, dir string, capacity scheduler.Resources, queueLimit int, killGrace time.Duration, cg *cgroups, changed func()) *manager {
 	return &manager{
-		logger: logger.Named("containers"), nodeID: nodeID, dir: dir, killGrace: killGrace, cg: cg, changed: changed,
+		logger: logger.Named("containers"), clock: clk, nodeID: nodeID, dir: dir, killGrace: killGrace, cg: cg, changed: changed,
 		ls: scheduler.NewLocalScheduler(capacity, queueLimit), byID: map[string]*ctr{}, ams: map[attemptKey]string{}, queueCapacity: queueLimit,
 	}
 }
@@ -88,7 +90,7 @@ func (m *manager) start(info rpc.ContainerInfo, launch rpc.LaunchSpec) *rpc.Cont
 		et = scheduler.Guaranteed
 	}
 	c := &ctr{info: info, launch: launch, dir: filepath.Join(m.dir, info.AppID, info.ID),
-		state: scheduler.ContainerQueued, at: time.Now().UnixNano()}
+		state: scheduler.ContainerQueued, at: m.clock.Now().UnixNano()}
 	m.byID[info.ID] = c
 	if info.IsAM {
 		m.ams[attemptKey{info.AppID, info.Attempt}] = info.ID
@@ -143,7 +145,7 @@ func (m *manager) launch(c *ctr) error {
 	if err != nil {
 		return err
 	}
-	c.proc, c.state, c.at = p, scheduler.ContainerRunning, time.Now().UnixNano()
+	c.proc, c.state, c.at = p, scheduler.ContainerRunning, m.clock.Now().UnixNano()
 	c.startedAt = c.at
 	m.logger.Debug("container started", "container", c.info.ID, "pid", p.pgid)
 	m.procs.Add(1)
@@ -171,7 +173,7 @@ func (m *manager) waitExit(c *ctr, p *process) {
 const runWeight = 0.2
 
 func (m *manager) complete(c *ctr, exitCode *int, reason scheduler.ExitReason, diag string) {
-	c.state, c.exitCode, c.reason, c.diag, c.at = scheduler.ContainerCompleted, exitCode, reason, diag, time.Now().UnixNano()
+	c.state, c.exitCode, c.reason, c.diag, c.at = scheduler.ContainerCompleted, exitCode, reason, diag, m.clock.Now().UnixNano()
 	if k := (attemptKey{c.info.AppID, c.info.Attempt}); c.info.IsAM && m.ams[k] == c.info.ID {
 		delete(m.ams, k)
 	}

@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/weft-sched/weft/internal/clock"
 	"github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
 
 func newTestManager(t *testing.T, capMem int64, queue int) *manager {
-	m := newManager(hclog.NewNullLogger(), "n1", t.TempDir(), scheduler.Resources{MemoryMB: capMem, Vcores: 16}, queue, 2*time.Second, nil, func() {})
+	m := newManager(hclog.NewNullLogger(), clock.Real{}, "n1", t.TempDir(), scheduler.Resources{MemoryMB: capMem, Vcores: 16}, queue, 2*time.Second, nil, func() {})
 	t.Cleanup(func() { m.stopAll(scheduler.ReasonKilled) })
 	return m
 }

@@ -10,7 +10,7 @@ type AppSubmitRequest struct {
 
 // AppSubmitResponse answers App.Submit; it is the `weft app submit -json` shape.
 type AppSubmitResponse struct {
-	AppID string `json:"app_id"`
+	AppID string `codec:"app_id" json:"app_id"`
 	Index uint64 `codec:"index" json:"-"`
 	// RequestID is the submit's request ID: a retry with it gets this answer.
 	RequestID string `codec:"request_id" json:"request_id"`
@@ -19,79 +19,79 @@ type AppSubmitResponse struct {
 // AppListRequest lists apps, optionally by queue and state (App.List).
 type AppListRequest struct {
 	RequestHeader
-	Queue string `json:"queue"`
-	State string `json:"state"`
+	Queue string `codec:"queue" json:"queue"`
+	State string `codec:"state" json:"state"`
 }
 
 // AppListResponse answers App.List.
 type AppListResponse struct {
 	ResponseMeta `codec:"meta" json:"-"`
-	Apps         []AppInfo `json:"apps"`
+	Apps         []AppInfo `codec:"apps" json:"apps"`
 }
 
 // AppRequest names one app (App.Status, App.Kill).
 type AppRequest struct {
 	RequestHeader
-	AppID string `json:"app_id"`
+	AppID string `codec:"app_id" json:"app_id"`
 }
 
 // AppStatusResponse answers App.Status.
 type AppStatusResponse struct {
 	ResponseMeta `codec:"meta" json:"-"`
-	App          AppInfo `json:"app"`
+	App          AppInfo `codec:"app" json:"app"`
 }
 
 // AttemptInfo is one AM attempt.
 type AttemptInfo struct {
-	Attempt     int    `json:"attempt"`
-	ContainerID string `json:"container_id"`
-	NodeID      string `json:"node_id"`
-	Diagnostics string `json:"diagnostics,omitempty"`
+	Attempt     int    `codec:"attempt" json:"attempt"`
+	ContainerID string `codec:"container_id" json:"container_id"`
+	NodeID      string `codec:"node_id" json:"node_id"`
+	Diagnostics string `codec:"diagnostics" json:"diagnostics,omitempty"`
 }
 
 // Preemption records one container taken from an app (SPEC §11).
 type Preemption struct {
-	ContainerID string `json:"container_id"`
-	NodeID      string `json:"node_id"`
-	Reason      string `json:"reason"`
-	ForApp      string `json:"for_app"`
-	At          int64  `json:"at"`
+	ContainerID string `codec:"container_id" json:"container_id"`
+	NodeID      string `codec:"node_id" json:"node_id"`
+	Reason      string `codec:"reason" json:"reason"`
+	ForApp      string `codec:"for_app" json:"for_app"`
+	At          int64  `codec:"at" json:"at"`
 }
 
 // AppInfo is one app as `weft app status -json` shows it.
 type AppInfo struct {
-	ID          string              `json:"id"`
-	Name        string              `json:"name"`
-	Queue       string              `json:"queue"`
-	User        string              `json:"user"`
-	Priority    int32               `json:"priority"`
-	State       string              `json:"state"`
-	Diagnostics string              `json:"diagnostics"`
-	AMAttempts  int                 `json:"am_attempts"`
-	Attempts    []AttemptInfo       `json:"attempts"`
-	Preemptions []Preemption        `json:"preemptions"`
-	SubmittedAt int64               `json:"submitted_at"`
-	FinishedAt  int64               `json:"finished_at,omitempty"`
-	Pending     scheduler.Resources `json:"pending"`
-	Containers  ContainerCounts     `json:"containers"`
+	ID          string              `codec:"id" json:"id"`
+	Name        string              `codec:"name" json:"name"`
+	Queue       string              `codec:"queue" json:"queue"`
+	User        string              `codec:"user" json:"user"`
+	Priority    int32               `codec:"priority" json:"priority"`
+	State       string              `codec:"state" json:"state"`
+	Diagnostics string              `codec:"diagnostics" json:"diagnostics"`
+	AMAttempts  int                 `codec:"am_attempts" json:"am_attempts"`
+	Attempts    []AttemptInfo       `codec:"attempts" json:"attempts"`
+	Preemptions []Preemption        `codec:"preemptions" json:"preemptions"`
+	SubmittedAt int64               `codec:"submitted_at" json:"submitted_at"`
+	FinishedAt  int64               `codec:"finished_at" json:"finished_at,omitempty"`
+	Pending     scheduler.Resources `codec:"pending" json:"pending"`
+	Containers  ContainerCounts     `codec:"containers" json:"containers"`
 	// WhyPending says why the app's AM or next container is not placed,
 	// while it is not (SPEC §16).
-	WhyPending *PendingInfo `json:"why_pending,omitempty"`
+	WhyPending *PendingInfo `codec:"why_pending" json:"why_pending,omitempty"`
 }
 
 // PendingInfo is why something is not placed: a stable code and a line
 // for people.
 type PendingInfo struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code    string `codec:"code" json:"code"`
+	Message string `codec:"message" json:"message"`
 }
 
 // ContainerCounts counts an app's containers by state.
 type ContainerCounts struct {
-	Allocated int `json:"allocated"`
-	Queued    int `json:"queued"`
-	Running   int `json:"running"`
-	Completed int `json:"completed"`
+	Allocated int `codec:"allocated" json:"allocated"`
+	Queued    int `codec:"queued" json:"queued"`
+	Running   int `codec:"running" json:"running"`
+	Completed int `codec:"completed" json:"completed"`
 }
 
 // NewAppInfo describes an app and its containers.

@@ -5,25 +5,25 @@ import "github.com/weft-sched/weft/scheduler"
 // ContainerInfo is one container as `weft container list -json` shows it
 // and as AMs receive allocations.
 type ContainerInfo struct {
-	ID            string              `json:"id"`
-	AppID         string              `json:"app_id"`
-	Attempt       int                 `json:"attempt"`
-	NodeID        string              `json:"node_id"`
-	NodeAddress   string              `json:"node_address"`
-	AskID         uint64              `json:"ask_id"`
-	ExecutionType string              `json:"execution_type"`
-	State         string              `json:"state"`
-	ExitCode      *int                `json:"exit_code"`
-	Reason        string              `json:"reason"`
-	Diagnostics   string              `json:"diagnostics,omitempty"`
-	IsAM          bool                `json:"is_am"`
-	Resources     scheduler.Resources `json:"resources"`
+	ID            string              `codec:"id" json:"id"`
+	AppID         string              `codec:"app_id" json:"app_id"`
+	Attempt       int                 `codec:"attempt" json:"attempt"`
+	NodeID        string              `codec:"node_id" json:"node_id"`
+	NodeAddress   string              `codec:"node_address" json:"node_address"`
+	AskID         uint64              `codec:"ask_id" json:"ask_id"`
+	ExecutionType string              `codec:"execution_type" json:"execution_type"`
+	State         string              `codec:"state" json:"state"`
+	ExitCode      *int                `codec:"exit_code" json:"exit_code"`
+	Reason        string              `codec:"reason" json:"reason"`
+	Diagnostics   string              `codec:"diagnostics" json:"diagnostics,omitempty"`
+	IsAM          bool                `codec:"is_am" json:"is_am"`
+	Resources     scheduler.Resources `codec:"resources" json:"resources"`
 	// Token authorises starting the container on its node (checked once
 	// authentication exists).
 	Token       string `codec:"token" json:"-"`
-	AllocatedAt int64  `json:"allocated_at"`
-	StartedAt   int64  `json:"started_at,omitempty"`
-	FinishedAt  int64  `json:"finished_at,omitempty"`
+	AllocatedAt int64  `codec:"allocated_at" json:"allocated_at"`
+	StartedAt   int64  `codec:"started_at" json:"started_at,omitempty"`
+	FinishedAt  int64  `codec:"finished_at" json:"finished_at,omitempty"`
 }
 
 // NewContainerInfo describes a container; nodeAddr is its node's RPC address.
@@ -40,14 +40,14 @@ func NewContainerInfo(c *scheduler.Container, nodeAddr string) ContainerInfo {
 // on servers).
 type ContainerListRequest struct {
 	RequestHeader
-	AppID  string `json:"app_id"`
-	NodeID string `json:"node_id"`
+	AppID  string `codec:"app_id" json:"app_id"`
+	NodeID string `codec:"node_id" json:"node_id"`
 }
 
 // ContainerListResponse answers Container.List.
 type ContainerListResponse struct {
 	ResponseMeta `codec:"meta" json:"-"`
-	Containers   []ContainerInfo `json:"containers"`
+	Containers   []ContainerInfo `codec:"containers" json:"containers"`
 }
 
 // LaunchSpec is what to run in a container.

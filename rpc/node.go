@@ -127,21 +127,21 @@ type HeartbeatResponse struct {
 
 // NodeInfo is one node as `weft node list -json` shows it.
 type NodeInfo struct {
-	ID                     string              `json:"id"`
-	Address                string              `json:"address"`
-	Rack                   string              `json:"rack"`
-	Status                 string              `json:"status"`
-	StatusReason           string              `json:"status_reason,omitempty"`
-	Epoch                  uint64              `json:"epoch"`
-	Capacity               scheduler.Resources `json:"capacity"`
-	AllocatedGuaranteed    scheduler.Resources `json:"allocated_guaranteed"`
-	AllocatedOpportunistic scheduler.Resources `json:"allocated_opportunistic"`
-	RunningGuaranteed      int                 `json:"running_guaranteed"`
-	RunningOpportunistic   int                 `json:"running_opportunistic"`
-	Queued                 int                 `json:"queued"`
+	ID                     string              `codec:"id" json:"id"`
+	Address                string              `codec:"address" json:"address"`
+	Rack                   string              `codec:"rack" json:"rack"`
+	Status                 string              `codec:"status" json:"status"`
+	StatusReason           string              `codec:"status_reason" json:"status_reason,omitempty"`
+	Epoch                  uint64              `codec:"epoch" json:"epoch"`
+	Capacity               scheduler.Resources `codec:"capacity" json:"capacity"`
+	AllocatedGuaranteed    scheduler.Resources `codec:"allocated_guaranteed" json:"allocated_guaranteed"`
+	AllocatedOpportunistic scheduler.Resources `codec:"allocated_opportunistic" json:"allocated_opportunistic"`
+	RunningGuaranteed      int                 `codec:"running_guaranteed" json:"running_guaranteed"`
+	RunningOpportunistic   int                 `codec:"running_opportunistic" json:"running_opportunistic"`
+	Queued                 int                 `codec:"queued" json:"queued"`
 	// EstimatedQueueWait is the node's last reported estimate, known only
 	// to the leader (0 in stale reads from followers).
-	EstimatedQueueWait time.Duration `json:"estimated_queue_wait_ns"`
+	EstimatedQueueWait time.Duration `codec:"estimated_queue_wait" json:"estimated_queue_wait_ns"`
 }
 
 // NewNodeInfo describes a node.
@@ -157,20 +157,20 @@ func NewNodeInfo(n *scheduler.Node) NodeInfo {
 // NodeListResponse answers Node.List.
 type NodeListResponse struct {
 	ResponseMeta `codec:"meta" json:"-"`
-	Nodes        []NodeInfo `json:"nodes"`
+	Nodes        []NodeInfo `codec:"nodes" json:"nodes"`
 }
 
 // NodeStatusRequest asks for one node (Node.Status).
 type NodeStatusRequest struct {
 	RequestHeader
-	ID string `json:"id"`
+	ID string `codec:"id" json:"id"`
 }
 
 // NodeStatusResponse answers Node.Status.
 type NodeStatusResponse struct {
 	ResponseMeta `codec:"meta" json:"-"`
-	Node         NodeInfo        `json:"node"`
-	Containers   []ContainerInfo `json:"containers"`
+	Node         NodeInfo        `codec:"node" json:"node"`
+	Containers   []ContainerInfo `codec:"containers" json:"containers"`
 }
 
 // AgentLoadResponse answers Agent.Load on agents: the node's capacity and

@@ -16,46 +16,46 @@ type QueueListRequest struct {
 // QueueListResponse answers Queue.List.
 type QueueListResponse struct {
 	ResponseMeta
-	Scheduler scheduler.SchedulerConfig `json:"scheduler"`
-	Queues    []QueueInfo               `json:"queues"`
+	Scheduler scheduler.SchedulerConfig `codec:"scheduler" json:"scheduler"`
+	Queues    []QueueInfo               `codec:"queues" json:"queues"`
 }
 
 // QueueStatusRequest asks for one queue by full path (Queue.Status).
 type QueueStatusRequest struct {
 	RequestHeader
-	Name string `json:"name"`
+	Name string `codec:"name" json:"name"`
 }
 
 // QueueStatusResponse answers Queue.Status.
 type QueueStatusResponse struct {
 	ResponseMeta
-	Queue QueueInfo `json:"queue"`
+	Queue QueueInfo `codec:"queue" json:"queue"`
 }
 
 // QueueInfo is one queue as `weft queue list -json` shows it: the SPEC §14
 // fields first, then the effective (inherited) configuration.
 type QueueInfo struct {
-	Name                   string               `json:"name"`
-	Weight                 float64              `json:"weight"`
-	Policy                 string               `json:"policy"`
-	MinResources           scheduler.Resources  `json:"min_resources"`
-	MaxResources           *scheduler.Resources `json:"max_resources"`
-	SteadyFairShare        scheduler.Resources  `json:"steady_fair_share"`
-	InstantaneousFairShare scheduler.Resources  `json:"instantaneous_fair_share"`
-	Used                   scheduler.Resources  `json:"used"`
-	Pending                scheduler.Resources  `json:"pending"`
-	RunningApps            int                  `json:"running_apps"`
+	Name                   string               `codec:"name" json:"name"`
+	Weight                 float64              `codec:"weight" json:"weight"`
+	Policy                 string               `codec:"policy" json:"policy"`
+	MinResources           scheduler.Resources  `codec:"min_resources" json:"min_resources"`
+	MaxResources           *scheduler.Resources `codec:"max_resources" json:"max_resources"`
+	SteadyFairShare        scheduler.Resources  `codec:"steady_fair_share" json:"steady_fair_share"`
+	InstantaneousFairShare scheduler.Resources  `codec:"instantaneous_fair_share" json:"instantaneous_fair_share"`
+	Used                   scheduler.Resources  `codec:"used" json:"used"`
+	Pending                scheduler.Resources  `codec:"pending" json:"pending"`
+	RunningApps            int                  `codec:"running_apps" json:"running_apps"`
 
-	Parent                       string   `json:"parent"`
-	Depth                        int      `json:"depth"`
-	Leaf                         bool     `json:"leaf"`
-	Children                     []string `json:"children"`
-	MaxRunningApps               *int     `json:"max_running_apps"`
-	Preemptable                  bool     `json:"preemptable"`
-	FairSharePreemptionThreshold float64  `json:"fair_share_preemption_threshold"`
-	FairSharePreemptionTimeout   Duration `json:"fair_share_preemption_timeout"`
-	MinSharePreemptionTimeout    Duration `json:"min_share_preemption_timeout"`
-	MaxAMShare                   float64  `json:"max_am_share"` // -1: off
+	Parent                       string   `codec:"parent" json:"parent"`
+	Depth                        int      `codec:"depth" json:"depth"`
+	Leaf                         bool     `codec:"leaf" json:"leaf"`
+	Children                     []string `codec:"children" json:"children"`
+	MaxRunningApps               *int     `codec:"max_running_apps" json:"max_running_apps"`
+	Preemptable                  bool     `codec:"preemptable" json:"preemptable"`
+	FairSharePreemptionThreshold float64  `codec:"fair_share_preemption_threshold" json:"fair_share_preemption_threshold"`
+	FairSharePreemptionTimeout   Duration `codec:"fair_share_preemption_timeout" json:"fair_share_preemption_timeout"`
+	MinSharePreemptionTimeout    Duration `codec:"min_share_preemption_timeout" json:"min_share_preemption_timeout"`
+	MaxAMShare                   float64  `codec:"max_am_share" json:"max_am_share"` // -1: off
 }
 
 // NewQueueInfo describes a resolved queue. Usage and fair-share figures are

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/weft-sched/weft/internal/clock"
 	"github.com/weft-sched/weft/internal/testutil"
 	wrpc "github.com/weft-sched/weft/rpc"
 )
@@ -32,6 +33,7 @@ type testCluster struct {
 	servers map[string]*Server
 	configs map[string]*Config
 	pool    *wrpc.Pool
+	clock   clock.Clock // if set, the servers' clock
 }
 
 func newTestCluster(t *testing.T) *testCluster {
@@ -69,6 +71,7 @@ func (c *testCluster) start(id string, expect int, join ...string) *Server {
 	run.Join = join
 	run.Logger = c.logger.Named(id)
 	run.RaftConfig = fastRaftConfig()
+	run.Clock = c.clock
 	s, err := New(&run)
 	if err != nil {
 		c.t.Fatalf("start %s: %v", id, err)
