@@ -97,7 +97,7 @@ func runAppSubmit(args []string) error {
 		return printJSON(resp)
 	}
 	if !cf.json {
-		fmt.Fprintf(stdout, "Submitted %s to %s\n", resp.AppID, orDefault(spec.Queue, scheduler.DefaultQueue))
+		fmt.Fprintf(stdout, "Submitted %s to %s\n", resp.AppID, queuePath(spec.Queue))
 	}
 	if !wait {
 		return nil
@@ -136,11 +136,16 @@ func mergeSpec(file, flags scheduler.AppSpec, set map[string]bool) scheduler.App
 	return out
 }
 
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
+// queuePath is the leaf an app submitted to queue goes to, as the servers
+// resolve it.
+func queuePath(queue string) string {
+	switch {
+	case queue == "":
+		return scheduler.DefaultQueue
+	case queue == scheduler.RootQueue || strings.HasPrefix(queue, scheduler.RootQueue+"."):
+		return queue
 	}
-	return s
+	return scheduler.RootQueue + "." + queue
 }
 
 func currentUser() string {
@@ -280,7 +285,8 @@ func waitApp(cf *clientFlags, id string) error {
 	}
 	defer cl.Close()
 	var index uint64
-	last := ""
+	last, lastState := "", ""
+	var lastAt time.Time
 	for {
 		req := &rpc.AppRequest{RequestHeader: cf.header(), AppID: id}
 		req.MinQueryIndex, req.MaxWait = index, time.Minute
@@ -298,12 +304,13 @@ func waitApp(cf *clientFlags, id string) error {
 		if why := pendingLine(a); why != "" {
 			line += "; " + why
 		}
-		if line != last && !cf.json {
-			elapsed := time.Since(time.Unix(0, a.SubmittedAt)).Round(time.Second)
-			fmt.Fprintf(stderr, "[%s] %s\n", elapsed, line)
-			last = line
+		terminal := scheduler.AppState(a.State).Terminal()
+		// A new state is always shown; other news at most once a second.
+		if line != last && !cf.json && (a.State != lastState || terminal || time.Since(lastAt) >= time.Second) {
+			fmt.Fprintf(stderr, "[%s] %s\n", elapsedSince(a.SubmittedAt), line)
+			last, lastState, lastAt = line, a.State, time.Now()
 		}
-		if scheduler.AppState(a.State).Terminal() {
+		if terminal {
 			if cf.json {
 				printJSON(a)
 			}
@@ -313,6 +320,16 @@ func waitApp(cf *clientFlags, id string) error {
 			return nil
 		}
 	}
+}
+
+// elapsedSince formats the time since a Unix-ns instant: tenths of a
+// second at first, whole seconds later.
+func elapsedSince(ns int64) time.Duration {
+	d := time.Since(time.Unix(0, ns))
+	if d < 10*time.Second {
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Second)
 }
 
 // pendingLine says why an app waits, if it does.
