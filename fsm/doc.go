@@ -1,7 +1,12 @@
 // Package fsm is weft's replicated state machine: the tables every server
-// holds (queue configuration, nodes, apps, containers and their indexes),
-// the typed commands that change them, Raft's Apply, and snapshot/restore.
-// Its State satisfies scheduler.State.
+// holds (queue configuration, nodes, apps, containers and their indexes —
+// among them the time-ordered indexes of containers marked for preemption
+// and of allocations not started, which let the leader's duties read only
+// what is due), the request IDs of recent client writes (so a retried
+// write is applied once and answered as the first time), the typed
+// commands that change them, Raft's Apply, and snapshot/restore. Its State
+// satisfies scheduler.State. A rejected command is a *Rejection whose kind
+// (not found, conflict, invalid) a server turns into its answer's code.
 //
 // A command is one type byte followed by a msgpack body. Apply is
 // deterministic: it never reads the clock, draws random numbers or depends on

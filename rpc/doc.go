@@ -1,10 +1,15 @@
-// Package rpc is weft's wire: the msgpack codec, the first-byte connection
-// types that let one TCP port carry RPC and Raft, a pool of yamux-multiplexed
-// connections, a client that finds and rotates across servers, and every
-// request and response type that crosses a process boundary (including, as
-// they come, the AM and container-management protocols' client side).
+// Package rpc is weft's wire: the msgpack codec with its limits, the
+// first-byte connection types that let one TCP port carry RPC and Raft, the
+// server-side dispatcher (Server: a context per request that carries its
+// connection and the caller's deadline, errors coded so they survive the
+// wire, handler panics contained), a pool of yamux-multiplexed connections,
+// a client that bounds every attempt, fails over across servers at once and
+// gives every write a request ID, and every request and response type that
+// crosses a process boundary (the AM and container-management protocols'
+// client side included).
 //
-// Types here are the protocol: their msgpack (and JSON) field names are
-// stable and snake_case. The package never holds cluster state and never
-// decides anything; it must not import fsm, server or agent.
+// Types here are the protocol: every field names its msgpack name with a
+// codec tag (snake_case, stable), apart from the JSON the CLI prints. The
+// package never holds cluster state and never decides anything; it must not
+// import fsm, server or agent.
 package rpc
