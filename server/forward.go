@@ -36,8 +36,9 @@ func (s *Server) forwardRead(ctx context.Context, method string, hdr *wrpc.Reque
 }
 
 func (s *Server) forwardTo(ctx context.Context, method string, args, reply any, needReady bool) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.config.RPCHoldTimeout)
-	defer cancel()
+	// The hold bounds the wait for a leader; a call forwarded to one has
+	// the request's whole deadline (a blocking query may wait minutes).
+	holdOver := s.clock.After(s.config.RPCHoldTimeout)
 	var lastErr error = wrpc.ErrNoLeader
 	for {
 		if s.IsLeader() {
@@ -65,6 +66,8 @@ func (s *Server) forwardTo(ctx context.Context, method string, args, reply any, 
 		wait := s.config.RPCHoldTimeout / 16
 		select {
 		case <-s.clock.After(wait/2 + rand.N(wait)):
+		case <-holdOver:
+			return true, lastErr
 		case <-ctx.Done():
 			return true, lastErr
 		case <-s.shutdownCh:

@@ -161,3 +161,30 @@ func TestDeregisteredNodeIsDownAtOnce(t *testing.T) {
 		t.Fatalf("registration without memory answered %v", err)
 	}
 }
+
+// A blocking query forwarded by a follower waits as long as it asked,
+// though that is longer than the follower holds requests for a leader.
+func TestForwardedBlockingQueryOutlivesTheHoldTime(t *testing.T) {
+	c := startThree(t)
+	f := c.follower()
+	var sub wrpc.AppSubmitResponse
+	if err := c.call(f, "App.Submit", &wrpc.AppSubmitRequest{Spec: testSpec("watched")}, &sub); err != nil {
+		t.Fatal(err)
+	}
+	var first wrpc.AppStatusResponse
+	if err := c.call(f, "App.Status", &wrpc.AppRequest{AppID: sub.AppID}, &first); err != nil {
+		t.Fatal(err)
+	}
+	req := &wrpc.AppRequest{AppID: sub.AppID}
+	req.MinQueryIndex, req.MaxWait = first.Index, 2*c.configs[f.NodeID()].RPCHoldTimeout
+	start := time.Now()
+	var again wrpc.AppStatusResponse
+	if err := c.call(f, "App.Status", req, &again); err != nil {
+		t.Fatalf("a blocking query through a follower, waiting longer than its hold time: %v", err)
+	}
+	// Nothing changed the app, so the answer came when the wait ran out,
+	// not when the follower's hold did: a lower bound the server keeps.
+	if waited := time.Since(start); waited < req.MaxWait || again.App.ID != sub.AppID || again.Index != first.Index {
+		t.Fatalf("answered after %s (asked to wait %s), at index %d (was %d)", waited, req.MaxWait, again.Index, first.Index)
+	}
+}
