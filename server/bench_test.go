@@ -63,6 +63,7 @@ func benchWrite(b *testing.B, c *testCluster, target *Server, parallel bool) {
 	if parallel {
 		b.SetParallelism(16)
 		b.RunParallel(func(pb *testing.PB) {
+			req := &wrpc.QueueApplyRequest{Config: cfg} // the pool writes each call's deadline into its header
 			for pb.Next() {
 				start := time.Now()
 				var wr wrpc.WriteResponse
