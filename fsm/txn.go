@@ -253,39 +253,26 @@ func collectTxn[T any](tx *iradix.Txn[T], prefix []byte) []T {
 	return out
 }
 
+// commitTree replaces *dst with the tree a txn built, if it built one.
+func commitTree[T any](dst **iradix.Tree[T], tx *iradix.Txn[T]) {
+	if tx != nil {
+		*dst = tx.CommitOnly()
+	}
+}
+
 // commit publishes the new state at the given Raft index and wakes every
 // watcher of the previous one.
 func (t *txn) commit(index uint64) {
-	if t.nodes != nil {
-		t.next.nodes = t.nodes.CommitOnly()
-	}
-	if t.apps != nil {
-		t.next.apps = t.apps.CommitOnly()
-	}
-	if t.activeApps != nil {
-		t.next.activeApps = t.activeApps.CommitOnly()
-	}
-	if t.containers != nil {
-		t.next.containers = t.containers.CommitOnly()
-	}
-	if t.byApp != nil {
-		t.next.byApp = t.byApp.CommitOnly()
-	}
-	if t.liveByNode != nil {
-		t.next.liveByNode = t.liveByNode.CommitOnly()
-	}
-	if t.marked != nil {
-		t.next.marked = t.marked.CommitOnly()
-	}
-	if t.unstarted != nil {
-		t.next.unstarted = t.unstarted.CommitOnly()
-	}
-	if t.requests != nil {
-		t.next.requests = t.requests.CommitOnly()
-	}
-	if t.requestsByIndex != nil {
-		t.next.requestsByIndex = t.requestsByIndex.CommitOnly()
-	}
+	commitTree(&t.next.nodes, t.nodes)
+	commitTree(&t.next.apps, t.apps)
+	commitTree(&t.next.activeApps, t.activeApps)
+	commitTree(&t.next.containers, t.containers)
+	commitTree(&t.next.byApp, t.byApp)
+	commitTree(&t.next.liveByNode, t.liveByNode)
+	commitTree(&t.next.marked, t.marked)
+	commitTree(&t.next.unstarted, t.unstarted)
+	commitTree(&t.next.requests, t.requests)
+	commitTree(&t.next.requestsByIndex, t.requestsByIndex)
 	t.next.index = index
 	t.next.changed = make(chan struct{})
 	n := t.next
