@@ -24,6 +24,11 @@ type Agent struct {
 	OpportunisticQueueLength int              `hcl:"opportunistic_queue_length,optional" flag:"opportunistic-queue-length" help:"most opportunistic containers that may wait here (0 never queues)"`
 	LazyHeartbeats           bool             `hcl:"lazy_heartbeats,optional" flag:"lazy-heartbeats" help:"heartbeat only every second, not also when a container changes state (fewer leader writes, slower feedback)"`
 	LogLevel                 string           `hcl:"log_level,optional" flag:"log-level" help:"log level: trace, debug, info, warn or error"`
+	Region                   string           `hcl:"region,optional" flag:"region" help:"region this agent belongs to; certificates name it (agent.REGION.weft)"`
+	Encrypt                  string           `hcl:"encrypt,optional" flag:"encrypt" help:"gossip encryption key (base64 of 32 bytes, from 'weft operator keygen')"`
+	Insecure                 bool             `hcl:"insecure,optional" flag:"insecure" help:"run without TLS or a gossip key on a non-loopback address (anyone who reaches it can run commands)"`
+	TLS                      *TLS             `hcl:"tls,block"`
+	Limits                   *Limits          `hcl:"limits,block"`
 }
 
 // Agent defaults (SPEC §2, §10, §12).
@@ -42,7 +47,7 @@ func DefaultAgent() *Agent {
 		res[k] = v
 	}
 	return &Agent{Bind: DefaultBind, RPCPort: DefaultAgentRPCPort, SerfPort: DefaultAgentSerfPort, Resources: res,
-		Rack: DefaultRack, OpportunisticQueueLength: DefaultOpportunisticQueueLength, LogLevel: DefaultLogLevel}
+		Rack: DefaultRack, OpportunisticQueueLength: DefaultOpportunisticQueueLength, LogLevel: DefaultLogLevel, Region: DefaultRegion}
 }
 
 // Validate checks every setting and names the first bad one.
@@ -59,6 +64,9 @@ func (c *Agent) Validate() error {
 	}
 	if _, err := NodeResources(c.Resources); err != nil {
 		return fmt.Errorf("resources (-resources): %v", err)
+	}
+	if err := validateSecurity(c.Region, c.TLS, c.Limits); err != nil {
+		return err
 	}
 	return validateCommon(c.NodeID, c.Bind, c.LogLevel, map[string]int{"rpc_port": c.RPCPort, "serf_port": c.SerfPort}, c.Join)
 }

@@ -101,7 +101,14 @@ func MergeFile(cfg any, filename string, src []byte, set map[string]bool) error 
 	t := dst.Type()
 	for i := 0; i < t.NumField(); i++ {
 		field := t.Field(i)
-		hclName, _, _ := strings.Cut(field.Tag.Get("hcl"), ",")
+		hclName, kind, _ := strings.Cut(field.Tag.Get("hcl"), ",")
+		if kind == "block" {
+			// Blocks have no flags: the file's block, when it has one, is it.
+			if len(content.Blocks.OfType(hclName)) > 0 {
+				dst.Field(i).Set(src2.Field(i))
+			}
+			continue
+		}
 		if _, inFile := content.Attributes[hclName]; !inFile || set[field.Tag.Get("flag")] {
 			continue
 		}

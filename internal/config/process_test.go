@@ -108,3 +108,28 @@ func TestServerConfigFile(t *testing.T) {
 		t.Fatalf("negative bootstrap_expect: %v", err)
 	}
 }
+
+func TestSecurityBlocksMerge(t *testing.T) {
+	cfg := DefaultServer()
+	src := "data_dir = \"/d\"\ninsecure = true\ntls {\n  ca_file = \"ca.pem\"\n  cert_file = \"s.pem\"\n  key_file = \"s-key.pem\"\n}\nacl {\n  enabled = true\n}\nlimits {\n  rpc_max_conns_per_client = 7\n}\n"
+	if err := MergeFile(cfg, "s.hcl", []byte(src), nil); err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Insecure || !cfg.TLS.Enabled() || cfg.TLS.KeyFile != "s-key.pem" || !cfg.ACL.Enabled || cfg.Limits.Resolve().MaxConnsPerClient != 7 {
+		t.Fatalf("blocks not merged: %+v tls=%+v acl=%+v limits=%+v", cfg, cfg.TLS, cfg.ACL, cfg.Limits)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.TLS.KeyFile = ""
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "tls.key_file") {
+		t.Fatalf("missing key file: %v", err)
+	}
+	bad := DefaultServer()
+	if err := MergeFile(bad, "s.hcl", []byte("data_dir = \"/d\"\nlimits {\n  rpc_idle_timeout = \"soon\"\n}\n"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "limits.rpc_idle_timeout") {
+		t.Fatalf("bad duration: %v", err)
+	}
+}

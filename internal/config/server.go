@@ -22,6 +22,12 @@ type Server struct {
 	BootstrapExpect int      `hcl:"bootstrap_expect,optional" flag:"bootstrap-expect" help:"bootstrap Raft once this many servers (with the same value) see each other"`
 	Join            []string `hcl:"join,optional" flag:"join" help:"serf address of any cluster member to join (repeatable)"`
 	LogLevel        string   `hcl:"log_level,optional" flag:"log-level" help:"log level: trace, debug, info, warn or error"`
+	Region          string   `hcl:"region,optional" flag:"region" help:"region this server belongs to; certificates name it (server.REGION.weft)"`
+	Encrypt         string   `hcl:"encrypt,optional" flag:"encrypt" help:"gossip encryption key (base64 of 32 bytes, from 'weft operator keygen')"`
+	Insecure        bool     `hcl:"insecure,optional" flag:"insecure" help:"run without TLS, a gossip key or ACLs on a non-loopback address (anyone who reaches it can run commands)"`
+	TLS             *TLS     `hcl:"tls,block"`
+	ACL             *ACL     `hcl:"acl,block"`
+	Limits          *Limits  `hcl:"limits,block"`
 }
 
 // Server and agent defaults (SPEC §2).
@@ -38,7 +44,7 @@ const (
 // DefaultServer returns a server configuration holding the defaults.
 func DefaultServer() *Server {
 	return &Server{Bind: DefaultBind, RPCPort: DefaultServerRPCPort, SerfPort: DefaultServerSerfPort,
-		HTTPPort: DefaultServerHTTPPort, LogLevel: DefaultLogLevel}
+		HTTPPort: DefaultServerHTTPPort, LogLevel: DefaultLogLevel, Region: DefaultRegion}
 }
 
 // Validate checks every setting and names the first bad one.
@@ -48,6 +54,9 @@ func (c *Server) Validate() error {
 	}
 	if c.BootstrapExpect < 0 {
 		return fmt.Errorf("bootstrap_expect (-bootstrap-expect) must not be negative, not %d", c.BootstrapExpect)
+	}
+	if err := validateSecurity(c.Region, c.TLS, c.Limits); err != nil {
+		return err
 	}
 	return validateCommon(c.NodeID, c.Bind, c.LogLevel, map[string]int{"rpc_port": c.RPCPort, "serf_port": c.SerfPort, "http_port": c.HTTPPort}, c.Join)
 }

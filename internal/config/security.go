@@ -1,0 +1,138 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/weft-sched/weft/scheduler"
+)
+
+// TLS is the `tls { ... }` block of a server, agent or router (SPEC §15):
+// the CA that signs every weft certificate and this process's own
+// certificate and key. TLS is on when all three files are given.
+type TLS struct {
+	CAFile   string `hcl:"ca_file,optional"`
+	CertFile string `hcl:"cert_file,optional"`
+	KeyFile  string `hcl:"key_file,optional"`
+}
+
+// Enabled reports whether the block turns TLS on.
+func (t *TLS) Enabled() bool { return t != nil && t.CAFile != "" }
+
+func (t *TLS) validate() error {
+	if t == nil || (t.CAFile == "" && t.CertFile == "" && t.KeyFile == "") {
+		return nil
+	}
+	switch {
+	case t.CAFile == "":
+		return fmt.Errorf("tls.ca_file is required when tls.cert_file or tls.key_file is given")
+	case t.CertFile == "":
+		return fmt.Errorf("tls.cert_file is required with tls.ca_file")
+	case t.KeyFile == "":
+		return fmt.Errorf("tls.key_file is required with tls.ca_file")
+	}
+	return nil
+}
+
+// ACL is the `acl { ... }` block of a server (SPEC §15).
+type ACL struct {
+	Enabled bool `hcl:"enabled,optional"`
+}
+
+// Limits is the `limits { ... }` block (SPEC §15). Zero fields take the
+// defaults below.
+type Limits struct {
+	// RPCMaxConnsPerClient bounds the connections one client IP may hold
+	// open to the RPC port at once.
+	RPCMaxConnsPerClient int `hcl:"rpc_max_conns_per_client,optional"`
+	// RPCHandshakeTimeout bounds how long a new connection may take to
+	// deliver its first whole request (type byte, TLS handshake included).
+	RPCHandshakeTimeout string `hcl:"rpc_handshake_timeout,optional"`
+	// RPCIdleTimeout closes a connection that carried no request for this
+	// long.
+	RPCIdleTimeout string `hcl:"rpc_idle_timeout,optional"`
+	// RPCMaxStreamsPerConn bounds the multiplexed streams one connection
+	// may hold open.
+	RPCMaxStreamsPerConn int `hcl:"rpc_max_streams_per_conn,optional"`
+}
+
+// Limit defaults (SPEC §15).
+const (
+	DefaultRPCMaxConnsPerClient = 100
+	DefaultRPCHandshakeTimeout  = 5 * time.Second
+	DefaultRPCIdleTimeout       = 5*time.Minute + 30*time.Second // longer than the longest blocking query
+	DefaultRPCMaxStreamsPerConn = 256
+)
+
+// ResolvedLimits is a Limits block with defaults applied and durations
+// parsed.
+type ResolvedLimits struct {
+	MaxConnsPerClient int
+	HandshakeTimeout  time.Duration
+	IdleTimeout       time.Duration
+	MaxStreamsPerConn int
+}
+
+// Resolve applies the defaults; Validate has checked the values.
+func (l *Limits) Resolve() ResolvedLimits {
+	r := ResolvedLimits{DefaultRPCMaxConnsPerClient, DefaultRPCHandshakeTimeout, DefaultRPCIdleTimeout, DefaultRPCMaxStreamsPerConn}
+	if l == nil {
+		return r
+	}
+	if l.RPCMaxConnsPerClient > 0 {
+		r.MaxConnsPerClient = l.RPCMaxConnsPerClient
+	}
+	if d, err := time.ParseDuration(l.RPCHandshakeTimeout); err == nil && d > 0 {
+		r.HandshakeTimeout = d
+	}
+	if d, err := time.ParseDuration(l.RPCIdleTimeout); err == nil && d > 0 {
+		r.IdleTimeout = d
+	}
+	if l.RPCMaxStreamsPerConn > 0 {
+		r.MaxStreamsPerConn = l.RPCMaxStreamsPerConn
+	}
+	return r
+}
+
+func (l *Limits) validate() error {
+	if l == nil {
+		return nil
+	}
+	if l.RPCMaxConnsPerClient < 0 {
+		return fmt.Errorf("limits.rpc_max_conns_per_client must not be negative, not %d", l.RPCMaxConnsPerClient)
+	}
+	if l.RPCMaxStreamsPerConn < 0 {
+		return fmt.Errorf("limits.rpc_max_streams_per_conn must not be negative, not %d", l.RPCMaxStreamsPerConn)
+	}
+	for name, v := range map[string]string{"rpc_handshake_timeout": l.RPCHandshakeTimeout, "rpc_idle_timeout": l.RPCIdleTimeout} {
+		if v == "" {
+			continue
+		}
+		if d, err := time.ParseDuration(v); err != nil || d <= 0 {
+			return fmt.Errorf("limits.%s: %q is not a positive duration like \"5s\"", name, v)
+		}
+	}
+	return nil
+}
+
+// DefaultRegion is the region certificates name when none is configured.
+const DefaultRegion = "global"
+
+// IsLoopback reports whether bind is a loopback address: the only place
+// a process may run without TLS, a gossip key and ACLs unless -insecure
+// is given (SPEC §15).
+func IsLoopback(bind string) bool {
+	ip := net.ParseIP(bind)
+	return ip != nil && ip.IsLoopback()
+}
+
+func validateSecurity(region string, t *TLS, l *Limits) error {
+	if region == "" || scheduler.ValidateNodeID(region) != nil {
+		return fmt.Errorf("region (-region) %q: use letters, digits, '.', '_' and '-'", region)
+	}
+	if err := t.validate(); err != nil {
+		return err
+	}
+	return l.validate()
+}
