@@ -1,18 +1,20 @@
 package rpc
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"net/rpc"
+	"reflect"
+	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	msgpackrpc "github.com/hashicorp/net-rpc-msgpackrpc/v2"
 )
 
-// MaxRequestSize is the largest request (header and body) a server decodes.
+// MaxRequestSize bounds a request (header and body) twice: the bytes it
+// takes on the wire, and what decoding it allocates.
 const MaxRequestSize = 8 << 20
 
 // MsgpackHandle is the codec configuration shared by every weft RPC peer.
@@ -29,66 +31,35 @@ var MsgpackHandle = func() *codec.MsgpackHandle {
 	return h
 }()
 
-// budgetReader counts down a per-request byte budget over a buffered reader.
-type budgetReader struct {
-	r         *bufio.Reader
-	remaining int64
-}
-
-func (b *budgetReader) Read(p []byte) (int, error) {
-	if b.remaining <= 0 {
-		return 0, ErrTooLarge
-	}
-	if int64(len(p)) > b.remaining {
-		p = p[:b.remaining]
-	}
-	n, err := b.r.Read(p)
-	b.remaining -= int64(n)
-	return n, err
-}
-
-func (b *budgetReader) ReadByte() (byte, error) {
-	if b.remaining <= 0 {
-		return 0, ErrTooLarge
-	}
-	c, err := b.r.ReadByte()
-	if err == nil {
-		b.remaining--
-	}
-	return c, err
-}
-
-func (b *budgetReader) UnreadByte() error {
-	err := b.r.UnreadByte()
-	if err == nil {
-		b.remaining++
-	}
-	return err
-}
-
-type readWriteCloser struct {
-	io.Reader
-	io.Writer
-	io.Closer
-}
-
 // ServerCodec is the server side of msgpack RPC on one connection or stream.
-// Every request gets a fresh MaxRequestSize budget. A request that cannot be
-// decoded poisons the codec: net/rpc then closes the connection, because the
-// stream can no longer be trusted to be in step.
+// Each request (header and body) may take MaxRequestSize bytes on the wire
+// and MaxRequestSize bytes once decoded: it is read whole, without
+// decoding, then its decoded size is checked against what is left of the
+// budget (checkDecodeCost), and only then decoded. A body that would decode
+// to more is refused with ErrTooLarge and the connection goes on; a request
+// longer than the byte budget, or that cannot be decoded, poisons the
+// codec: net/rpc then closes the connection, because the stream can no
+// longer be trusted to be in step.
 type ServerCodec struct {
-	rpc.ServerCodec
-	budget *budgetReader
+	conn   io.ReadWriteCloser
+	rd     msgReader
 	broken atomic.Bool
 	onErr  func(error)
+
+	// Left of the current request's budgets once its header is read.
+	bytesLeft int
+	costLeft  int64
+	method    string
+
+	wmu sync.Mutex
 }
+
+var requestHeaderType = reflect.TypeOf(rpc.Request{})
 
 // NewServerCodec returns a server codec over conn. onErr, if not nil, is told
 // why a connection is being dropped (it is never told about a clean EOF).
 func NewServerCodec(conn io.ReadWriteCloser, onErr func(error)) *ServerCodec {
-	b := &budgetReader{r: bufio.NewReaderSize(conn, 64<<10)}
-	inner := msgpackrpc.NewCodecFromHandle(false, true, readWriteCloser{b, conn, conn}, MsgpackHandle)
-	return &ServerCodec{ServerCodec: inner, budget: b, onErr: onErr}
+	return &ServerCodec{conn: conn, rd: msgReader{r: conn}, onErr: onErr}
 }
 
 // ReadRequestHeader starts a new request budget and reads its header.
@@ -96,23 +67,82 @@ func (c *ServerCodec) ReadRequestHeader(r *rpc.Request) error {
 	if c.broken.Load() {
 		return errors.New("connection closed after a malformed request")
 	}
-	c.budget.remaining = MaxRequestSize
-	err := c.ServerCodec.ReadRequestHeader(r)
+	raw, err := c.rd.next(MaxRequestSize)
+	if err == nil {
+		var cost int64
+		if cost, err = checkDecodeCost(raw, requestHeaderType, MaxRequestSize); err == nil {
+			err = decodeBytes(raw, r)
+		}
+		c.bytesLeft, c.costLeft, c.method = MaxRequestSize-len(raw), MaxRequestSize-cost, r.ServiceMethod
+	}
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
 		c.fail(fmt.Errorf("malformed request header: %w", err))
 	}
 	return err
 }
 
-// ReadRequestBody reads the body; a failure poisons the codec.
+// ReadRequestBody reads the body into body, a pointer, or discards it if
+// body is nil. A body that would decode to more than the request's budget
+// is refused with an error that wraps ErrTooLarge, and the codec stays in
+// step; any other failure poisons it.
 func (c *ServerCodec) ReadRequestBody(body any) error {
-	err := c.ServerCodec.ReadRequestBody(body)
+	raw, err := c.rd.next(c.bytesLeft)
 	if err != nil {
-		c.broken.Store(true)
 		if errors.Is(err, ErrTooLarge) {
-			err = ErrTooLarge
+			err = fmt.Errorf("%s: %w", c.method, err)
+			c.fail(fmt.Errorf("refusing request body: %w", err))
+			return err
 		}
 		c.fail(fmt.Errorf("malformed request body: %w", err))
+		return err
+	}
+	defer c.rd.release()
+	if body == nil {
+		return nil
+	}
+	t := reflect.TypeOf(body)
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if _, err := checkDecodeCost(raw, t, c.costLeft); err != nil {
+		var over *overBudget
+		if errors.As(err, &over) {
+			return fmt.Errorf("%s: %w: %v", c.method, ErrTooLarge, over)
+		}
+		c.fail(fmt.Errorf("malformed request body: %w", err))
+		return err
+	}
+	if err := decodeBytes(raw, body); err != nil {
+		c.fail(fmt.Errorf("malformed request body: %w", err))
+		return err
+	}
+	return nil
+}
+
+// WriteResponse writes a response header and body in one write.
+func (c *ServerCodec) WriteResponse(r *rpc.Response, body any) error {
+	w := writeBufs.Get().(*writeBuf)
+	defer w.put()
+	w.b = w.b[:0]
+	w.enc.ResetBytes(&w.b)
+	if err := w.enc.Encode(r); err != nil {
+		return err
+	}
+	if err := w.enc.Encode(body); err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_, err := c.conn.Write(w.b)
+	return err
+}
+
+// Close closes the connection and lets go of the read buffer. Call it once
+// nothing reads any more.
+func (c *ServerCodec) Close() error {
+	err := c.conn.Close()
+	if c.rd.buf != nil {
+		c.rd.dropBuf()
 	}
 	return err
 }
@@ -122,6 +152,52 @@ func (c *ServerCodec) fail(err error) {
 	if c.onErr != nil {
 		c.onErr(err)
 	}
+}
+
+// writeBuf is a pooled response encoder and its output.
+type writeBuf struct {
+	b   []byte
+	enc *codec.Encoder
+}
+
+var writeBufs = sync.Pool{New: func() any {
+	w := &writeBuf{}
+	w.enc = codec.NewEncoderBytes(&w.b, MsgpackHandle)
+	return w
+}}
+
+func (w *writeBuf) put() {
+	if cap(w.b) > 1<<maxBufClass {
+		w.b = nil
+	}
+	writeBufs.Put(w)
+}
+
+// checkedHandle decodes messages whose decoded size checkDecodeCost has
+// bounded. It is MsgpackHandle, except that it allocates every declared
+// collection whole at once (the check has seen every element): growing a
+// long slice a quarter at a time would allocate five times its size.
+var checkedHandle = func() *codec.MsgpackHandle {
+	h := &codec.MsgpackHandle{}
+	h.RawToString = MsgpackHandle.RawToString
+	h.WriteExt = MsgpackHandle.WriteExt
+	h.MaxDepth = MsgpackHandle.MaxDepth
+	h.MaxInitLen = MaxRequestSize
+	return h
+}()
+
+var decoders = sync.Pool{New: func() any { return codec.NewDecoderBytes(nil, checkedHandle) }}
+
+// decodeBytes decodes raw, a message checkDecodeCost has accepted, into
+// out with a pooled decoder. Decoded strings and byte slices are copies:
+// raw may be reused afterwards.
+func decodeBytes(raw []byte, out any) error {
+	d := decoders.Get().(*codec.Decoder)
+	d.ResetBytes(raw)
+	err := d.Decode(out)
+	d.ResetBytes(nil)
+	decoders.Put(d)
+	return err
 }
 
 // NewClientCodec returns the client side of msgpack RPC over conn.

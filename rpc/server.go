@@ -7,13 +7,13 @@ import (
 	"io"
 	"net"
 	"net/rpc"
+	"reflect"
 	"runtime/debug"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/go-msgpack/v2/codec"
 )
 
 // Server dispatches msgpack RPC requests (net/rpc framing: a request
@@ -31,6 +31,7 @@ type Server struct {
 }
 
 type method struct {
+	reqType reflect.Type
 	newArgs func() any
 	call    func(ctx context.Context, args any) (any, error)
 }
@@ -49,12 +50,18 @@ func NewServer(logger hclog.Logger) *Server {
 
 // Register makes fn answer the method name ("Service.Method"). fn gets
 // the request's context, the decoded request and a zero response to fill.
-// Registering a name twice panics: it is a programming error.
+// Registering a name twice panics, as does a request type whose decoding
+// cannot be bounded (see checkDecodeCost): both are programming errors.
 func Register[Req, Resp any](s *Server, name string, fn func(ctx context.Context, req *Req, resp *Resp) error) {
 	if _, dup := s.methods[name]; dup {
 		panic("rpc: method registered twice: " + name)
 	}
+	reqType := reflect.TypeFor[Req]()
+	if _, err := planFor(reqType); err != nil {
+		panic(fmt.Sprintf("rpc: %s: %v", name, err)) // its decoding could not be bounded
+	}
 	s.methods[name] = &method{
+		reqType: reqType,
 		newArgs: func() any { return new(Req) },
 		call: func(ctx context.Context, args any) (any, error) {
 			resp := new(Resp)
@@ -72,6 +79,15 @@ func (s *Server) Methods() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// RequestType returns the type a method's request decodes into, or nil if
+// no such method is registered.
+func (s *Server) RequestType(name string) reflect.Type {
+	if m := s.methods[name]; m != nil {
+		return m.reqType
+	}
+	return nil
 }
 
 // ConnInfo describes the connection a request arrived on. The security
@@ -120,10 +136,12 @@ func (s *Server) ServeConn(ctx context.Context, conn io.ReadWriteCloser, info *C
 	sc := NewServerCodec(conn, func(err error) {
 		s.logger.Warn("dropping RPC connection", "remote", remote, "error", err)
 	})
-	go func() {
-		<-ctx.Done()
-		conn.Close() // unblocks the reader when the server stops
-	}()
+	stop := context.AfterFunc(ctx, func() { conn.Close() }) // unblocks the reader when the server stops
+	defer stop()
+	track, _ := conn.(requestTracker)
+	if track == nil {
+		track = noTracker{}
+	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, s.maxInflight)
 	defer func() {
@@ -137,21 +155,31 @@ func (s *Server) ServeConn(ctx context.Context, conn io.ReadWriteCloser, info *C
 			return
 		}
 		m := s.methods[req.ServiceMethod]
-		if m == nil {
-			var skip codec.Raw
-			if err := sc.ReadRequestBody(&skip); err != nil {
+		var args any
+		if m != nil {
+			args = m.newArgs()
+		}
+		if err := sc.ReadRequestBody(args); err != nil {
+			if errors.Is(err, ErrTooLarge) {
+				s.respond(sc, &req, nil, err) // say why, even if the connection closes
+			}
+			if sc.broken.Load() {
 				return
 			}
-			s.respond(sc, &req, nil, Errorf(CodeBadRequest, "unknown method %q", req.ServiceMethod))
+			track.requestBegin()
+			track.requestEnd()
 			continue
 		}
-		args := m.newArgs()
-		if err := sc.ReadRequestBody(args); err != nil {
-			return
+		track.requestBegin()
+		if m == nil {
+			s.respond(sc, &req, nil, Errorf(CodeBadRequest, "unknown method %q", req.ServiceMethod))
+			track.requestEnd()
+			continue
 		}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
+			track.requestEnd()
 			return
 		}
 		wg.Add(1)
@@ -160,9 +188,23 @@ func (s *Server) ServeConn(ctx context.Context, conn io.ReadWriteCloser, info *C
 			defer func() { <-sem }()
 			reply, err := s.invoke(ctx, req.ServiceMethod, m, args)
 			s.respond(sc, &req, reply, err)
+			track.requestEnd()
 		}(req)
 	}
 }
+
+// requestTracker is told when a whole request has arrived on a connection
+// and when it has been answered (rpc/limits.go: handshake deadlines and
+// idle timeouts).
+type requestTracker interface {
+	requestBegin()
+	requestEnd()
+}
+
+type noTracker struct{}
+
+func (noTracker) requestBegin() {}
+func (noTracker) requestEnd()   {}
 
 // invoke runs one handler under the request's deadline, turning a panic
 // into ErrInternal.

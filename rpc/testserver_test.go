@@ -108,13 +108,28 @@ func (d *dropLog) Write(p []byte) (int, error) {
 
 func startTestServer(t testing.TB, name string) *testServer {
 	t.Helper()
+	return startTestServerNamed(t, name, nil)
+}
+
+// startTestServerWith serves the Echo service and whatever register adds.
+func startTestServerWith(t testing.TB, register func(*Server)) *testServer {
+	t.Helper()
+	return startTestServerNamed(t, "a", register)
+}
+
+func startTestServerNamed(t testing.TB, name string, register func(*Server)) *testServer {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	logs := &dropLog{}
 	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn})
-	ts := &testServer{ln: ln, lis: NewListener(newRPCServer(name, logger), logger, nil), logs: logs}
+	srv := newRPCServer(name, logger)
+	if register != nil {
+		register(srv)
+	}
+	ts := &testServer{ln: ln, lis: NewListener(srv, logger, nil), logs: logs}
 	go ts.lis.Serve(ln)
 	t.Cleanup(func() {
 		ln.Close()
