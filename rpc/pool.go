@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/rpc"
+	"slices"
 	"sync"
 	"time"
 
@@ -37,16 +38,22 @@ func YamuxConfig() *yamux.Config {
 	return c
 }
 
-// Pool keeps one yamux session per server address and reuses idle streams,
-// so a call costs neither a TCP handshake nor a new stream. It is safe for
-// concurrent use.
+// Pool keeps yamux sessions to each server address and reuses idle
+// streams, so a call costs neither a TCP handshake nor a new stream. A
+// session carries at most PoolMaxStreamsPerConn streams at once (servers
+// cap them, Limits.MaxStreamsPerConn); more concurrent calls to one address
+// open another session. It is safe for concurrent use.
 type Pool struct {
 	logger hclog.Logger
 
 	mu       sync.Mutex
-	sessions map[string]*muxSession
+	sessions map[string][]*muxSession
 	closed   bool
 }
+
+// PoolMaxStreamsPerConn is the most streams a Pool opens on one
+// connection, half the servers' default cap.
+const PoolMaxStreamsPerConn = DefaultMaxStreamsPerConn / 2
 
 type muxSession struct {
 	addr    string
@@ -54,11 +61,25 @@ type muxSession struct {
 
 	mu   sync.Mutex
 	idle []*clientStream
+	open int // streams open, in use or idle
 }
 
 type clientStream struct {
 	net.Conn
 	codec rpc.ClientCodec
+	sess  *muxSession
+	once  sync.Once
+}
+
+// Close closes the stream and frees its place in the session.
+func (st *clientStream) Close() error {
+	err := st.Conn.Close()
+	st.once.Do(func() {
+		st.sess.mu.Lock()
+		st.sess.open--
+		st.sess.mu.Unlock()
+	})
+	return err
 }
 
 // NewPool returns an empty pool.
@@ -66,7 +87,7 @@ func NewPool(logger hclog.Logger) *Pool {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	return &Pool{logger: logger.Named("rpc_pool"), sessions: map[string]*muxSession{}}
+	return &Pool{logger: logger.Named("rpc_pool"), sessions: map[string][]*muxSession{}}
 }
 
 // Call invokes method on the server at addr and waits for the answer
@@ -94,14 +115,9 @@ func (p *Pool) Call(ctx context.Context, addr, method string, args, reply any) e
 		remaining := time.Until(deadline)
 		hdr.Timeout = remaining - min(remaining/16, 250*time.Millisecond)
 	}
-	s, err := p.session(ctx, addr)
+	s, st, err := p.stream(ctx, addr)
 	if err != nil {
 		return &TransportError{Addr: addr, Method: method, Err: err}
-	}
-	st, err := s.stream()
-	if err != nil {
-		p.drop(s)
-		return &TransportError{Addr: addr, Method: method, Err: fmt.Errorf("open stream: %w", err)}
 	}
 	st.SetDeadline(deadline)
 	// A caller that gives up early closes the stream under the call.
@@ -132,71 +148,113 @@ func (p *Pool) Call(ctx context.Context, addr, method string, args, reply any) e
 	return &TransportError{Addr: addr, Method: method, Err: err}
 }
 
-func (p *Pool) session(ctx context.Context, addr string) (*muxSession, error) {
-	p.mu.Lock()
-	if p.closed {
+// stream returns an idle stream to addr, or a new one on a session with
+// room, or on a new session.
+func (p *Pool) stream(ctx context.Context, addr string) (*muxSession, *clientStream, error) {
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, nil, fmt.Errorf("connection pool is shut down")
+		}
+		sessions := append([]*muxSession(nil), p.sessions[addr]...)
 		p.mu.Unlock()
-		return nil, fmt.Errorf("connection pool is shut down")
+		for _, s := range sessions {
+			if s.session.IsClosed() {
+				p.drop(s)
+				continue
+			}
+			st, reserved := s.take()
+			if st != nil {
+				return s, st, nil
+			}
+			if !reserved {
+				continue // full
+			}
+			conn, err := s.session.Open()
+			if err != nil {
+				s.unreserve()
+				p.drop(s)
+				return nil, nil, fmt.Errorf("open stream: %w", err)
+			}
+			return s, &clientStream{Conn: conn, codec: NewClientCodec(conn), sess: s}, nil
+		}
+		if err := p.dial(ctx, addr); err != nil {
+			return nil, nil, err
+		}
 	}
-	if s, ok := p.sessions[addr]; ok && !s.session.IsClosed() {
-		p.mu.Unlock()
-		return s, nil
-	}
-	p.mu.Unlock()
+}
 
+// take returns an idle stream, or reserves room for a new one (reserved),
+// or neither when the session is full.
+func (s *muxSession) take() (st *clientStream, reserved bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := len(s.idle); n > 0 {
+		st = s.idle[n-1]
+		s.idle = s.idle[:n-1]
+		return st, false
+	}
+	if s.open < PoolMaxStreamsPerConn {
+		s.open++
+		return nil, true
+	}
+	return nil, false
+}
+
+func (s *muxSession) unreserve() {
+	s.mu.Lock()
+	s.open--
+	s.mu.Unlock()
+}
+
+func (s *muxSession) hasRoom() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.idle) > 0 || s.open < PoolMaxStreamsPerConn
+}
+
+// dial opens a new session to addr, unless another caller has meanwhile
+// opened one with room.
+func (p *Pool) dial(ctx context.Context, addr string) error {
 	d := net.Dialer{Timeout: dialTimeout}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := conn.Write([]byte{byte(ConnMultiplex)}); err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("handshake with %s: %w", addr, err)
+		return fmt.Errorf("handshake with %s: %w", addr, err)
 	}
 	ys, err := yamux.Client(conn, YamuxConfig())
 	if err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("start session with %s: %w", addr, err)
+		return fmt.Errorf("start session with %s: %w", addr, err)
 	}
-	s := &muxSession{addr: addr, session: ys}
-
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		ys.Close()
-		return nil, fmt.Errorf("connection pool is shut down")
+		return fmt.Errorf("connection pool is shut down")
 	}
-	if old, ok := p.sessions[addr]; ok && !old.session.IsClosed() {
-		ys.Close() // lost a race with another dialer; use theirs
-		return old, nil
+	for _, old := range p.sessions[addr] {
+		if !old.session.IsClosed() && old.hasRoom() {
+			ys.Close() // lost a race with another dialer; use theirs
+			return nil
+		}
 	}
-	p.sessions[addr] = s
-	return s, nil
+	p.sessions[addr] = append(p.sessions[addr], &muxSession{addr: addr, session: ys})
+	return nil
 }
 
 func (p *Pool) drop(s *muxSession) {
 	p.mu.Lock()
-	if p.sessions[s.addr] == s {
+	p.sessions[s.addr] = slices.DeleteFunc(p.sessions[s.addr], func(x *muxSession) bool { return x == s })
+	if len(p.sessions[s.addr]) == 0 {
 		delete(p.sessions, s.addr)
 	}
 	p.mu.Unlock()
 	s.session.Close()
-}
-
-func (s *muxSession) stream() (*clientStream, error) {
-	s.mu.Lock()
-	if n := len(s.idle); n > 0 {
-		st := s.idle[n-1]
-		s.idle = s.idle[:n-1]
-		s.mu.Unlock()
-		return st, nil
-	}
-	s.mu.Unlock()
-	conn, err := s.session.Open()
-	if err != nil {
-		return nil, err
-	}
-	return &clientStream{Conn: conn, codec: NewClientCodec(conn)}, nil
 }
 
 func (s *muxSession) release(st *clientStream) {
@@ -217,9 +275,11 @@ func (p *Pool) Shutdown() {
 	p.mu.Lock()
 	p.closed = true
 	sessions := p.sessions
-	p.sessions = map[string]*muxSession{}
+	p.sessions = map[string][]*muxSession{}
 	p.mu.Unlock()
-	for _, s := range sessions {
-		s.session.Close()
+	for _, list := range sessions {
+		for _, s := range list {
+			s.session.Close()
+		}
 	}
 }

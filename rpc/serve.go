@@ -23,20 +23,30 @@ type Listener struct {
 	ctx    context.Context // ends when the listener closes
 	cancel context.CancelFunc
 
+	limits  Limits
+	clients clientCounts
+
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	closed bool
 	wg     sync.WaitGroup
 }
 
-// NewListener returns a Listener for rpcServer. raft, if not nil, receives
-// connections whose first byte is ConnRaft.
-func NewListener(rpcServer *Server, logger hclog.Logger, raft func(net.Conn)) *Listener {
+// NewListener returns a Listener for rpcServer, with DefaultLimits unless
+// an option says otherwise. raft, if not nil, receives connections whose
+// first byte is ConnRaft, with the handshake read deadline still set: it
+// clears it once a whole message has arrived.
+func NewListener(rpcServer *Server, logger hclog.Logger, raft func(net.Conn), opts ...ListenerOption) *Listener {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Listener{rpc: rpcServer, logger: logger, raft: raft, conns: map[net.Conn]struct{}{}, ctx: ctx, cancel: cancel}
+	l := &Listener{rpc: rpcServer, logger: logger, raft: raft, conns: map[net.Conn]struct{}{}, ctx: ctx, cancel: cancel,
+		limits: DefaultLimits()}
+	for _, o := range opts {
+		o(l)
+	}
+	return l
 }
 
 // Serve accepts connections on ln until ln is closed.
@@ -54,6 +64,9 @@ func (l *Listener) Serve(ln net.Listener) {
 			l.logger.Error("accept failed", "error", err)
 			time.Sleep(10 * time.Millisecond) // back off a hot error loop (e.g. out of file descriptors)
 			continue
+		}
+		if conn = l.admit(conn); conn == nil {
+			continue // over its client's connection limit
 		}
 		l.wg.Add(1)
 		go func() {
@@ -106,7 +119,8 @@ func (l *Listener) handle(conn net.Conn) {
 		conn.Close()
 		return
 	}
-	conn.SetReadDeadline(time.Now().Add(HandshakeTimeout))
+	// The handshake deadline set by admit runs until a whole request has
+	// arrived.
 	var b [1]byte
 	if _, err := io.ReadFull(conn, b[:]); err != nil {
 		l.logger.Debug("connection closed before its type byte", "remote", conn.RemoteAddr(), "error", err)
@@ -114,7 +128,6 @@ func (l *Listener) handle(conn net.Conn) {
 		conn.Close()
 		return
 	}
-	conn.SetReadDeadline(time.Time{})
 	t := ConnType(b[0])
 	switch {
 	case t == ConnRaft && l.raft != nil:
@@ -135,13 +148,16 @@ func (l *Listener) handle(conn net.Conn) {
 }
 
 func (l *Listener) serveMultiplex(conn net.Conn) {
-	session, err := yamux.Server(conn, YamuxConfig())
+	session, err := yamux.Server(conn, l.serverYamuxConfig())
 	if err != nil {
 		l.logger.Warn("cannot start yamux session", "remote", conn.RemoteAddr(), "error", err)
 		conn.Close()
 		return
 	}
 	defer session.Close()
+	act := l.activityOf(conn)
+	act.setOnIdle(func() { session.Close() })
+	var streams streamCap
 	for {
 		stream, err := session.Accept()
 		if err != nil {
@@ -150,15 +166,26 @@ func (l *Listener) serveMultiplex(conn net.Conn) {
 			}
 			return
 		}
+		if !l.admitStream(&streams, session, stream, conn.RemoteAddr()) {
+			if session.IsClosed() {
+				return
+			}
+			continue
+		}
+		stream.SetReadDeadline(time.Now().Add(l.limits.HandshakeTimeout))
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			l.serveRPC(stream)
+			defer streams.open.Add(-1)
+			l.serveRPC(&trackedConn{Conn: stream, activity: act, stream: true})
 		}()
 	}
 }
 
 // serveRPC serves msgpack RPC on one connection or stream until it closes.
 func (l *Listener) serveRPC(conn net.Conn) {
+	if _, tracked := conn.(*trackedConn); !tracked {
+		conn = &trackedConn{Conn: conn, activity: l.activityOf(conn)}
+	}
 	l.rpc.ServeConn(l.ctx, conn, &ConnInfo{RemoteAddr: conn.RemoteAddr()})
 }

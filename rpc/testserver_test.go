@@ -117,7 +117,7 @@ func startTestServerWith(t testing.TB, register func(*Server)) *testServer {
 	return startTestServerNamed(t, "a", register)
 }
 
-func startTestServerNamed(t testing.TB, name string, register func(*Server)) *testServer {
+func startTestServerNamed(t testing.TB, name string, register func(*Server), opts ...ListenerOption) *testServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -129,7 +129,7 @@ func startTestServerNamed(t testing.TB, name string, register func(*Server)) *te
 	if register != nil {
 		register(srv)
 	}
-	ts := &testServer{ln: ln, lis: NewListener(srv, logger, nil), logs: logs}
+	ts := &testServer{ln: ln, lis: NewListener(srv, logger, nil, opts...), logs: logs}
 	go ts.lis.Serve(ln)
 	t.Cleanup(func() {
 		ln.Close()
