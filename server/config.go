@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/weft-sched/weft/internal/clock"
+	wrpc "github.com/weft-sched/weft/rpc"
 )
 
 // Config configures a Server. Zero values take the SPEC defaults.
@@ -50,12 +51,17 @@ type Config struct {
 	// Logger receives every log line. Default: a null logger.
 	Logger hclog.Logger
 	// RaftConfig overrides Raft's defaults (tests shorten timeouts).
-	// LocalID, Logger and NotifyCh are always set by the server.
+	// LocalID, Logger, NotifyCh, BatchApplyCh and MaxAppendEntries are
+	// always set by the server.
 	RaftConfig *raft.Config
 	// SerfFastGossip shortens gossip intervals (tests, weft dev).
 	SerfFastGossip bool
 	// Clock drives the leader's duties. Default: the real clock.
 	Clock clock.Clock
+	// Limits bound what one client may hold of the RPC port (connections,
+	// handshake and idle time, streams; SPEC §15). Zero fields take
+	// rpc.DefaultLimits.
+	Limits wrpc.Limits
 }
 
 const (
@@ -112,6 +118,7 @@ func (c *Config) setDefaults() error {
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
+	c.Limits = c.Limits.WithDefaults()
 	return nil
 }
 

@@ -122,6 +122,11 @@ func (s *Server) raftApplyRequest(ctx context.Context, hdr *wrpc.RequestHeader, 
 }
 
 func (s *Server) apply(ctx context.Context, buf []byte) (any, uint64, error) {
+	if len(buf) > raftMaxCommand {
+		// Every server refuses Raft messages past a bound built on this
+		// one (raft_frames.go): such an entry would never replicate.
+		return nil, 0, fmt.Errorf("the command is %d bytes, more than the %d a Raft entry may take: %w", len(buf), raftMaxCommand, wrpc.ErrTooLarge)
+	}
 	enqueue := raftEnqueueTimeout
 	if d, ok := ctx.Deadline(); ok {
 		enqueue = min(enqueue, time.Until(d))

@@ -13,8 +13,9 @@ import (
 // raftLayer is Raft's StreamLayer on the shared RPC port: the listener hands
 // it connections whose first byte was ConnRaft, and Dial writes that byte.
 type raftLayer struct {
-	addr   net.Addr
-	connCh chan net.Conn
+	addr      net.Addr
+	connCh    chan net.Conn
+	handshake time.Duration // the listener's handshake timeout
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -22,12 +23,14 @@ type raftLayer struct {
 
 var _ raft.StreamLayer = (*raftLayer)(nil)
 
-func newRaftLayer(addr net.Addr) *raftLayer {
-	return &raftLayer{addr: addr, connCh: make(chan net.Conn), closed: make(chan struct{})}
+func newRaftLayer(addr net.Addr, handshake time.Duration) *raftLayer {
+	return &raftLayer{addr: addr, handshake: handshake, connCh: make(chan net.Conn), closed: make(chan struct{})}
 }
 
-// handoff gives an accepted Raft connection to the transport.
+// handoff gives an accepted Raft connection to the transport, bounding
+// the messages read from it (raft_frames.go).
 func (l *raftLayer) handoff(c net.Conn) {
+	c = newRaftFrameConn(c, raftMaxMessage, l.handshake)
 	select {
 	case l.connCh <- c:
 	case <-l.closed:

@@ -103,13 +103,13 @@ func New(config *Config) (*Server, error) {
 	s.rpcAddr = ln.Addr().String()
 	s.rpcServer = wrpc.NewServer(s.logger.Named("rpc"))
 	s.registerEndpoints()
-	s.raftLayer = newRaftLayer(ln.Addr())
+	s.raftLayer = newRaftLayer(ln.Addr(), config.Limits.HandshakeTimeout)
 
 	if err := s.setupRaft(); err != nil {
 		ln.Close()
 		return nil, err
 	}
-	s.rpcConns = wrpc.NewListener(s.rpcServer, s.logger, s.raftLayer.handoff)
+	s.rpcConns = wrpc.NewListener(s.rpcServer, s.logger, s.raftLayer.handoff, wrpc.WithLimits(config.Limits))
 	s.goFunc(func() { s.rpcConns.Serve(ln) })
 
 	if err := s.setupSerf(); err != nil {
@@ -140,6 +140,7 @@ func (s *Server) setupRaft() error {
 	conf.Logger = s.config.Logger.Named("raft")
 	conf.NotifyCh = s.raftNotifyCh
 	conf.BatchApplyCh = true
+	conf.MaxAppendEntries = raftMaxAppendEntries // what bounds a Raft message (raft_frames.go)
 
 	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
 	if err != nil {
