@@ -99,7 +99,7 @@ func New(config *Config) (*Agent, error) {
 		return nil, fmt.Errorf("listen for RPC: %w", err)
 	}
 	a.listener, a.rpcAddr = ln, ln.Addr().String()
-	a.rpcConns = wrpc.NewListener(a.registerEndpoints(), a.logger, nil)
+	a.rpcConns = wrpc.NewListener(a.registerEndpoints(), a.logger, nil, wrpc.WithLimits(config.Limits))
 	a.goFunc(func() { a.rpcConns.Serve(ln) })
 
 	conf, err := gossip.Serf(gossip.Config{

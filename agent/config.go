@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/weft-sched/weft/internal/clock"
+	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
 
@@ -55,6 +56,10 @@ type Config struct {
 	// Clock drives heartbeats and the distributed scheduler. Default: the
 	// real clock.
 	Clock clock.Clock
+	// Limits bound what one client may hold of the RPC port (connections,
+	// handshake and idle time, streams; SPEC §15). Zero fields take
+	// rpc.DefaultLimits.
+	Limits wrpc.Limits
 }
 
 func (c *Config) setDefaults() error {

@@ -41,6 +41,7 @@ func runServer(args []string) error {
 		Join:            cfg.Join,
 		Build:           version,
 		Logger:          logger,
+		Limits:          rpcLimits(cfg.Limits),
 	})
 	if err != nil {
 		return err

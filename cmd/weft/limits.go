@@ -1,0 +1,18 @@
+package main
+
+import (
+	"github.com/weft-sched/weft/internal/config"
+	"github.com/weft-sched/weft/rpc"
+)
+
+// rpcLimits is a config file's limits block (defaults applied) as the RPC
+// listener takes it.
+func rpcLimits(l *config.Limits) rpc.Limits {
+	r := l.Resolve()
+	return rpc.Limits{
+		MaxConnsPerClient: r.MaxConnsPerClient,
+		HandshakeTimeout:  r.HandshakeTimeout,
+		IdleTimeout:       r.IdleTimeout,
+		MaxStreamsPerConn: r.MaxStreamsPerConn,
+	}
+}
