@@ -64,10 +64,17 @@ bench:
 	  $(GO) test -run '^$$' -bench OpportunisticAllocation -benchmem -benchtime 3000x ./agent/ && \
 	  $(GO) test -run '^$$' -bench ShortTasks -benchtime 1x -timeout 30m ./agent/ ; } | tee bench/latest.txt
 
-## fuzz: fuzz the RPC decode path for a while (FUZZTIME, default 60s).
+## fuzz: every fuzz target of every package (found with go test -list), each
+## for FUZZTIME (default 60s; CI runs it briefly, e.g. FUZZTIME=10s).
+## go test -fuzz takes one target per run, hence the loop.
 FUZZTIME ?= 60s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzServerCodec -fuzztime $(FUZZTIME) ./rpc
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$target ($$pkg, $(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
 
 clean:
 	rm -rf bin
