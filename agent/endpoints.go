@@ -13,15 +13,15 @@ import (
 func (a *Agent) registerEndpoints() *wrpc.Server {
 	s := wrpc.NewServer(a.logger.Named("rpc"))
 	c, ag := &containerEndpoint{a}, &agentEndpoint{a}
-	wrpc.Register(s, "AM.Register", a.proxy.Register)
-	wrpc.Register(s, "AM.Allocate", a.proxy.Allocate)
-	wrpc.Register(s, "AM.Finish", a.proxy.Finish)
-	wrpc.Register(s, "Container.Start", c.Start)
-	wrpc.Register(s, "Container.Stop", c.Stop)
-	wrpc.Register(s, "Container.Promote", c.Promote)
-	wrpc.Register(s, "Container.Status", c.Status)
-	wrpc.Register(s, "Container.Logs", c.Logs)
-	wrpc.Register(s, "Agent.Load", ag.Load)
+	wrpc.Register(s, "AM.Register", wrpc.CapWorkload, a.proxy.Register)
+	wrpc.Register(s, "AM.Allocate", wrpc.CapWorkload, a.proxy.Allocate)
+	wrpc.Register(s, "AM.Finish", wrpc.CapWorkload, a.proxy.Finish)
+	wrpc.Register(s, "Container.Start", wrpc.CapWorkload, c.Start)
+	wrpc.Register(s, "Container.Stop", wrpc.CapWorkload, c.Stop)
+	wrpc.Register(s, "Container.Promote", wrpc.CapServer, c.Promote)
+	wrpc.Register(s, "Container.Status", wrpc.CapWorkload, c.Status)
+	wrpc.Register(s, "Container.Logs", wrpc.CapServer, c.Logs)
+	wrpc.Register(s, "Agent.Load", wrpc.CapAgent, ag.Load)
 	return s
 }
 

@@ -56,6 +56,9 @@ type Config struct {
 	SerfFastGossip bool
 	// Clock drives the leader's duties. Default: the real clock.
 	Clock clock.Clock
+	// ACLEnabled makes every request need an ACL token that allows it
+	// (SPEC §15); off, every caller may do everything.
+	ACLEnabled bool
 }
 
 const (
