@@ -41,6 +41,7 @@ func runServer(args []string) error {
 		Join:            cfg.Join,
 		Build:           version,
 		Logger:          logger,
+		ACLEnabled:      cfg.ACL != nil && cfg.ACL.Enabled,
 	})
 	if err != nil {
 		return err
