@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -75,8 +76,14 @@ func (m *manager) shed(limit int) {
 }
 
 // start takes a container placed on this node. It is idempotent: a known ID
-// reports its current state.
+// reports its current state. A container whose IDs cannot name its
+// directory (see containerDir) is refused and not recorded.
 func (m *manager) start(info rpc.ContainerInfo, launch rpc.LaunchSpec) *rpc.ContainerStartResponse {
+	dir, err := m.containerDir(info.AppID, info.ID)
+	if err != nil {
+		m.logger.Error("refusing a container with an invalid ID", "error", err)
+		return &rpc.ContainerStartResponse{State: string(scheduler.ContainerCompleted), Reason: string(scheduler.ReasonFailed), Diagnostics: err.Error()}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if c, ok := m.byID[info.ID]; ok {
@@ -89,8 +96,7 @@ func (m *manager) start(info rpc.ContainerInfo, launch rpc.LaunchSpec) *rpc.Cont
 	if !et.Valid() {
 		et = scheduler.Guaranteed
 	}
-	c := &ctr{info: info, launch: launch, dir: filepath.Join(m.dir, info.AppID, info.ID),
-		state: scheduler.ContainerQueued, at: m.clock.Now().UnixNano()}
+	c := &ctr{info: info, launch: launch, dir: dir, state: scheduler.ContainerQueued, at: m.clock.Now().UnixNano()}
 	m.byID[info.ID] = c
 	if info.IsAM {
 		m.ams[attemptKey{info.AppID, info.Attempt}] = info.ID
@@ -321,17 +327,21 @@ func (m *manager) logs(req *rpc.ContainerLogsRequest) (*rpc.ContainerLogsRespons
 	m.mu.Lock()
 	c, known := m.byID[req.ID]
 	done := !known || c.state == scheduler.ContainerCompleted
-	m.mu.Unlock()
-	// Completed containers' logs stay on disk after the agent forgets them.
-	matches, _ := filepath.Glob(filepath.Join(m.dir, "*", sanitize(req.ID)))
-	if len(matches) == 0 {
-		if known {
-			return &rpc.ContainerLogsResponse{NextOffset: req.Offset}, nil // not started yet
-		}
-		return nil, fmt.Errorf("container %s %w on node %s", req.ID, rpc.ErrNotFound, m.nodeID)
+	dir := ""
+	if known {
+		dir = c.dir
 	}
-	f, err := os.Open(filepath.Join(matches[0], stream))
+	m.mu.Unlock()
+	if !known {
+		// Completed containers' logs stay on disk after the agent forgets them.
+		var err error
+		if dir, err = m.findDir(req.ID); err != nil {
+			return nil, err
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(dir, stream), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if os.IsNotExist(err) {
+		// Known but not started yet, or started without output so far.
 		return &rpc.ContainerLogsResponse{NextOffset: req.Offset, Done: done}, nil
 	}
 	if err != nil {

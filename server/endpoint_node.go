@@ -147,7 +147,7 @@ func newOpportunistic(st *fsm.State, args *wrpc.HeartbeatRequest) (records []fsm
 		if r.State == scheduler.ContainerCompleted {
 			rec.FinishedAt = r.At
 		}
-		if _, ok := st.App(r.AppID); !ok || fsm.ValidateRecord(&rec) != nil {
+		if _, ok := st.App(r.AppID); !ok || fsm.ValidateRecord(&rec) != nil || scheduler.ValidateID("id", r.ID) != nil {
 			if r.State.Live() {
 				refused = append(refused, r.ID)
 			}
