@@ -50,6 +50,8 @@ func (e *containerEndpoint) Start(ctx context.Context, args *wrpc.ContainerStart
 	}
 	// AM containers are launched by the agent itself, on the leader's
 	// order: a client cannot claim one (and with it an AM's identity).
+	// c.User, the account it may run as, comes from the servers through
+	// the AM (see rpc.ContainerInfo.User).
 	c.IsAM = false
 	*reply = *e.a.mgr.start(c, args.Launch)
 	return nil

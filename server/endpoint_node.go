@@ -117,9 +117,9 @@ func (e *Node) Heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply
 			if !ok {
 				continue
 			}
-			reply.LaunchAMs = append(reply.LaunchAMs, wrpc.AMLaunch{
-				Container: wrpc.NewContainerInfo(c, node.Address), AppName: app.Spec.Name, AMType: app.Spec.AMType, Token: c.ID,
-			})
+			info := wrpc.NewContainerInfo(c, node.Address)
+			info.User = app.Spec.User
+			reply.LaunchAMs = append(reply.LaunchAMs, wrpc.AMLaunch{Container: info, AppName: app.Spec.Name, AMType: app.Spec.AMType, Token: c.ID})
 		}
 	}
 	reply.Servers = e.srv.serverAddrs()
