@@ -31,6 +31,9 @@ type containerEndpoint struct{ a *Agent }
 // Start runs a container placed on this node.
 func (e *containerEndpoint) Start(ctx context.Context, args *wrpc.ContainerStartRequest, reply *wrpc.ContainerStartResponse) error {
 	c := args.Container
+	if err := checkContainerIDs(&c); err != nil {
+		return err
+	}
 	switch {
 	case c.NodeID != e.a.config.NodeID:
 		return wrpc.Errorf(wrpc.CodeBadRequest, "container %s is placed on node %s, not on %s", c.ID, c.NodeID, e.a.config.NodeID)
@@ -47,6 +50,8 @@ func (e *containerEndpoint) Start(ctx context.Context, args *wrpc.ContainerStart
 	}
 	// AM containers are launched by the agent itself, on the leader's
 	// order: a client cannot claim one (and with it an AM's identity).
+	// c.User, the account it may run as, comes from the servers through
+	// the AM (see rpc.ContainerInfo.User).
 	c.IsAM = false
 	*reply = *e.a.mgr.start(c, args.Launch)
 	return nil
@@ -54,6 +59,9 @@ func (e *containerEndpoint) Start(ctx context.Context, args *wrpc.ContainerStart
 
 // Stop stops a container on this node.
 func (e *containerEndpoint) Stop(ctx context.Context, args *wrpc.ContainerIDRequest, reply *struct{}) error {
+	if err := checkID("id", args.ID); err != nil {
+		return err
+	}
 	e.a.mgr.stop(args.ID, scheduler.ReasonKilled)
 	return nil
 }
@@ -64,6 +72,9 @@ func (e *containerEndpoint) Stop(ctx context.Context, args *wrpc.ContainerIDRequ
 // reports the container guaranteed, and undo a promotion the servers do
 // not hold.
 func (e *containerEndpoint) Promote(ctx context.Context, args *wrpc.ContainerIDRequest, reply *struct{}) error {
+	if err := checkID("id", args.ID); err != nil {
+		return err
+	}
 	if !e.a.mgr.promote(args.ID) {
 		return wrpc.Errorf(wrpc.CodeConflict, "container %s is not running opportunistic on node %s", args.ID, e.a.config.NodeID)
 	}
@@ -72,6 +83,9 @@ func (e *containerEndpoint) Promote(ctx context.Context, args *wrpc.ContainerIDR
 
 // Status reports containers on this node (all of them if no IDs are given).
 func (e *containerEndpoint) Status(ctx context.Context, args *wrpc.ContainerStatusRequest, reply *wrpc.ContainerStatusResponse) error {
+	if err := checkIDs("ids", args.IDs); err != nil {
+		return err
+	}
 	want := map[string]bool{}
 	for _, id := range args.IDs {
 		want[id] = true
@@ -84,8 +98,12 @@ func (e *containerEndpoint) Status(ctx context.Context, args *wrpc.ContainerStat
 	return nil
 }
 
-// Logs reads a container's stdout or stderr.
+// Logs reads a container's stdout or stderr. The ID is exact: it matches
+// one container or none.
 func (e *containerEndpoint) Logs(ctx context.Context, args *wrpc.ContainerLogsRequest, reply *wrpc.ContainerLogsResponse) error {
+	if err := checkLogsRequest(args); err != nil {
+		return err
+	}
 	resp, err := e.a.mgr.logs(args)
 	if err != nil {
 		return err

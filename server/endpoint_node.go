@@ -117,9 +117,9 @@ func (e *Node) Heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply
 			if !ok {
 				continue
 			}
-			reply.LaunchAMs = append(reply.LaunchAMs, wrpc.AMLaunch{
-				Container: wrpc.NewContainerInfo(c, node.Address), AppName: app.Spec.Name, AMType: app.Spec.AMType, Token: c.ID,
-			})
+			info := wrpc.NewContainerInfo(c, node.Address)
+			info.User = app.Spec.User
+			reply.LaunchAMs = append(reply.LaunchAMs, wrpc.AMLaunch{Container: info, AppName: app.Spec.Name, AMType: app.Spec.AMType, Token: c.ID})
 		}
 	}
 	reply.Servers = e.srv.serverAddrs()
@@ -147,7 +147,7 @@ func newOpportunistic(st *fsm.State, args *wrpc.HeartbeatRequest) (records []fsm
 		if r.State == scheduler.ContainerCompleted {
 			rec.FinishedAt = r.At
 		}
-		if _, ok := st.App(r.AppID); !ok || fsm.ValidateRecord(&rec) != nil {
+		if _, ok := st.App(r.AppID); !ok || fsm.ValidateRecord(&rec) != nil || scheduler.ValidateID("id", r.ID) != nil {
 			if r.State.Live() {
 				refused = append(refused, r.ID)
 			}

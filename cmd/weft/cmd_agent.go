@@ -34,7 +34,7 @@ func runAgent(args []string) error {
 	a, err := agent.New(&agent.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, BindAddr: cfg.Bind, RPCPort: cfg.RPCPort, SerfPort: cfg.SerfPort,
 		Join: cfg.Join, Resources: cfg.NodeCapacity(), Rack: cfg.Rack, OpportunisticQueueLength: cfg.OpportunisticQueueLength,
-		LazyHeartbeats: cfg.LazyHeartbeats, Build: version, Logger: logger,
+		LazyHeartbeats: cfg.LazyHeartbeats, AllowRoot: cfg.AllowRoot, RunAsUser: cfg.RunAsUser, Build: version, Logger: logger,
 	})
 	if err != nil {
 		return err

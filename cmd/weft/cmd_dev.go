@@ -85,6 +85,9 @@ func runDev(args []string) error {
 			NodeID: fmt.Sprintf("dev-agent-%d", i), DataDir: filepath.Join(dir, fmt.Sprintf("agent-%d", i)),
 			BindAddr: bind, RPCPort: -1, SerfPort: -1, Join: []string{srv.SerfAddr()}, Resources: res,
 			OpportunisticQueueLength: -1, SerfFastGossip: true, Build: version, Logger: logger,
+			// Containers run as whoever runs weft dev (its data dir is
+			// private to that user); the banner says so when that is root.
+			AllowRoot: true,
 		})
 		if err != nil {
 			stopAll()
@@ -110,5 +113,8 @@ Try, in another terminal (the binary is bin/weft):
 
 Stop with Ctrl-C.
 `, addr, agents, res, dir, hint)
+	if os.Geteuid() == 0 {
+		fmt.Fprintln(stdout, "\nYou run weft dev as root, so its containers run as root: anyone who can reach "+addr+" runs commands as root here. Run it as an ordinary user.")
+	}
 	return waitForSignal(logger, stopAll, stopAll)
 }
