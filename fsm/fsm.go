@@ -123,6 +123,14 @@ func (f *FSM) applyCommand(t *txn, index uint64, msgType MessageType, body []byt
 		var req PreemptMarkRequest
 		mustDecode(index, msgType, body, &req)
 		return errOrNil(t.applyPreemptMark(&req))
+	case WorkloadKeyType:
+		var req WorkloadKeyRequest
+		mustDecode(index, msgType, body, &req)
+		return result(t.applyWorkloadKey(&req))
+	case NodeSecretResetType:
+		var req NodeSecretResetRequest
+		mustDecode(index, msgType, body, &req)
+		return errOrNil(t.applyNodeSecretReset(&req))
 	}
 	if msgType&IgnoreUnknownTypeFlag != 0 {
 		f.logger.Warn("ignoring unknown command type", "type", uint8(msgType), "index", index)

@@ -30,6 +30,8 @@ const (
 	recordApp         recordType = 3
 	recordContainer   recordType = 4
 	recordRequest     recordType = 5
+	// 6 to 19 are left for other tables (ACLs).
+	recordWorkloadKey recordType = 20
 	recordEnd         recordType = 0x7f
 )
 
@@ -72,6 +74,11 @@ func writeSnapshot(w io.Writer, st *State) error {
 	}
 	if err := record(recordQueueConfig, st.queues); err != nil {
 		return fmt.Errorf("write queue configuration: %w", err)
+	}
+	for _, k := range st.workloadKeys {
+		if err := record(recordWorkloadKey, k); err != nil {
+			return fmt.Errorf("write workload keys: %w", err)
+		}
 	}
 	if err := writeTable(st.nodes, recordNode, record); err != nil {
 		return fmt.Errorf("write nodes: %w", err)
@@ -177,6 +184,15 @@ func readSnapshot(r io.Reader) (*State, error) {
 				s.numRequests++
 			}
 			requestsByIndex.Insert(indexKey(r.Index), r)
+		case recordWorkloadKey:
+			k := new(WorkloadKey)
+			if err := dec.Decode(k); err != nil {
+				return nil, fmt.Errorf("read workload key: %w", err)
+			}
+			if n := len(s.workloadKeys); n > 0 && s.workloadKeys[n-1].ID >= k.ID {
+				return nil, fmt.Errorf("workload key %d follows key %d: keys must be in ID order", k.ID, s.workloadKeys[n-1].ID)
+			}
+			s.workloadKeys = append(s.workloadKeys, k)
 		case recordQueueConfig:
 			var c scheduler.QueueConfig
 			if err := dec.Decode(&c); err != nil {
