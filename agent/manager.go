@@ -29,12 +29,17 @@ type manager struct {
 
 	queueCapacity int
 
-	mu     sync.Mutex
-	ls     *scheduler.LocalScheduler
-	byID   map[string]*ctr
-	ams    map[attemptKey]string // live AM containers here: app attempt → token (container ID)
-	closed bool
-	procs  sync.WaitGroup
+	mu   sync.Mutex
+	ls   *scheduler.LocalScheduler
+	byID map[string]*ctr
+	ams  map[attemptKey]string // live AM containers here: app attempt → container ID
+	// spent remembers the containers started here by token until their
+	// tokens expire (Unix ns), so a token is never used twice, even after
+	// the agent has forgotten its container.
+	spent    map[string]int64
+	prunedAt int64
+	closed   bool
+	procs    sync.WaitGroup
 	// meanRun is a moving average of how long opportunistic containers
 	// ran, for the queue-wait estimate.
 	meanRun time.Duration
@@ -58,7 +63,8 @@ type ctr struct {
 func newManager(logger hclog.Logger, clk clock.Clock, nodeID, dir string, capacity scheduler.Resources, queueLimit int, killGrace time.Duration, cg *cgroups, changed func()) *manager {
 	return &manager{
 		logger: logger.Named("containers"), clock: clk, nodeID: nodeID, dir: dir, killGrace: killGrace, cg: cg, changed: changed,
-		ls: scheduler.NewLocalScheduler(capacity, queueLimit), byID: map[string]*ctr{}, ams: map[attemptKey]string{}, queueCapacity: queueLimit,
+		ls: scheduler.NewLocalScheduler(capacity, queueLimit), byID: map[string]*ctr{}, ams: map[attemptKey]string{}, spent: map[string]int64{},
+		queueCapacity: queueLimit,
 	}
 }
 
@@ -79,6 +85,39 @@ func (m *manager) shed(limit int) {
 func (m *manager) start(info rpc.ContainerInfo, launch rpc.LaunchSpec) *rpc.ContainerStartResponse {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.startLocked(info, launch)
+}
+
+// startByToken is start for a Container.Start whose token expires at
+// expiry: a token is used once. It reports false, starting nothing, for a
+// container this agent started before and has forgotten since (its end
+// was reported), or whose directory a previous run left.
+func (m *manager) startByToken(info rpc.ContainerInfo, launch rpc.LaunchSpec, expiry int64) (*rpc.ContainerStartResponse, bool) {
+	now := m.clock.Now().UnixNano()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, known := m.byID[info.ID]; !known {
+		if _, used := m.spent[info.ID]; used {
+			return nil, false
+		}
+		if _, err := os.Lstat(filepath.Join(m.dir, info.AppID, info.ID)); !os.IsNotExist(err) {
+			return nil, false
+		}
+		if now-m.prunedAt > int64(time.Minute) {
+			for id, exp := range m.spent {
+				if exp <= now {
+					delete(m.spent, id)
+				}
+			}
+			m.prunedAt = now
+		}
+		m.spent[info.ID] = expiry
+	}
+	return m.startLocked(info, launch), true
+}
+
+// startLocked is start with m.mu held.
+func (m *manager) startLocked(info rpc.ContainerInfo, launch rpc.LaunchSpec) *rpc.ContainerStartResponse {
 	if c, ok := m.byID[info.ID]; ok {
 		return &rpc.ContainerStartResponse{State: string(c.state), Reason: string(c.reason), Diagnostics: c.diag}
 	}
@@ -296,8 +335,8 @@ func (m *manager) demote(id string) {
 	}
 }
 
-// runningAM returns the token of the app attempt's AM if it runs (or waits
-// to) on this node.
+// runningAM returns the container ID of the app attempt's AM if it runs
+// (or waits to) on this node.
 func (m *manager) runningAM(app string, attempt int) (string, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -305,8 +344,20 @@ func (m *manager) runningAM(app string, attempt int) (string, bool) {
 	return token, ok
 }
 
-// logs reads up to limit bytes of a container's stdout or stderr from offset.
-func (m *manager) logs(req *rpc.ContainerLogsRequest) (*rpc.ContainerLogsResponse, error) {
+// appOf returns the app of a container the agent knows.
+func (m *manager) appOf(id string) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.byID[id]
+	if !ok {
+		return "", false
+	}
+	return c.info.AppID, true
+}
+
+// logs reads up to limit bytes of a container's stdout or stderr from
+// offset; app is the container's app, whose directory holds it.
+func (m *manager) logs(req *rpc.ContainerLogsRequest, app string) (*rpc.ContainerLogsResponse, error) {
 	stream := req.Stream
 	if stream == "" {
 		stream = rpc.StreamStdout
@@ -323,14 +374,14 @@ func (m *manager) logs(req *rpc.ContainerLogsRequest) (*rpc.ContainerLogsRespons
 	done := !known || c.state == scheduler.ContainerCompleted
 	m.mu.Unlock()
 	// Completed containers' logs stay on disk after the agent forgets them.
-	matches, _ := filepath.Glob(filepath.Join(m.dir, "*", sanitize(req.ID)))
-	if len(matches) == 0 {
+	dir := filepath.Join(m.dir, sanitize(app), sanitize(req.ID))
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		if known {
 			return &rpc.ContainerLogsResponse{NextOffset: req.Offset}, nil // not started yet
 		}
-		return nil, fmt.Errorf("container %s %w on node %s", req.ID, rpc.ErrNotFound, m.nodeID)
+		return nil, fmt.Errorf("container %s of app %s %w on node %s", req.ID, app, rpc.ErrNotFound, m.nodeID)
 	}
-	f, err := os.Open(filepath.Join(matches[0], stream))
+	f, err := os.Open(filepath.Join(dir, stream))
 	if os.IsNotExist(err) {
 		return &rpc.ContainerLogsResponse{NextOffset: req.Offset, Done: done}, nil
 	}

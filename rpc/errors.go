@@ -24,8 +24,12 @@ const (
 	CodeConflict    Code = "conflict"      // the request conflicts with the current state
 	CodeTooLarge    Code = "too_large"     // the request exceeds a size limit
 	CodeStale       Code = "stale_attempt" // an AM attempt that is no longer the app's current one
-	CodeInternal    Code = "internal"      // a bug on the server; it was logged there
-	CodeUnknown     Code = "error"         // an error the server gave no code
+	// CodePermissionDenied: the caller's credential (a workload token, a
+	// node secret) is missing, invalid or not for this request; nothing
+	// changed.
+	CodePermissionDenied Code = "permission_denied"
+	CodeInternal         Code = "internal" // a bug on the server; it was logged there
+	CodeUnknown          Code = "error"    // an error the server gave no code
 )
 
 // Error is a coded error. Servers return it (or wrap it with %w) from
@@ -76,7 +80,9 @@ var (
 	ErrConflict    = &Error{CodeConflict, "conflict"}
 	ErrTooLarge    = &Error{CodeTooLarge, fmt.Sprintf("request exceeds the %d MiB limit", MaxRequestSize>>20)}
 	ErrStale       = &Error{CodeStale, "not the app's current AM attempt"}
-	ErrInternal    = &Error{CodeInternal, "internal error"}
+	// ErrPermissionDenied matches every permission_denied answer.
+	ErrPermissionDenied = &Error{CodePermissionDenied, "permission denied"}
+	ErrInternal         = &Error{CodeInternal, "internal error"}
 )
 
 // ErrorCode returns the code of err: the code of the first coded error in

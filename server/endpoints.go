@@ -18,6 +18,7 @@ func (s *Server) registerEndpoints() {
 
 	wrpc.Register(r, "Operator.RaftGetConfiguration", op.RaftGetConfiguration)
 	wrpc.Register(r, "Operator.RaftRemovePeer", op.RaftRemovePeer)
+	wrpc.Register(r, "Operator.WorkloadKeyRotate", op.WorkloadKeyRotate)
 
 	wrpc.Register(r, "Queue.Apply", queue.Apply)
 	wrpc.Register(r, "Queue.List", queue.List)
@@ -26,6 +27,7 @@ func (s *Server) registerEndpoints() {
 	wrpc.Register(r, "Node.Register", node.Register)
 	wrpc.Register(r, "Node.Heartbeat", node.Heartbeat)
 	wrpc.Register(r, "Node.Deregister", node.Deregister)
+	wrpc.Register(r, "Node.ResetSecret", node.ResetSecret)
 	wrpc.Register(r, "Node.List", node.List)
 	wrpc.Register(r, "Node.Status", node.Status)
 
