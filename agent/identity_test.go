@@ -246,3 +246,60 @@ func TestKeyRotationReachesAgentsAndAMs(t *testing.T) {
 		t.Fatalf("the AM's token of key 1 after the rotation: %v", err)
 	}
 }
+
+// An agent keeps its node secret across restarts; one whose data dir was
+// wiped cannot register under its old name until an operator resets the
+// DOWN node's secret, and then registers with its new one.
+func TestNodeSecretSurvivesRestartsAndAWipedDirNeedsAReset(t *testing.T) {
+	srv, agents, c := cluster(t, 1)
+	first := agents[0]
+	cfg := *first.config
+	secretFile := filepath.Join(cfg.DataDir, nodeSecretFile)
+	fi, err := os.Stat(secretFile)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("node secret file: %v, mode %v", err, fi.Mode())
+	}
+	kept, _ := os.ReadFile(secretFile)
+
+	// A restart on the same data dir registers at once, with the same secret.
+	first.Shutdown()
+	cfg.RPCPort, cfg.SerfPort = -1, -1
+	restarted, err := New(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { restarted.Shutdown() })
+	testutil.WaitFor(t, 15*time.Second, func() bool { return restarted.Epoch() == 2 })
+	if again, _ := os.ReadFile(secretFile); string(again) != string(kept) {
+		t.Fatalf("the restart changed the node secret")
+	}
+
+	// It leaves (DOWN at once); the same node comes back on a wiped disk.
+	if err := restarted.Leave(); err != nil {
+		t.Fatal(err)
+	}
+	wiped := cfg
+	wiped.DataDir = t.TempDir()
+	back, err := New(&wiped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { back.Shutdown() })
+	var reg rpc.NodeRegisterResponse
+	err = c.Call(context.Background(), "Node.Register", &rpc.NodeRegisterRequest{ID: cfg.NodeID, Address: back.RPCAddr(),
+		Capacity: cfg.Resources, Secret: back.secret}, &reg)
+	if !errors.Is(err, rpc.ErrPermissionDenied) || !strings.Contains(err.Error(), "reset-secret "+cfg.NodeID) {
+		t.Fatalf("registration with the wiped agent's secret: %v", err)
+	}
+	if n, _ := srv.State().Node(cfg.NodeID); n.Epoch != 2 || n.Status != scheduler.NodeDown {
+		t.Fatalf("node after the refused registrations: epoch %d, %s", n.Epoch, n.Status)
+	}
+	var wr rpc.WriteResponse
+	if err := c.Call(context.Background(), "Node.ResetSecret", &rpc.NodeResetSecretRequest{ID: cfg.NodeID}, &wr); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 15*time.Second, func() bool { return back.Epoch() == 3 })
+	if n, _ := srv.State().Node(cfg.NodeID); !identity.NodeSecretMatches(n.SecretHash, back.secret) || n.Status != scheduler.NodeReady {
+		t.Fatalf("node after the reset: %+v", n)
+	}
+}
