@@ -64,10 +64,12 @@ bench:
 	  $(GO) test -run '^$$' -bench OpportunisticAllocation -benchmem -benchtime 3000x ./agent/ && \
 	  $(GO) test -run '^$$' -bench ShortTasks -benchtime 1x -timeout 30m ./agent/ ; } | tee bench/latest.txt
 
-## fuzz: fuzz the RPC decode path for a while (FUZZTIME, default 60s).
+## fuzz: fuzz the RPC decode path and workload token parsing, each for a while (FUZZTIME, default 60s).
 FUZZTIME ?= 60s
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzServerCodec -fuzztime $(FUZZTIME) ./rpc
+	$(GO) test -run '^$$' -fuzz FuzzParseToken -fuzztime $(FUZZTIME) ./internal/identity
+	$(GO) test -run '^$$' -fuzz FuzzDecodeClaims -fuzztime $(FUZZTIME) ./internal/identity
 
 clean:
 	rm -rf bin

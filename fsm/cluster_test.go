@@ -128,6 +128,7 @@ func checkInvariants(t *testing.T, st *State) {
 	if got := ids(st.AllocatedBefore(math.MaxInt64)); !reflect.DeepEqual(got, wantUnstarted) {
 		t.Fatalf("unstarted index holds %v, want %v", got, wantUnstarted)
 	}
+	checkIdentityInvariants(t, st)
 	for _, a := range st.ActiveApps() {
 		if a.State.Terminal() {
 			t.Fatalf("terminal app %s in the active index", a.ID)

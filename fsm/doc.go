@@ -3,7 +3,8 @@
 // among them the time-ordered indexes of containers marked for preemption
 // and of allocations not started, which let the leader's duties read only
 // what is due), the request IDs of recent client writes (so a retried
-// write is applied once and answered as the first time), the typed
+// write is applied once and answered as the first time), the workload
+// signing keys and each node's secret hash (SPEC §15), the typed
 // commands that change them, Raft's Apply, and snapshot/restore. Its State
 // satisfies scheduler.State. A rejected command is a *Rejection whose kind
 // (not found, conflict, invalid) a server turns into its answer's code.

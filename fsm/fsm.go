@@ -143,6 +143,14 @@ func (f *FSM) applyCommand(t *txn, index uint64, msgType MessageType, body []byt
 		var req ACLPolicyDeleteRequest
 		mustDecode(index, msgType, body, &req)
 		return errOrNil(t.applyACLPolicyDelete(&req))
+	case WorkloadKeyType:
+		var req WorkloadKeyRequest
+		mustDecode(index, msgType, body, &req)
+		return result(t.applyWorkloadKey(&req))
+	case NodeSecretResetType:
+		var req NodeSecretResetRequest
+		mustDecode(index, msgType, body, &req)
+		return errOrNil(t.applyNodeSecretReset(&req))
 	}
 	if msgType&IgnoreUnknownTypeFlag != 0 {
 		f.logger.Warn("ignoring unknown command type", "type", uint8(msgType), "index", index)

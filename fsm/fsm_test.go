@@ -188,7 +188,8 @@ func persist(t *testing.T, f *FSM) []byte {
 
 func statesEqual(a, b *State) bool {
 	return a.Index() == b.Index() && a.tableIndex == b.tableIndex &&
-		reflect.DeepEqual(a.QueueConfig(), b.QueueConfig()) && reflect.DeepEqual(a.Queues(), b.Queues())
+		reflect.DeepEqual(a.QueueConfig(), b.QueueConfig()) && reflect.DeepEqual(a.Queues(), b.Queues()) &&
+		reflect.DeepEqual(a.WorkloadKeys(), b.WorkloadKeys())
 }
 
 func TestSnapshotRestoreIsIdentical(t *testing.T) {
