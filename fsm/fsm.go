@@ -216,11 +216,24 @@ func (f *FSM) Restore(r io.ReadCloser) error {
 	if h := f.halt.Load(); h != nil {
 		return fmt.Errorf("restore snapshot: %w", h)
 	}
-	s, err := readSnapshot(r)
+	s, err := readSnapshotSafely(r)
 	if err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
 	f.store.replace(s)
 	f.logger.Info("restored snapshot", "index", s.index)
 	return nil
+}
+
+// readSnapshotSafely is readSnapshot, with a panic on content it did not
+// foresee turned into an error: reading builds a fresh state and touches
+// nothing else, so there is nothing to undo, and Raft refusing the
+// snapshot beats a server that crashes on every start.
+func readSnapshotSafely(r io.Reader) (s *State, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s, err = nil, fmt.Errorf("snapshot content this binary cannot read: %v", p)
+		}
+	}()
+	return readSnapshot(r)
 }

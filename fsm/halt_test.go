@@ -13,7 +13,7 @@ import (
 
 // seeded returns a harness holding a node, an app with its AM placed, and a
 // remembered client request: every table has something in it.
-func seeded(t *testing.T, opts ...Option) *harness {
+func seeded(t testing.TB, opts ...Option) *harness {
 	h := &harness{t: t, f: New(nil, opts...)}
 	h.ok(QueueConfigApplyType, &QueueConfigApplyRequest{Config: testConfig(), Now: 1})
 	h.register("n1", 8192)
