@@ -56,6 +56,11 @@ type Config struct {
 	SerfFastGossip bool
 	// Clock drives the leader's duties. Default: the real clock.
 	Clock clock.Clock
+	// RaftSkipIndex is the operator's escape hatch from a halt on a
+	// committed entry that no weft can apply (see Halted): the entry at
+	// this index is skipped if this binary cannot apply it. Every server
+	// must be given the same value. 0 skips nothing.
+	RaftSkipIndex uint64
 }
 
 const (
