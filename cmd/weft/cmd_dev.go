@@ -100,5 +100,5 @@ Try, in another terminal (the binary is bin/weft):
 
 Stop with Ctrl-C.
 `, addr, agents, res, dir, hint)
-	return waitForSignal(logger, stopAll, stopAll)
+	return waitForSignalOrStop(logger, stopAll, stopAll, srv.Halted(), srv.HaltError)
 }
