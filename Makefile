@@ -64,12 +64,23 @@ bench:
 	  $(GO) test -run '^$$' -bench OpportunisticAllocation -benchmem -benchtime 3000x ./agent/ && \
 	  $(GO) test -run '^$$' -bench ShortTasks -benchtime 1x -timeout 30m ./agent/ ; } | tee bench/latest.txt
 
-## fuzz: fuzz the RPC decode path and workload token parsing, each for a while (FUZZTIME, default 60s).
+## fuzz: fuzz each decode path in turn, each for FUZZTIME (default 60s).
+## FUZZ_TARGETS holds PACKAGE:FuzzName, one per line; a failing input is
+## saved under the package's testdata/fuzz and replayed by `make unit`.
 FUZZTIME ?= 60s
+FUZZ_TARGETS := \
+	./rpc:FuzzServerCodec \
+	./fsm:FuzzApply \
+	./fsm:FuzzRestore \
+	./fsm:FuzzCommandRoundTrip \
+	./internal/identity:FuzzParseToken \
+	./internal/identity:FuzzDecodeClaims \
+	./acl:FuzzParseRules
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzServerCodec -fuzztime $(FUZZTIME) ./rpc
-	$(GO) test -run '^$$' -fuzz FuzzParseToken -fuzztime $(FUZZTIME) ./internal/identity
-	$(GO) test -run '^$$' -fuzz FuzzDecodeClaims -fuzztime $(FUZZTIME) ./internal/identity
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  echo "== $${t#*:} ($${t%%:*}) for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
+	done
 
 clean:
 	rm -rf bin

@@ -15,7 +15,7 @@ import (
 // harness applies commands at increasing indexes and checks the FSM's
 // invariants after each one.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	f     *FSM
 	index uint64
 }
@@ -58,7 +58,7 @@ func (h *harness) refused(mt MessageType, body any, want string) {
 // checkInvariants: every node's accounting equals the sum of its live
 // containers; no node's guaranteed allocation exceeds its capacity; indexes
 // agree with the main tables.
-func checkInvariants(t *testing.T, st *State) {
+func checkInvariants(t testing.TB, st *State) {
 	t.Helper()
 	for _, n := range st.Nodes() {
 		var g, o scheduler.Resources

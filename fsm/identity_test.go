@@ -14,7 +14,7 @@ import (
 // checkIdentityInvariants: workload keys are in strictly increasing ID
 // order, each of the right size, and only the last (the highest ID) is
 // active; node secret hashes are SHA-256 sums or absent.
-func checkIdentityInvariants(t *testing.T, st *State) {
+func checkIdentityInvariants(t testing.TB, st *State) {
 	t.Helper()
 	keys := st.WorkloadKeys()
 	for i, k := range keys {

@@ -235,6 +235,9 @@ func readSnapshot(r io.Reader) (*State, error) {
 			if err := dec.Decode(&c); err != nil {
 				return nil, fmt.Errorf("read queue configuration: %w", err)
 			}
+			if err := wellFormed(&c); err != nil {
+				return nil, fmt.Errorf("read queue configuration: %w", err)
+			}
 			s.setQueues(&c)
 		default:
 			if t&0x80 == 0 {
@@ -246,4 +249,27 @@ func readSnapshot(r io.Reader) (*State, error) {
 			}
 		}
 	}
+}
+
+// wellFormed checks what resolving a queue tree relies on: a root and no
+// empty queue. No configuration Apply accepted lacks either, so only a
+// damaged snapshot fails it. (Apply's full validation is not repeated: a
+// rule added since the snapshot was written must not make it unreadable.)
+func wellFormed(c *scheduler.QueueConfig) error {
+	if c.Root == nil {
+		return errors.New("no root queue")
+	}
+	var walk func(q *scheduler.QueueSpec, path string) error
+	walk = func(q *scheduler.QueueSpec, path string) error {
+		for _, ch := range q.Children {
+			if ch == nil {
+				return fmt.Errorf("queue %s has an empty child queue", path)
+			}
+			if err := walk(ch, path+"."+ch.Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(c.Root, c.Root.Name)
 }
