@@ -25,9 +25,9 @@ func (a *Agent) registerEndpoints() *wrpc.Server {
 	wrpc.Register(s, "AM.Finish", wrpc.CapWorkload, a.proxy.Finish)
 	wrpc.Register(s, "Container.Start", wrpc.CapWorkload, c.Start)
 	wrpc.Register(s, "Container.Stop", wrpc.CapWorkload, c.Stop)
-	wrpc.Register(s, "Container.Promote", wrpc.CapServer, c.Promote)
+	wrpc.Register(s, "Container.Promote", wrpc.CapWorkload, c.Promote)
 	wrpc.Register(s, "Container.Status", wrpc.CapWorkload, c.Status)
-	wrpc.Register(s, "Container.Logs", wrpc.CapServer, c.Logs)
+	wrpc.Register(s, "Container.Logs", wrpc.CapWorkload, c.Logs)
 	wrpc.Register(s, "Agent.Load", wrpc.CapAgent, ag.Load)
 	return s
 }
