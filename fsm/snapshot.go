@@ -10,6 +10,7 @@ import (
 	iradix "github.com/hashicorp/go-immutable-radix/v2"
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
+	"github.com/weft-sched/weft/acl"
 	"github.com/weft-sched/weft/scheduler"
 )
 
@@ -30,6 +31,10 @@ const (
 	recordApp         recordType = 3
 	recordContainer   recordType = 4
 	recordRequest     recordType = 5
+	recordACLToken    recordType = 8
+	recordACLPolicy   recordType = 9
+	recordACLMeta     recordType = 10
+	recordWorkloadKey recordType = 20
 	recordEnd         recordType = 0x7f
 )
 
@@ -73,6 +78,11 @@ func writeSnapshot(w io.Writer, st *State) error {
 	if err := record(recordQueueConfig, st.queues); err != nil {
 		return fmt.Errorf("write queue configuration: %w", err)
 	}
+	for _, k := range st.workloadKeys {
+		if err := record(recordWorkloadKey, k); err != nil {
+			return fmt.Errorf("write workload keys: %w", err)
+		}
+	}
 	if err := writeTable(st.nodes, recordNode, record); err != nil {
 		return fmt.Errorf("write nodes: %w", err)
 	}
@@ -84,6 +94,16 @@ func writeSnapshot(w io.Writer, st *State) error {
 	}
 	if err := writeTable(st.requestsByIndex, recordRequest, record); err != nil {
 		return fmt.Errorf("write request records: %w", err)
+	}
+	// Policies before tokens: a token names policies.
+	if err := writeTable(st.acl.policies, recordACLPolicy, record); err != nil {
+		return fmt.Errorf("write ACL policies: %w", err)
+	}
+	if err := writeTable(st.acl.tokens, recordACLToken, record); err != nil {
+		return fmt.Errorf("write ACL tokens: %w", err)
+	}
+	if err := record(recordACLMeta, &aclMeta{BootstrapIndex: st.acl.bootstrapIndex}); err != nil {
+		return fmt.Errorf("write ACL state: %w", err)
 	}
 	if err := bw.WriteByte(byte(recordEnd)); err != nil {
 		return err
@@ -125,6 +145,7 @@ func readSnapshot(r io.Reader) (*State, error) {
 	containers, byApp, live := s.containers.Txn(), s.byApp.Txn(), s.liveByNode.Txn()
 	marked, unstarted := s.marked.Txn(), s.unstarted.Txn()
 	requests, requestsByIndex := s.requests.Txn(), s.requestsByIndex.Txn()
+	aclTokens, aclBySecret, aclPolicies := s.acl.tokens.Txn(), s.acl.bySecret.Txn(), s.acl.policies.Txn()
 	for {
 		b, err := br.ReadByte()
 		if err != nil {
@@ -136,6 +157,7 @@ func readSnapshot(r io.Reader) (*State, error) {
 			s.containers, s.byApp, s.liveByNode = containers.CommitOnly(), byApp.CommitOnly(), live.CommitOnly()
 			s.marked, s.unstarted = marked.CommitOnly(), unstarted.CommitOnly()
 			s.requests, s.requestsByIndex = requests.CommitOnly(), requestsByIndex.CommitOnly()
+			s.acl.tokens, s.acl.bySecret, s.acl.policies = aclTokens.CommitOnly(), aclBySecret.CommitOnly(), aclPolicies.CommitOnly()
 			return s, nil
 		case recordNode:
 			n := new(scheduler.Node)
@@ -177,9 +199,43 @@ func readSnapshot(r io.Reader) (*State, error) {
 				s.numRequests++
 			}
 			requestsByIndex.Insert(indexKey(r.Index), r)
+		case recordACLToken:
+			tok := new(acl.Token)
+			if err := dec.Decode(tok); err != nil {
+				return nil, fmt.Errorf("read ACL token: %w", err)
+			}
+			aclTokens.Insert([]byte(tok.AccessorID), tok)
+			aclBySecret.Insert(tok.SecretHash, tok)
+		case recordACLPolicy:
+			p := new(acl.Policy)
+			if err := dec.Decode(p); err != nil {
+				return nil, fmt.Errorf("read ACL policy: %w", err)
+			}
+			if err := restoreACLPolicy(p); err != nil {
+				return nil, fmt.Errorf("read ACL policy: %w", err)
+			}
+			aclPolicies.Insert([]byte(p.Name), p)
+		case recordACLMeta:
+			var m aclMeta
+			if err := dec.Decode(&m); err != nil {
+				return nil, fmt.Errorf("read ACL state: %w", err)
+			}
+			s.acl.bootstrapIndex = m.BootstrapIndex
+		case recordWorkloadKey:
+			k := new(WorkloadKey)
+			if err := dec.Decode(k); err != nil {
+				return nil, fmt.Errorf("read workload key: %w", err)
+			}
+			if n := len(s.workloadKeys); n > 0 && s.workloadKeys[n-1].ID >= k.ID {
+				return nil, fmt.Errorf("workload key %d follows key %d: keys must be in ID order", k.ID, s.workloadKeys[n-1].ID)
+			}
+			s.workloadKeys = append(s.workloadKeys, k)
 		case recordQueueConfig:
 			var c scheduler.QueueConfig
 			if err := dec.Decode(&c); err != nil {
+				return nil, fmt.Errorf("read queue configuration: %w", err)
+			}
+			if err := wellFormed(&c); err != nil {
 				return nil, fmt.Errorf("read queue configuration: %w", err)
 			}
 			s.setQueues(&c)
@@ -193,4 +249,27 @@ func readSnapshot(r io.Reader) (*State, error) {
 			}
 		}
 	}
+}
+
+// wellFormed checks what resolving a queue tree relies on: a root and no
+// empty queue. No configuration Apply accepted lacks either, so only a
+// damaged snapshot fails it. (Apply's full validation is not repeated: a
+// rule added since the snapshot was written must not make it unreadable.)
+func wellFormed(c *scheduler.QueueConfig) error {
+	if c.Root == nil {
+		return errors.New("no root queue")
+	}
+	var walk func(q *scheduler.QueueSpec, path string) error
+	walk = func(q *scheduler.QueueSpec, path string) error {
+		for _, ch := range q.Children {
+			if ch == nil {
+				return fmt.Errorf("queue %s has an empty child queue", path)
+			}
+			if err := walk(ch, path+"."+ch.Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(c.Root, c.Root.Name)
 }

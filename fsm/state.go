@@ -18,12 +18,13 @@ const (
 	TableNodes
 	TableApps
 	TableContainers
+	TableACL
 	numTables
 )
 
 // String returns the table's name.
 func (t Table) String() string {
-	return [...]string{"queues", "nodes", "apps", "containers", "unknown"}[min(int(t), int(numTables))]
+	return [...]string{"queues", "nodes", "apps", "containers", "acl", "unknown"}[min(int(t), int(numTables))]
 }
 
 // State is an immutable snapshot of the replicated state. Every method is
@@ -47,9 +48,14 @@ type State struct {
 	// unstarted: live ALLOCATED task containers, by allocation time then ID.
 	unstarted *iradix.Tree[*scheduler.Container]
 
+	// workloadKeys signs workload tokens, oldest first (identity.go).
+	workloadKeys []*WorkloadKey
+
 	requests        *iradix.Tree[*RequestRecord] // request ID
 	requestsByIndex *iradix.Tree[*RequestRecord] // big-endian Raft index of first application
 	numRequests     int
+
+	acl aclTables
 
 	changed chan struct{}
 }
@@ -189,6 +195,8 @@ func newState() *State {
 
 		requests:        iradix.New[*RequestRecord](),
 		requestsByIndex: iradix.New[*RequestRecord](),
+
+		acl: newACLTables(),
 	}
 	s.setQueues(scheduler.DefaultQueueConfig())
 	return s

@@ -97,7 +97,7 @@ func TestDecodeCostBoundsWhatDecodingAllocates(t *testing.T) {
 // is told why, and the connection goes on.
 func TestEmptyEntriesAttackIsRefusedBeforeDecoding(t *testing.T) {
 	ts := startTestServerWith(t, func(s *Server) {
-		Register(s, "Node.Heartbeat", func(ctx context.Context, req *HeartbeatRequest, resp *struct{}) error {
+		Register(s, "Node.Heartbeat", CapPublic, func(ctx context.Context, req *HeartbeatRequest, resp *struct{}) error {
 			t.Errorf("a heartbeat of %d containers reached the handler", len(req.Containers))
 			return nil
 		})
@@ -144,7 +144,7 @@ func TestRegisterRefusesTypesItCannotBound(t *testing.T) {
 			t.Fatalf("Register of a codec.Selfer request: panic %v", r)
 		}
 	}()
-	Register(NewServer(nil), "X.Y", func(ctx context.Context, req *selfDecoding, resp *struct{}) error { return nil })
+	Register(NewServer(nil), "X.Y", CapPublic, func(ctx context.Context, req *selfDecoding, resp *struct{}) error { return nil })
 }
 
 type selfDecoding struct{ n int }

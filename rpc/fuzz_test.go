@@ -21,7 +21,8 @@ var requestTypes = map[string]reflect.Type{}
 
 func init() {
 	for _, v := range []any{
-		AMAllocateRequest{}, AMFinishRequest{}, AMRegisterRequest{}, AppListRequest{}, AppRequest{},
+		ACLBootstrapRequest{}, ACLPolicyApplyRequest{}, ACLPolicyRequest{}, ACLTokenCreateRequest{}, ACLTokenRequest{},
+		NodeResetSecretRequest{}, AMAllocateRequest{}, AMFinishRequest{}, AMRegisterRequest{}, AppListRequest{}, AppRequest{},
 		AppSubmitRequest{}, ContainerIDRequest{}, ContainerListRequest{}, ContainerLogsRequest{},
 		ContainerStartRequest{}, ContainerStatusRequest{}, HeartbeatRequest{}, NodeDeregisterRequest{},
 		NodeRegisterRequest{}, NodeStatusRequest{}, QueueApplyRequest{}, QueueListRequest{},
@@ -79,9 +80,10 @@ func fuzzServer() (*Server, []string) {
 
 func registerEcho(s *Server, name string, t reflect.Type) {
 	s.methods[name] = &method{
-		reqType: t,
-		newArgs: func() any { return reflect.New(t).Interface() },
-		call:    func(ctx context.Context, args any) (any, error) { return args, nil },
+		capability: CapPublic,
+		reqType:    t,
+		newArgs:    func() any { return reflect.New(t).Interface() },
+		call:       func(ctx context.Context, args any) (any, error) { return args, nil },
 	}
 }
 

@@ -45,7 +45,7 @@ func (h *holder) holding() int {
 func startLimitedServer(t testing.TB, limits Limits) (*testServer, *holder) {
 	t.Helper()
 	h := &holder{release: make(chan struct{})}
-	ts := startTestServerNamed(t, "a", func(s *Server) { Register(s, "Hold.Hold", h.Hold) }, WithLimits(limits))
+	ts := startTestServerNamed(t, "a", func(s *Server) { Register(s, "Hold.Hold", CapPublic, h.Hold) }, WithLimits(limits))
 	t.Cleanup(func() {
 		select {
 		case <-h.release:

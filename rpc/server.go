@@ -28,12 +28,18 @@ type Server struct {
 	logger      hclog.Logger
 	methods     map[string]*method
 	maxInflight int
+	// Authorize, if set, runs before every handler with the method's
+	// declared capability; an error is the answer and the handler does not
+	// run. The context it returns (for example with the caller's resolved
+	// ACL) is the handler's. Set it before serving.
+	Authorize func(ctx context.Context, method string, c Capability, args any) (context.Context, error)
 }
 
 type method struct {
-	reqType reflect.Type
-	newArgs func() any
-	call    func(ctx context.Context, args any) (any, error)
+	capability Capability
+	reqType    reflect.Type
+	newArgs    func() any
+	call       func(ctx context.Context, args any) (any, error)
 }
 
 // DefaultMaxInflight bounds the requests of one connection (or multiplexed
@@ -48,21 +54,27 @@ func NewServer(logger hclog.Logger) *Server {
 	return &Server{logger: logger, methods: map[string]*method{}, maxInflight: DefaultMaxInflight}
 }
 
-// Register makes fn answer the method name ("Service.Method"). fn gets
+// Register makes fn answer the method name ("Service.Method"), for callers
+// with capability c (see Capability; every method declares one). fn gets
 // the request's context, the decoded request and a zero response to fill.
-// Registering a name twice panics, as does a request type whose decoding
-// cannot be bounded (see checkDecodeCost): both are programming errors.
-func Register[Req, Resp any](s *Server, name string, fn func(ctx context.Context, req *Req, resp *Resp) error) {
+// Registering a name twice, or with no capability, panics, as does a
+// request type whose decoding cannot be bounded (see checkDecodeCost): all
+// are programming errors.
+func Register[Req, Resp any](s *Server, name string, c Capability, fn func(ctx context.Context, req *Req, resp *Resp) error) {
 	if _, dup := s.methods[name]; dup {
 		panic("rpc: method registered twice: " + name)
+	}
+	if c == "" {
+		panic("rpc: method registered without a capability: " + name)
 	}
 	reqType := reflect.TypeFor[Req]()
 	if _, err := planFor(reqType); err != nil {
 		panic(fmt.Sprintf("rpc: %s: %v", name, err)) // its decoding could not be bounded
 	}
 	s.methods[name] = &method{
-		reqType: reqType,
-		newArgs: func() any { return new(Req) },
+		capability: c,
+		reqType:    reqType,
+		newArgs:    func() any { return new(Req) },
 		call: func(ctx context.Context, args any) (any, error) {
 			resp := new(Resp)
 			err := fn(ctx, args.(*Req), resp)
@@ -88,6 +100,15 @@ func (s *Server) RequestType(name string) reflect.Type {
 		return m.reqType
 	}
 	return nil
+}
+
+// Capabilities returns every registered method's capability.
+func (s *Server) Capabilities() map[string]Capability {
+	out := make(map[string]Capability, len(s.methods))
+	for name, m := range s.methods {
+		out[name] = m.capability
+	}
+	return out
 }
 
 // ConnInfo describes the connection a request arrived on. The security
@@ -218,6 +239,11 @@ func (s *Server) invoke(ctx context.Context, name string, m *method, args any) (
 			reply, err = nil, fmt.Errorf("%s: %w", name, ErrInternal)
 		}
 	}()
+	if s.Authorize != nil {
+		if ctx, err = s.Authorize(ctx, name, m.capability, args); err != nil {
+			return nil, err
+		}
+	}
 	reply, err = m.call(ctx, args)
 	if err != nil && errors.Is(err, context.DeadlineExceeded) && ErrorCode(err) == CodeUnknown {
 		err = fmt.Errorf("%s: %w", name, ErrTimeout)

@@ -23,6 +23,11 @@ type Node struct {
 	Epoch        uint64 `codec:"epoch"`
 	RegisteredAt int64  `codec:"registered_at"`
 	StatusReason string `codec:"status_reason"`
+	// SecretHash is the SHA-256 of the node secret its agent registered
+	// with (SPEC §15); empty for a node that has none yet. Heartbeats,
+	// deregistration and re-registration of the node must present the
+	// secret. It is never shown to users.
+	SecretHash []byte `codec:"secret_hash,omitempty"`
 	// AllocatedGuaranteed is what live guaranteed containers hold on the
 	// node; AllocatedOpportunistic what running opportunistic ones use
 	// (queued ones hold nothing). The FSM keeps both, and the counts.
@@ -48,10 +53,14 @@ func (n *Node) FreeGuaranteed() Resources { return n.Capacity.Sub(n.AllocatedGua
 const MaxNodeIDLength = 128
 
 // ValidateNodeID checks a node ID: 1 to MaxNodeIDLength letters, digits,
-// '.', '-' and '_' (it names directories and appears in container IDs).
+// '.', '-' and '_', neither "." nor ".." (it names directories and appears
+// in container IDs; see ValidateID).
 func ValidateNodeID(id string) error {
 	if id == "" || len(id) > MaxNodeIDLength {
-		return fmt.Errorf("node id %q must be 1 to %d characters", id, MaxNodeIDLength)
+		return fmt.Errorf("node id %.64q must be 1 to %d characters", id, MaxNodeIDLength)
+	}
+	if id == "." || id == ".." {
+		return fmt.Errorf("node id %q is not an ID", id)
 	}
 	for _, c := range id {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {

@@ -58,6 +58,14 @@ type Config struct {
 	SerfFastGossip bool
 	// Clock drives the leader's duties. Default: the real clock.
 	Clock clock.Clock
+	// ACLEnabled makes every request need an ACL token that allows it
+	// (SPEC §15); off, every caller may do everything.
+	ACLEnabled bool
+	// RaftSkipIndex is the operator's escape hatch from a halt on a
+	// committed entry that no weft can apply (see Halted): the entry at
+	// this index is skipped if this binary cannot apply it. Every server
+	// must be given the same value. 0 skips nothing.
+	RaftSkipIndex uint64
 	// Limits bound what one client may hold of the RPC port (connections,
 	// handshake and idle time, streams; SPEC §15). Zero fields take
 	// rpc.DefaultLimits.

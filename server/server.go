@@ -69,7 +69,14 @@ type Server struct {
 	shutdownMu sync.Mutex
 	shutdown   bool
 	shutdownCh chan struct{}
+	stoppedCh  chan struct{} // closed once stop has torn everything down
 	wg         sync.WaitGroup
+
+	// haltedCh is closed (after haltErr is set) when the server stopped
+	// because its FSM halted, haltLinger after it did.
+	haltedCh   chan struct{}
+	haltErr    error
+	haltLinger time.Duration
 }
 
 // New starts a server: it opens the stores in the data dir, starts Raft,
@@ -88,9 +95,15 @@ func New(config *Config) (*Server, error) {
 		liveness:     newLiveness(config.NodeTTL, config.NodeGossipGrace),
 		waits:        scheduler.NewLocalityWaits(),
 		shutdownCh:   make(chan struct{}),
+		stoppedCh:    make(chan struct{}),
+		haltedCh:     make(chan struct{}),
 		pool:         wrpc.NewPool(config.Logger),
 	}
-	s.fsm = fsm.New(config.Logger)
+	s.fsm = fsm.New(config.Logger, fsm.WithSkipIndex(config.RaftSkipIndex))
+	if config.RaftSkipIndex != 0 {
+		s.logger.Warn("raft_skip_index is set: the entry at that index is skipped if it cannot be applied; every server must run with the same value",
+			"raft_skip_index", config.RaftSkipIndex)
+	}
 	if err := os.MkdirAll(config.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
@@ -102,6 +115,7 @@ func New(config *Config) (*Server, error) {
 	s.listener = ln
 	s.rpcAddr = ln.Addr().String()
 	s.rpcServer = wrpc.NewServer(s.logger.Named("rpc"))
+	s.rpcServer.Authorize = s.authorize
 	s.registerEndpoints()
 	s.raftLayer = newRaftLayer(ln.Addr(), config.Limits.HandshakeTimeout)
 
@@ -118,6 +132,7 @@ func New(config *Config) (*Server, error) {
 	}
 	s.goFunc(s.serfEventLoop)
 	s.goFunc(s.monitorLeadership)
+	s.goFunc(s.watchHalt)
 	if len(config.Join) > 0 {
 		s.goFunc(func() { s.joinLoop(config.Join) })
 	}
@@ -140,6 +155,7 @@ func (s *Server) setupRaft() error {
 	conf.Logger = s.config.Logger.Named("raft")
 	conf.NotifyCh = s.raftNotifyCh
 	conf.BatchApplyCh = true
+	s.haltLinger = 2 * conf.HeartbeatTimeout
 	conf.MaxAppendEntries = raftMaxAppendEntries // what bounds a Raft message (raft_frames.go)
 
 	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
@@ -270,10 +286,21 @@ func (s *Server) awaitRemoval(timeout time.Duration) {
 
 // Shutdown stops the server without leaving: its peers see it fail.
 func (s *Server) Shutdown() error {
+	s.stop()
+	s.wg.Wait()
+	s.logger.Info("server stopped")
+	return nil
+}
+
+// stop tears the server down without waiting for its goroutines (one of
+// them may be the caller). Only the first call does it; later ones wait
+// until it is done.
+func (s *Server) stop() {
 	s.shutdownMu.Lock()
 	if s.shutdown {
 		s.shutdownMu.Unlock()
-		return nil
+		<-s.stoppedCh
+		return
 	}
 	s.shutdown = true
 	close(s.shutdownCh)
@@ -293,9 +320,7 @@ func (s *Server) Shutdown() error {
 	s.listener.Close()
 	s.rpcConns.Close()
 	s.pool.Shutdown()
-	s.wg.Wait()
-	s.logger.Info("server stopped")
-	return nil
+	close(s.stoppedCh)
 }
 
 // goFunc runs f in a goroutine the server owns: Shutdown waits for it, so

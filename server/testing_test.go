@@ -34,6 +34,7 @@ type testCluster struct {
 	configs map[string]*Config
 	pool    *wrpc.Pool
 	clock   clock.Clock // if set, the servers' clock
+	acl     bool        // ACLs on for servers started from now on
 }
 
 func newTestCluster(t *testing.T) *testCluster {
@@ -64,6 +65,7 @@ func (c *testCluster) start(id string, expect int, join ...string) *Server {
 			ReconcileInterval: 500 * time.Millisecond,
 			JoinRetryInterval: 100 * time.Millisecond,
 			SerfFastGossip:    true,
+			ACLEnabled:        c.acl,
 		}
 		c.configs[id] = cfg
 	}

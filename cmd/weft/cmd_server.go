@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/weft-sched/weft/internal/config"
@@ -27,10 +30,16 @@ func runServer(args []string) error {
 	if err := loadConfig(fs, cfg, args, "server"); err != nil {
 		return err
 	}
+	warning, err := config.CheckSecure("server", cfg.Bind, cfg.SecurityGaps(), cfg.Insecure)
+	if err != nil {
+		return usagef("%v", err)
+	}
 	logger, err := newLogger(cfg.LogLevel)
 	if err != nil {
 		return err
 	}
+	stopWarning := warnInsecure(logger, warning)
+	defer stopWarning()
 	srv, err := server.New(&server.Config{
 		NodeID:          cfg.NodeID,
 		DataDir:         cfg.DataDir,
@@ -41,12 +50,44 @@ func runServer(args []string) error {
 		Join:            cfg.Join,
 		Build:           version,
 		Logger:          logger,
+		ACLEnabled:      cfg.ACL != nil && cfg.ACL.Enabled,
+		RaftSkipIndex:   cfg.RaftSkipIndex,
 		Limits:          rpcLimits(cfg.Limits),
 	})
 	if err != nil {
 		return err
 	}
-	return waitForSignal(logger, srv.Leave, srv.Shutdown)
+	return waitForSignalOrStop(logger, srv.Leave, srv.Shutdown, srv.Halted(), srv.HaltError)
+}
+
+// warnInsecure logs warning (if not empty) now and, for a process open
+// off loopback, every config.InsecureWarningInterval until the returned
+// function is called.
+func warnInsecure(logger hclog.Logger, warning string) (stop func()) {
+	if warning == "" {
+		return func() {}
+	}
+	logger.Warn(warning)
+	if !strings.HasPrefix(warning, "INSECURE") {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(config.InsecureWarningInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				logger.Warn(warning)
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
 }
 
 // processConfig is a process configuration of package config.
@@ -85,9 +126,22 @@ func loadConfig(fs *flag.FlagSet, cfg processConfig, args []string, name string)
 // waitForSignal blocks until SIGINT or SIGTERM, then runs graceful; a second
 // signal during it runs hard.
 func waitForSignal(logger hclog.Logger, graceful, hard func() error) error {
+	return waitForSignalOrStop(logger, graceful, hard, nil, nil)
+}
+
+// waitForSignalOrStop is waitForSignal for a process that may also stop by
+// itself: when stopped is closed first, it runs hard (which waits for the
+// stop to finish) and returns why().
+func waitForSignalOrStop(logger hclog.Logger, graceful, hard func() error, stopped <-chan struct{}, why func() error) error {
 	sigCh := make(chan os.Signal, 2)
 	signal.Notify(sigCh, syscall.SIGINT, syscall.SIGTERM)
-	sig := <-sigCh
+	var sig os.Signal
+	select {
+	case sig = <-sigCh:
+	case <-stopped:
+		hard()
+		return why()
+	}
 	logger.Info("caught signal; leaving gracefully (signal again to stop at once)", "signal", sig.String())
 	done := make(chan error, 1)
 	go func() { done <- graceful() }()

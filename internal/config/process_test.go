@@ -133,3 +133,55 @@ func TestSecurityBlocksMerge(t *testing.T) {
 		t.Fatalf("bad duration: %v", err)
 	}
 }
+
+func TestSecureByDefault(t *testing.T) {
+	open := DefaultServer()
+	gaps := open.SecurityGaps()
+	if len(gaps) != 3 {
+		t.Fatalf("an open server lacks %v, want TLS, gossip key and ACLs", gaps)
+	}
+	if w, err := CheckSecure("server", "127.0.0.1", gaps, false); err != nil || !strings.Contains(w, "loopback") {
+		t.Fatalf("loopback: %q %v", w, err)
+	}
+	if _, err := CheckSecure("server", "10.1.2.3", gaps, false); err == nil || !strings.Contains(err.Error(), "-insecure") || !strings.Contains(err.Error(), "ACLs") {
+		t.Fatalf("open off loopback must be refused naming what is missing and -insecure: %v", err)
+	}
+	if w, err := CheckSecure("server", "10.1.2.3", gaps, true); err != nil || !strings.HasPrefix(w, "INSECURE") {
+		t.Fatalf("-insecure: %q %v", w, err)
+	}
+	secure := DefaultServer()
+	secure.TLS = &TLS{CAFile: "ca", CertFile: "c", KeyFile: "k"}
+	secure.Encrypt = "key"
+	secure.ACL = &ACL{Enabled: true}
+	if g := secure.SecurityGaps(); len(g) != 0 {
+		t.Fatalf("a secure server lacks %v", g)
+	}
+	agent := DefaultAgent()
+	agent.TLS, agent.Encrypt = secure.TLS, "key"
+	if g := agent.SecurityGaps(); len(g) != 0 {
+		t.Fatalf("a secure agent lacks %v (agents have no ACL block)", g)
+	}
+}
+
+func TestRaftSkipIndexFromFileAndFlag(t *testing.T) {
+	cfg := DefaultServer()
+	if err := MergeFile(cfg, "s.hcl", []byte("data_dir = \"/d\"\nraft_skip_index = 1234\n"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RaftSkipIndex != 1234 {
+		t.Fatalf("raft_skip_index from the file = %d", cfg.RaftSkipIndex)
+	}
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	flagged := DefaultServer()
+	RegisterFlags(fs, flagged)
+	if err := fs.Parse([]string{"-raft-skip-index", "77"}); err != nil || flagged.RaftSkipIndex != 77 {
+		t.Fatalf("-raft-skip-index: %v, %d", err, flagged.RaftSkipIndex)
+	}
+	if err := fs.Parse([]string{"-raft-skip-index", "-1"}); err == nil {
+		t.Fatalf("a negative index was accepted")
+	}
+	if DefaultServer().RaftSkipIndex != 0 {
+		t.Fatalf("the default skips an entry")
+	}
+}
