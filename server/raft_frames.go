@@ -29,7 +29,11 @@ import (
 //
 // A message past its bound closes the connection before the transport has
 // read all of it: raftMaxMessage is about 73 MiB, where before any length
-// was accepted.
+// was accepted. MaxAppendEntries is also Raft's group commit size, so 8
+// costs concurrent writes throughput (docs/benchmarks.md); the same bound
+// with 32 entries would need commands of at most 2 MiB. Any change must
+// keep raftMaxAppendEntries × raftMaxCommand within the bound, or a batch
+// of large entries could never replicate.
 const (
 	raftMaxAppendEntries  = 8
 	raftMaxCommand        = wrpc.MaxRequestSize + 1<<20
