@@ -1,5 +1,7 @@
 // Package rpc is weft's wire: the msgpack codec with its limits, the
-// first-byte connection types that let one TCP port carry RPC and Raft, the
+// first-byte connection types that let one TCP port carry RPC and Raft
+// (in the clear, or inside mutual TLS where the peer's certificate role is
+// checked: only servers open Raft, RequireRole guards endpoints), the
 // server-side dispatcher (Server: a context per request that carries its
 // connection and the caller's deadline, errors coded so they survive the
 // wire, handler panics contained), a pool of yamux-multiplexed connections,

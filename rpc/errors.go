@@ -79,6 +79,14 @@ var (
 	ErrInternal    = &Error{CodeInternal, "internal error"}
 )
 
+// CodePermissionDenied: the caller's credentials (its certificate's role,
+// its token) do not allow the call; the call changed nothing. Not
+// retryable.
+const CodePermissionDenied Code = "permission_denied"
+
+// ErrPermissionDenied is the sentinel of CodePermissionDenied.
+var ErrPermissionDenied = &Error{CodePermissionDenied, "permission denied"}
+
 // ErrorCode returns the code of err: the code of the first coded error in
 // its chain, CodeTimeout for a context deadline, or CodeUnknown.
 func ErrorCode(err error) Code {

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	msgpackrpc "github.com/hashicorp/net-rpc-msgpackrpc/v2"
 	"github.com/hashicorp/yamux"
+	"github.com/weft-sched/weft/internal/tlsutil"
 )
 
 // DefaultCallTimeout bounds a call that is not a blocking query: enough for
@@ -38,10 +39,13 @@ func YamuxConfig() *yamux.Config {
 }
 
 // Pool keeps one yamux session per server address and reuses idle streams,
-// so a call costs neither a TCP handshake nor a new stream. It is safe for
-// concurrent use.
+// so a call costs neither a TCP handshake nor a new stream. With TLS (see
+// NewTLSPool) every address it dials must prove it holds one role. It is
+// safe for concurrent use.
 type Pool struct {
 	logger hclog.Logger
+	tls    *tlsutil.Configurator // nil: plaintext
+	peer   Role                  // the role every peer must hold, with tls
 
 	mu       sync.Mutex
 	sessions map[string]*muxSession
@@ -67,6 +71,16 @@ func NewPool(logger hclog.Logger) *Pool {
 		logger = hclog.NewNullLogger()
 	}
 	return &Pool{logger: logger.Named("rpc_pool"), sessions: map[string]*muxSession{}}
+}
+
+// NewTLSPool returns an empty pool whose connections are TLS (verified
+// with tc, presenting tc's certificate) to peers that must hold a
+// certificate of role peer: a pool per role a process calls (servers
+// for the servers, agents for the agents). With tc nil it is NewPool.
+func NewTLSPool(logger hclog.Logger, tc *tlsutil.Configurator, peer Role) *Pool {
+	p := NewPool(logger)
+	p.tls, p.peer = tc, peer
+	return p
 }
 
 // Call invokes method on the server at addr and waits for the answer
@@ -149,8 +163,10 @@ func (p *Pool) session(ctx context.Context, addr string) (*muxSession, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.Write([]byte{byte(ConnMultiplex)}); err != nil {
-		conn.Close()
+	hsCtx, cancel := context.WithTimeout(ctx, dialTimeout)
+	conn, err = ClientHandshake(hsCtx, conn, p.tls, p.peer, ConnMultiplex)
+	cancel()
+	if err != nil {
 		return nil, fmt.Errorf("handshake with %s: %w", addr, err)
 	}
 	ys, err := yamux.Client(conn, YamuxConfig())

@@ -74,10 +74,18 @@ func (s *Server) Methods() []string {
 	return out
 }
 
-// ConnInfo describes the connection a request arrived on. The security
-// layer adds the peer's verified identity here.
+// ConnInfo describes the connection a request arrived on, with the peer's
+// verified identity when it came over TLS (RequireRole checks it).
 type ConnInfo struct {
 	RemoteAddr net.Addr
+	// TLS is true for a connection that came over TLS; Role and CommonName
+	// are then those of the peer's verified certificate.
+	TLS bool
+	// Role is the role the peer's certificate holds in this region; empty
+	// without TLS or for a peer without a certificate.
+	Role Role
+	// CommonName is the subject common name of the peer's certificate.
+	CommonName string
 }
 
 type connInfoKey struct{}

@@ -147,7 +147,8 @@ type CertRequest struct {
 // of CertFileNames. Its DNS SANs are the role SAN, "localhost" for
 // servers, agents and routers, and req.DNSNames; its IP SANs 127.0.0.1
 // for those roles, and req.IPs. Servers, agents and routers may serve and
-// dial (server and client auth); clients only dial. It returns the paths
+// dial (server and client auth); clients only dial. It expires after
+// req.Days, or with its CA if that is sooner. It returns the paths
 // written and writes nothing if either file exists already.
 func CreateCert(req CertRequest) (certPath, keyPath string, err error) {
 	return createCert(req, time.Now())
@@ -206,7 +207,7 @@ func createCert(req CertRequest, now time.Time) (string, string, error) {
 	tmpl.DNSNames = append(tmpl.DNSNames, req.DNSNames...)
 	tmpl.IPAddresses = append(tmpl.IPAddresses, req.IPs...)
 	if tmpl.NotAfter.After(caCert.NotAfter) {
-		return "", "", fmt.Errorf("days: the certificate would outlive its CA, which expires %s", caCert.NotAfter.Format(time.DateOnly))
+		tmpl.NotAfter = caCert.NotAfter // it could not verify any longer
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
 	if err != nil {
