@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/weft-sched/weft/internal/clock"
+	"github.com/weft-sched/weft/internal/tlsutil"
 )
 
 // Config configures a Server. Zero values take the SPEC defaults.
@@ -56,6 +57,11 @@ type Config struct {
 	SerfFastGossip bool
 	// Clock drives the leader's duties. Default: the real clock.
 	Clock clock.Clock
+	// TLS turns on mutual TLS (SPEC §15) for RPC and Raft with this
+	// server's certificate, which must hold the server role: the RPC port
+	// accepts only TLS peers with a certificate, Raft only from servers,
+	// and the server dials servers and agents over TLS. Nil: plaintext.
+	TLS *tlsutil.Configurator
 }
 
 const (
@@ -111,6 +117,10 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
+	}
+	if c.TLS != nil && c.TLS.Role() != tlsutil.RoleServer {
+		return fmt.Errorf("tls: a server needs a certificate of role server (%s), not %q; make one with 'weft tls cert create -server'",
+			tlsutil.RoleName(tlsutil.RoleServer, c.TLS.Region()), c.TLS.Role())
 	}
 	return nil
 }

@@ -191,7 +191,7 @@ func (e *Container) Logs(ctx context.Context, args *wrpc.ContainerLogsRequest, r
 	if !ok {
 		return wrpc.Errorf(wrpc.CodeNotFound, "node %s of container %s not found", c.NodeID, args.ID)
 	}
-	if err := e.srv.pool.Call(ctx, n.Address, "Container.Logs", args, reply); err != nil {
+	if err := e.srv.agentPool.Call(ctx, n.Address, "Container.Logs", args, reply); err != nil {
 		if !wrpc.IsServerError(err) {
 			return wrpc.Errorf(wrpc.CodeUnavailable, "node %s (%s), which holds the logs of %s, is unreachable: %v", n.ID, n.Address, args.ID, err)
 		}

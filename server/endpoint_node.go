@@ -16,6 +16,9 @@ type Node struct{ srv *Server }
 // Register records an agent at a new epoch. A retried registration (same
 // request ID) gets the epoch of the first.
 func (e *Node) Register(ctx context.Context, args *wrpc.NodeRegisterRequest, reply *wrpc.NodeRegisterResponse) error {
+	if err := requirePeerRole(ctx, wrpc.RoleAgent); err != nil {
+		return err
+	}
 	if done, err := e.srv.forwardWrite(ctx, "Node.Register", args, reply); done {
 		return err
 	}
@@ -43,6 +46,9 @@ func (e *Node) Register(ctx context.Context, args *wrpc.NodeRegisterRequest, rep
 // gracefully: its containers have been stopped and reported, and nothing
 // more is placed there. An agent whose epoch is already over gets no error.
 func (e *Node) Deregister(ctx context.Context, args *wrpc.NodeDeregisterRequest, reply *wrpc.WriteResponse) error {
+	if err := requirePeerRole(ctx, wrpc.RoleAgent); err != nil {
+		return err
+	}
 	if done, err := e.srv.forwardWrite(ctx, "Node.Deregister", args, reply); done {
 		return err
 	}
@@ -72,6 +78,9 @@ func (s *Server) heartbeatSeen(id string, epoch uint64, now time.Time, load *wrp
 // change, in one Raft command and only when something changed, and answers
 // with what the agent must do.
 func (e *Node) Heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply *wrpc.HeartbeatResponse) error {
+	if err := requirePeerRole(ctx, wrpc.RoleAgent); err != nil {
+		return err
+	}
 	if done, err := e.srv.forwardWrite(ctx, "Node.Heartbeat", args, reply); done {
 		return err
 	}

@@ -160,6 +160,10 @@ func (s *Server) maybeBootstrap() {
 		if p.ID == s.config.NodeID {
 			continue
 		}
+		if err := s.verifyServerPeer(p); err != nil {
+			s.logger.Warn("not bootstrapping with a serf member that did not prove it is that server; will retry", "peer", p.ID, "error", err)
+			return
+		}
 		var resp wrpc.PeersResponse
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err := s.pool.Call(ctx, p.RPCAddr, "Status.Peers", &wrpc.RequestHeader{AllowStale: true}, &resp)

@@ -46,7 +46,8 @@ type Server struct {
 	rpcAddr   string
 	rpcServer *wrpc.Server
 	rpcConns  *wrpc.Listener
-	pool      *wrpc.Pool
+	pool      *wrpc.Pool // to servers
+	agentPool *wrpc.Pool // to agents
 
 	// livenessMu guards liveness: heartbeats and gossip arrive from many
 	// goroutines, the leader's duties tick it from one.
@@ -88,7 +89,8 @@ func New(config *Config) (*Server, error) {
 		liveness:     newLiveness(config.NodeTTL, config.NodeGossipGrace),
 		waits:        scheduler.NewLocalityWaits(),
 		shutdownCh:   make(chan struct{}),
-		pool:         wrpc.NewPool(config.Logger),
+		pool:         wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleServer),
+		agentPool:    wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleAgent),
 	}
 	s.fsm = fsm.New(config.Logger)
 	if err := os.MkdirAll(config.DataDir, 0o755); err != nil {
@@ -103,13 +105,16 @@ func New(config *Config) (*Server, error) {
 	s.rpcAddr = ln.Addr().String()
 	s.rpcServer = wrpc.NewServer(s.logger.Named("rpc"))
 	s.registerEndpoints()
-	s.raftLayer = newRaftLayer(ln.Addr())
+	s.raftLayer = newRaftLayer(ln.Addr(), config.TLS)
 
 	if err := s.setupRaft(); err != nil {
 		ln.Close()
 		return nil, err
 	}
 	s.rpcConns = wrpc.NewListener(s.rpcServer, s.logger, s.raftLayer.handoff)
+	if config.TLS != nil {
+		s.rpcConns.UseTLS(config.TLS, wrpc.RequireClientCert)
+	}
 	s.goFunc(func() { s.rpcConns.Serve(ln) })
 
 	if err := s.setupSerf(); err != nil {
@@ -122,7 +127,7 @@ func New(config *Config) (*Server, error) {
 		s.goFunc(func() { s.joinLoop(config.Join) })
 	}
 	s.logger.Info("server started", "rpc_addr", s.rpcAddr, "serf_addr", s.SerfAddr(),
-		"bootstrap_expect", config.BootstrapExpect, "raft_state_on_disk", s.hadRaftState)
+		"bootstrap_expect", config.BootstrapExpect, "raft_state_on_disk", s.hadRaftState, "tls", config.TLS != nil)
 	return s, nil
 }
 
@@ -292,6 +297,7 @@ func (s *Server) Shutdown() error {
 	s.listener.Close()
 	s.rpcConns.Close()
 	s.pool.Shutdown()
+	s.agentPool.Shutdown()
 	s.wg.Wait()
 	s.logger.Info("server stopped")
 	return nil

@@ -34,6 +34,8 @@ type testCluster struct {
 	configs map[string]*Config
 	pool    *wrpc.Pool
 	clock   clock.Clock // if set, the servers' clock
+	// pki, if set, turns TLS on: each server gets a server certificate.
+	pki *testutil.PKI
 }
 
 func newTestCluster(t *testing.T) *testCluster {
@@ -64,6 +66,9 @@ func (c *testCluster) start(id string, expect int, join ...string) *Server {
 			ReconcileInterval: 500 * time.Millisecond,
 			JoinRetryInterval: 100 * time.Millisecond,
 			SerfFastGossip:    true,
+		}
+		if c.pki != nil {
+			cfg.TLS = c.pki.Configurator(wrpc.RoleServer)
 		}
 		c.configs[id] = cfg
 	}

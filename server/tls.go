@@ -1,0 +1,44 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	wrpc "github.com/weft-sched/weft/rpc"
+)
+
+// peerCheckTimeout bounds the call that checks a would-be Raft peer.
+const peerCheckTimeout = 3 * time.Second
+
+// verifyServerPeer checks, with TLS on, that the serf member p is what it
+// claims before it enters the Raft configuration (SPEC §15: only a member
+// with a server certificate is reconciled into it): its RPC address must
+// prove it holds a server certificate (the pool to servers dials only
+// such peers), and the server answering there must be p.ID, so that no
+// gossip member can pass off a real server's address as its own. Without
+// TLS it checks nothing: gossip alone decides, as before.
+func (s *Server) verifyServerPeer(p serverMember) error {
+	if s.config.TLS == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), peerCheckTimeout)
+	defer cancel()
+	var st wrpc.RaftStatus
+	if err := s.pool.Call(ctx, p.RPCAddr, "Status.Raft", &wrpc.RequestHeader{AllowStale: true}, &st); err != nil {
+		return fmt.Errorf("no server certificate proven at %s: %w", p.RPCAddr, err)
+	}
+	if st.ID != p.ID {
+		return fmt.Errorf("the server at %s is %q, not %q as gossip says", p.RPCAddr, st.ID, p.ID)
+	}
+	return nil
+}
+
+// requirePeerRole checks the certificate role of a call's caller where the
+// call first reaches the servers (see wrpc.RequireRole). A call that a
+// follower forwarded to the leader arrives from a server certificate: it
+// passes, because the follower checked the original caller. A server
+// certificate is trusted with Raft itself, so it loses nothing here.
+func requirePeerRole(ctx context.Context, roles ...wrpc.Role) error {
+	return wrpc.RequireRole(ctx, append(roles, wrpc.RoleServer)...)
+}
