@@ -31,8 +31,10 @@ type Agent struct {
 	rpcAddr  string
 	rpcConns *wrpc.Listener
 	serf     *serf.Serf
-	client   *wrpc.Client
+	client   *wrpc.Client // to the servers
 	mgr      *manager
+	// agentPool reaches other agents (their loads, releasing containers).
+	agentPool *wrpc.Pool
 
 	epoch     atomic.Uint64
 	heartbeat chan struct{} // asks for an early heartbeat
@@ -70,7 +72,8 @@ func New(config *Config) (*Agent, error) {
 		logger:    config.Logger.Named("agent").With("node_id", config.NodeID),
 		clock:     config.Clock,
 		heartbeat: make(chan struct{}, 1),
-		client:    wrpc.NewClient(nil, nil),
+		client:    wrpc.NewClient(nil, wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleServer)),
+		agentPool: wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleAgent),
 		runDone:   make(chan struct{}),
 		// A list's loads may miss a container its AM is still starting
 		// (allow half a second) and its node has not reported yet (up to
@@ -100,6 +103,10 @@ func New(config *Config) (*Agent, error) {
 	}
 	a.listener, a.rpcAddr = ln, ln.Addr().String()
 	a.rpcConns = wrpc.NewListener(a.registerEndpoints(), a.logger, nil)
+	if config.TLS != nil {
+		// AMs have no certificate: they are authorized by their tokens.
+		a.rpcConns.UseTLS(config.TLS, wrpc.OptionalClientCert)
+	}
 	a.goFunc(func() { a.rpcConns.Serve(ln) })
 
 	conf, err := gossip.Serf(gossip.Config{
@@ -127,7 +134,8 @@ func New(config *Config) (*Agent, error) {
 	})
 	a.goFunc(a.renewLoop)
 	a.logger.Info("agent started", "rpc_addr", a.rpcAddr, "serf_addr", gossip.Addr(a.serf),
-		"resources", config.Resources.String(), "rack", config.Rack, "opportunistic_queue_length", config.OpportunisticQueueLength)
+		"resources", config.Resources.String(), "rack", config.Rack, "opportunistic_queue_length", config.OpportunisticQueueLength,
+		"tls", config.TLS != nil)
 	return a, nil
 }
 
@@ -348,14 +356,15 @@ func (a *Agent) launchAM(l wrpc.AMLaunch) {
 		a.logger.Error("unknown AM type; cannot launch", "app", l.Container.AppID, "am_type", l.AMType)
 		return
 	}
-	a.mgr.start(l.Container, wrpc.LaunchSpec{
-		Command: []string{a.config.Executable, "am", "dshell"},
-		Env: map[string]string{
-			wrpc.EnvAppAttempt: strconv.Itoa(l.Container.Attempt),
-			wrpc.EnvAMRMAddr:   a.rpcAddr,
-			wrpc.EnvAMToken:    l.Token,
-		},
-	})
+	env := map[string]string{
+		wrpc.EnvAppAttempt: strconv.Itoa(l.Container.Attempt),
+		wrpc.EnvAMRMAddr:   a.rpcAddr,
+		wrpc.EnvAMToken:    l.Token,
+	}
+	if tc := a.config.TLS; tc != nil {
+		env[wrpc.EnvCACert], env[wrpc.EnvRegion] = tc.CAFile(), tc.Region()
+	}
+	a.mgr.start(l.Container, wrpc.LaunchSpec{Command: []string{a.config.Executable, "am", "dshell"}, Env: env})
 }
 
 // leaveTimeout bounds the final report and deregistration of Leave.
@@ -405,6 +414,7 @@ func (a *Agent) Shutdown() error {
 		a.listener.Close()
 		a.rpcConns.Close()
 		a.client.Close()
+		a.agentPool.Shutdown()
 		a.wg.Wait()
 		a.logger.Info("agent stopped")
 	})

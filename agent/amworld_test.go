@@ -28,11 +28,18 @@ type amWorld struct {
 
 func startAMWorld(t testing.TB, n int, shape func(*Config)) *amWorld {
 	t.Helper()
+	return startAMWorldTLS(t, n, nil, shape)
+}
+
+// startAMWorldTLS is startAMWorld with mutual TLS on when pki is not nil;
+// the test's AM client then holds the CA and no certificate, as an AM does.
+func startAMWorldTLS(t testing.TB, n int, pki *testutil.PKI, shape func(*Config)) *amWorld {
+	t.Helper()
 	standIn := filepath.Join(t.TempDir(), "stand-in-am")
 	if err := os.WriteFile(standIn, []byte("#!/bin/sh\nexec sleep 600\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	srv, agents, c := clusterWith(t, n, func(cfg *Config) {
+	srv, agents, c := clusterTLS(t, n, pki, func(cfg *Config) {
 		cfg.Executable = standIn
 		if shape != nil {
 			shape(cfg)
@@ -55,7 +62,11 @@ func startAMWorld(t testing.TB, n int, shape func(*Config)) *amWorld {
 		}
 		return false
 	})
-	w.am = rpc.NewAMClient(w.app, 1, token, w.home.RPCAddr())
+	if pki != nil {
+		w.am = rpc.NewAMClientTLS(w.app, 1, token, w.home.RPCAddr(), pki.Anonymous())
+	} else {
+		w.am = rpc.NewAMClient(w.app, 1, token, w.home.RPCAddr())
+	}
 	t.Cleanup(w.am.Close)
 	if _, err := w.am.Register(context.Background()); err != nil {
 		t.Fatal(err)

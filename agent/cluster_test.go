@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/weft-sched/weft/internal/testutil"
+	"github.com/weft-sched/weft/internal/tlsutil"
 	"github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 	"github.com/weft-sched/weft/server"
@@ -54,6 +55,13 @@ func cluster(t testing.TB, n int) (*server.Server, []*Agent, *rpc.Client) {
 // clusterWith is cluster with each agent's configuration passed through
 // shape (when not nil) before the agent starts.
 func clusterWith(t testing.TB, n int, shape func(*Config)) (*server.Server, []*Agent, *rpc.Client) {
+	return clusterTLS(t, n, nil, shape)
+}
+
+// clusterTLS is clusterWith with mutual TLS on when pki is not nil: the
+// server, each agent and the returned client (a client certificate) get
+// certificates of their roles.
+func clusterTLS(t testing.TB, n int, pki *testutil.PKI, shape func(*Config)) (*server.Server, []*Agent, *rpc.Client) {
 	w := &testLog{t: t, done: make(chan struct{})}
 	t.Cleanup(func() { close(w.done) })
 	level := hclog.Info
@@ -61,8 +69,14 @@ func clusterWith(t testing.TB, n int, shape func(*Config)) (*server.Server, []*A
 		level = hclog.Error // benchmark output shows every log line
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Output: w, Level: level})
+	certFor := func(role rpc.Role) *tlsutil.Configurator {
+		if pki == nil {
+			return nil
+		}
+		return pki.Configurator(role)
+	}
 	srv, err := server.New(&server.Config{NodeID: "s1", DataDir: t.TempDir(), RPCPort: -1, SerfPort: -1,
-		BootstrapExpect: 1, SerfFastGossip: true, Logger: logger.Named("s1")})
+		BootstrapExpect: 1, SerfFastGossip: true, Logger: logger.Named("s1"), TLS: certFor(rpc.RoleServer)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +86,7 @@ func clusterWith(t testing.TB, n int, shape func(*Config)) (*server.Server, []*A
 		cfg := &Config{NodeID: fmt.Sprintf("n%d", i), DataDir: t.TempDir(), RPCPort: -1, SerfPort: -1,
 			Join: []string{srv.SerfAddr()}, Resources: scheduler.Resources{MemoryMB: 2048, Vcores: 4},
 			OpportunisticQueueLength: -1, SerfFastGossip: true, Executable: weftBin, KillGrace: time.Second,
-			Logger: logger.Named(fmt.Sprintf("n%d", i))}
+			Logger: logger.Named(fmt.Sprintf("n%d", i)), TLS: certFor(rpc.RoleAgent)}
 		if shape != nil {
 			shape(cfg)
 		}
@@ -83,7 +97,7 @@ func clusterWith(t testing.TB, n int, shape func(*Config)) (*server.Server, []*A
 		t.Cleanup(func() { a.Shutdown() })
 		agents = append(agents, a)
 	}
-	client := rpc.NewClient([]string{srv.RPCAddr()}, nil)
+	client := rpc.NewClient([]string{srv.RPCAddr()}, rpc.NewTLSPool(nil, certFor(rpc.RoleClient), rpc.RoleServer))
 	t.Cleanup(client.Close)
 	for _, a := range agents {
 		testutil.WaitFor(t, 15*time.Second, func() bool { return a.Epoch() > 0 })

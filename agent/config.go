@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/weft-sched/weft/internal/clock"
+	"github.com/weft-sched/weft/internal/tlsutil"
 	"github.com/weft-sched/weft/scheduler"
 )
 
@@ -55,6 +56,12 @@ type Config struct {
 	// Clock drives heartbeats and the distributed scheduler. Default: the
 	// real clock.
 	Clock clock.Clock
+	// TLS turns on mutual TLS (SPEC §15) with this agent's certificate,
+	// which must hold the agent role: the agent dials servers and agents
+	// over TLS, and its port takes only TLS (verifying a certificate when
+	// one is given: AMs in containers have none). AM containers get the
+	// CA file and region (rpc.EnvCACert, rpc.EnvRegion). Nil: plaintext.
+	TLS *tlsutil.Configurator
 }
 
 func (c *Config) setDefaults() error {
@@ -119,6 +126,10 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
+	}
+	if c.TLS != nil && c.TLS.Role() != tlsutil.RoleAgent {
+		return fmt.Errorf("tls: an agent needs a certificate of role agent (%s), not %q; make one with 'weft tls cert create -agent'",
+			tlsutil.RoleName(tlsutil.RoleAgent, c.TLS.Region()), c.TLS.Role())
 	}
 	return nil
 }

@@ -5,7 +5,9 @@
 // opportunistic asks itself from the leader's least-loaded list (the
 // distributed scheduler, which goes on without a leader) and relays the
 // rest of the AM protocol to the servers, and launches AM containers (the
-// built-in AMs live in package am). A graceful stop (Leave) stops
+// built-in AMs live in package am). With TLS configured it speaks mutual TLS
+// to servers and agents, and its port verifies a certificate when one is
+// given (AMs have none). A graceful stop (Leave) stops
 // heartbeating first, then every container, reports their ends and takes
 // the node out of service before it leaves the pool.
 //

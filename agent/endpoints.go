@@ -64,6 +64,9 @@ func (e *containerEndpoint) Stop(ctx context.Context, args *wrpc.ContainerIDRequ
 // reports the container guaranteed, and undo a promotion the servers do
 // not hold.
 func (e *containerEndpoint) Promote(ctx context.Context, args *wrpc.ContainerIDRequest, reply *struct{}) error {
+	if err := wrpc.RequireRole(ctx, wrpc.RoleServer); err != nil {
+		return err
+	}
 	if !e.a.mgr.promote(args.ID) {
 		return wrpc.Errorf(wrpc.CodeConflict, "container %s is not running opportunistic on node %s", args.ID, e.a.config.NodeID)
 	}
@@ -84,8 +87,12 @@ func (e *containerEndpoint) Status(ctx context.Context, args *wrpc.ContainerStat
 	return nil
 }
 
-// Logs reads a container's stdout or stderr.
+// Logs reads a container's stdout or stderr, for a server that relays
+// them (with TLS on, only a server certificate may ask).
 func (e *containerEndpoint) Logs(ctx context.Context, args *wrpc.ContainerLogsRequest, reply *wrpc.ContainerLogsResponse) error {
+	if err := wrpc.RequireRole(ctx, wrpc.RoleServer); err != nil {
+		return err
+	}
 	resp, err := e.a.mgr.logs(args)
 	if err != nil {
 		return err
@@ -99,8 +106,11 @@ type agentEndpoint struct{ a *Agent }
 
 // Load reports the node's capacity and load, for the distributed
 // schedulers of other agents that have had no list from the leader for a
-// while.
+// while (with TLS on, only agent and server certificates may ask).
 func (e *agentEndpoint) Load(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.AgentLoadResponse) error {
+	if err := wrpc.RequireRole(ctx, wrpc.RoleAgent, wrpc.RoleServer); err != nil {
+		return err
+	}
 	*reply = e.a.loadResponse()
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/rpc"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -55,6 +56,9 @@ type Pool struct {
 type muxSession struct {
 	addr    string
 	session *yamux.Session
+	// answered is set once the server at addr has answered a call on this
+	// session: a session that dies before is likely refused, not broken.
+	answered atomic.Bool
 
 	mu   sync.Mutex
 	idle []*clientStream
@@ -114,8 +118,9 @@ func (p *Pool) Call(ctx context.Context, addr, method string, args, reply any) e
 	}
 	st, err := s.stream()
 	if err != nil {
+		err = s.refused(fmt.Errorf("open stream: %w", err))
 		p.drop(s)
-		return &TransportError{Addr: addr, Method: method, Err: fmt.Errorf("open stream: %w", err)}
+		return &TransportError{Addr: addr, Method: method, Err: err}
 	}
 	st.SetDeadline(deadline)
 	// A caller that gives up early closes the stream under the call.
@@ -125,9 +130,11 @@ func (p *Pool) Call(ctx context.Context, addr, method string, args, reply any) e
 	var se rpc.ServerError
 	switch {
 	case err == nil && !cancelled:
+		s.answered.Store(true)
 		s.release(st)
 		return nil
 	case errors.As(err, &se) && !cancelled:
+		s.answered.Store(true)
 		s.release(st)
 		return decodeError(string(se))
 	}
@@ -138,12 +145,23 @@ func (p *Pool) Call(ctx context.Context, addr, method string, args, reply any) e
 	case !time.Now().Before(deadline):
 		err = fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
 	}
+	err = s.refused(err)
 	if !errors.Is(err, context.Canceled) {
 		// A server that did not answer in time, or broke the stream, is not
 		// trusted with the session's other calls: reconnect next time.
 		p.drop(s)
 	}
 	return &TransportError{Addr: addr, Method: method, Err: err}
+}
+
+// refused adds a likely reason to the failure of a session on which the
+// server never answered: it closed the connection at once, as a server
+// does to a peer whose TLS setting or certificate it refuses.
+func (s *muxSession) refused(err error) error {
+	if s.answered.Load() || !s.session.IsClosed() || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%w (the server closed the connection before any answer: does it need TLS, or refuse this certificate? its log says why)", err)
 }
 
 func (p *Pool) session(ctx context.Context, addr string) (*muxSession, error) {

@@ -132,9 +132,9 @@ func TestTLSListenerRefusesPlaintext(t *testing.T) {
 	if ts.raftConns() != 0 {
 		t.Fatal("plaintext Raft reached the Raft handoff")
 	}
-	// A plaintext pool cannot call.
-	if _, err := who(t, NewPool(nil), ts.addr); err == nil {
-		t.Fatal("a plaintext call was answered")
+	// A plaintext pool cannot call, and is told why that may be.
+	if _, err := who(t, NewPool(nil), ts.addr); err == nil || !strings.Contains(err.Error(), "does it need TLS") {
+		t.Fatalf("a plaintext call: %v", err)
 	}
 }
 

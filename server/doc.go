@@ -1,6 +1,9 @@
 // Package server is a weft server: Raft on raft-boltdb with file snapshots,
 // the serf LAN pool, the RPC listener that multiplexes msgpack RPC and Raft
-// on one port, the RPC endpoints, follower-to-leader forwarding within each
+// on one port (inside mutual TLS when configured: Raft only with server
+// certificates, node endpoints only with agent certificates, and no serf
+// member enters the Raft configuration without proving a server
+// certificate), the RPC endpoints, follower-to-leader forwarding within each
 // request's deadline, client writes proposed with their request IDs, and the
 // leader's duties: Raft membership reconciliation, the scheduling loop that
 // commits plans, preemption, node liveness (a Tick(now) state machine that

@@ -25,14 +25,19 @@ func runAgent(args []string) error {
 	if err != nil {
 		return err
 	}
+	tc, err := tlsConfigurator(cfg.TLS, cfg.Region)
+	if err != nil {
+		return err
+	}
 	a, err := agent.New(&agent.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, BindAddr: cfg.Bind, RPCPort: cfg.RPCPort, SerfPort: cfg.SerfPort,
 		Join: cfg.Join, Resources: cfg.NodeCapacity(), Rack: cfg.Rack, OpportunisticQueueLength: cfg.OpportunisticQueueLength,
-		LazyHeartbeats: cfg.LazyHeartbeats, Build: version, Logger: logger,
+		LazyHeartbeats: cfg.LazyHeartbeats, Build: version, Logger: logger, TLS: tc,
 	})
 	if err != nil {
 		return err
 	}
+	defer reloadOnSIGHUP(logger, tc)()
 	return waitForSignal(logger, a.Leave, a.Shutdown)
 }
 

@@ -31,6 +31,10 @@ func runServer(args []string) error {
 	if err != nil {
 		return err
 	}
+	tc, err := tlsConfigurator(cfg.TLS, cfg.Region)
+	if err != nil {
+		return err
+	}
 	srv, err := server.New(&server.Config{
 		NodeID:          cfg.NodeID,
 		DataDir:         cfg.DataDir,
@@ -41,10 +45,12 @@ func runServer(args []string) error {
 		Join:            cfg.Join,
 		Build:           version,
 		Logger:          logger,
+		TLS:             tc,
 	})
 	if err != nil {
 		return err
 	}
+	defer reloadOnSIGHUP(logger, tc)()
 	return waitForSignal(logger, srv.Leave, srv.Shutdown)
 }
 

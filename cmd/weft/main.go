@@ -38,6 +38,7 @@ func init() {
 		"container": {"list containers and read their logs", runContainer},
 		"node":      {"list and inspect agent nodes", runNode},
 		"am":        {"run a built-in application master (used by agents)", runAM},
+		"tls":       {"make a CA and certificates for mutual TLS (ca create, cert create)", runTLS},
 	}
 }
 
@@ -93,7 +94,8 @@ func printUsage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].synopsis)
 	}
-	fmt.Fprintln(w, "\nClient commands take -address HOST:PORT (or WEFT_ADDR), -json and -stale.")
+	fmt.Fprintln(w, "\nClient commands take -address HOST:PORT (or WEFT_ADDR), -json and -stale,")
+	fmt.Fprintln(w, "and -ca-cert, -client-cert, -client-key (or WEFT_CACERT, WEFT_CLIENT_CERT, WEFT_CLIENT_KEY) for TLS.")
 	fmt.Fprintln(w, "Run 'weft COMMAND -h' for a command's flags.")
 }
 

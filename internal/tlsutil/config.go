@@ -122,6 +122,10 @@ func (c *Configurator) load() (*material, error) {
 	return m, nil
 }
 
+// CAFile is the path of the CA file, to hand to processes (an AM in a
+// container) that dial this one's peers without a certificate of their own.
+func (c *Configurator) CAFile() string { return c.caFile }
+
 // Region is the region whose role SANs this configurator checks.
 func (c *Configurator) Region() string { return c.region }
 
