@@ -51,8 +51,12 @@ type listenerTLS struct {
 // plaintext connection is closed with a logged reason, Raft is served only
 // to a peer holding a server certificate, and every request carries the
 // peer's verified identity in its ConnInfo. Call it before Serve. Without
-// it, a listener refuses ConnTLS.
+// it (or with tc nil), a listener refuses ConnTLS.
 func (l *Listener) UseTLS(tc *tlsutil.Configurator, certs ClientCerts) {
+	if tc == nil {
+		l.tls = nil
+		return
+	}
 	config := tc.IncomingConfig()
 	if certs == OptionalClientCert {
 		config = tc.IncomingConfigCertOptional()

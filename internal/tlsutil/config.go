@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -59,11 +60,23 @@ func New(caFile, certFile, keyFile, region string) (*Configurator, error) {
 	if err := ValidateRegion(region); err != nil {
 		return nil, fmt.Errorf("tls: %w", err)
 	}
-	c := &Configurator{region: region, caFile: caFile, certFile: certFile, keyFile: keyFile}
+	// Absolute paths: Reload and the processes CAFile is handed to (AMs,
+	// in their own working directories) read them from elsewhere.
+	c := &Configurator{region: region, caFile: absPath(caFile), certFile: absPath(certFile), keyFile: absPath(keyFile)}
 	if err := c.Reload(); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+func absPath(p string) string {
+	if p == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
 }
 
 // Reload reads the files again and, if they are sound (as New requires),
@@ -122,7 +135,7 @@ func (c *Configurator) load() (*material, error) {
 	return m, nil
 }
 
-// CAFile is the path of the CA file, to hand to processes (an AM in a
+// CAFile is the absolute path of the CA file, to hand to processes (an AM in a
 // container) that dial this one's peers without a certificate of their own.
 func (c *Configurator) CAFile() string { return c.caFile }
 

@@ -395,3 +395,20 @@ func TestOptionalClientCertificate(t *testing.T) {
 		t.Fatal("a configurator without a certificate served")
 	}
 }
+
+func TestFilesAreRememberedByAbsolutePath(t *testing.T) {
+	p := newPKI(t, "global")
+	t.Chdir(p.dir)
+	c, err := New(CAFileName, "", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !filepath.IsAbs(c.CAFile()) {
+		t.Fatalf("CAFile() = %q, want an absolute path", c.CAFile())
+	}
+	a, _ := os.Stat(c.CAFile())
+	b, _ := os.Stat(p.ca)
+	if !os.SameFile(a, b) || c.Region() != DefaultRegion || c.Role() != "" {
+		t.Fatalf("configurator without a certificate: %q, region %q, role %q", c.CAFile(), c.Region(), c.Role())
+	}
+}
