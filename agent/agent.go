@@ -96,6 +96,10 @@ func New(config *Config) (*Agent, error) {
 		a.logger.Info("cgroups v2 limits unavailable; container resources are accounted only", "reason", why)
 	}
 	a.mgr = newManager(a.logger, config.Clock, config.NodeID, dir, config.Resources, config.OpportunisticQueueLength, config.KillGrace, cg, a.pokeHeartbeat)
+	a.mgr.runAs = runAsPolicy{agentIsRoot: os.Geteuid() == 0, allowRoot: config.AllowRoot, runAsUser: config.RunAsUser}
+	if err := checkContainerUsers(a.mgr.runAs, a.mgr.lookup, dir, config.Executable, a.logger); err != nil {
+		return nil, err
+	}
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(config.BindAddr, strconv.Itoa(port(config.RPCPort))))
 	if err != nil {

@@ -267,12 +267,14 @@ func (p *amrmProxy) allocateLocal(at *proxyAttempt, args *wrpc.AMAllocateRequest
 	}
 	now := clockNow.UnixNano()
 	prefix := scheduler.AgentContainerIDPrefix + p.a.config.NodeID + "-" + strconv.FormatUint(p.a.epoch.Load(), 10) + "-"
+	// The app's user is the one the leader gave this node's AM container.
+	user := p.a.mgr.amUser(args.AppID, args.Attempt)
 	out := make([]wrpc.ContainerInfo, len(nodes))
 	for i, n := range nodes {
 		id := prefix + strconv.FormatUint(p.a.seq.Add(1), 10)
 		out[i] = wrpc.ContainerInfo{ID: id, AppID: args.AppID, Attempt: args.Attempt, NodeID: n.NodeID, NodeAddress: n.Address,
 			AskID: ask.AskID, ExecutionType: string(scheduler.Opportunistic), State: string(scheduler.ContainerAllocated),
-			Resources: ask.Resources, Token: id, AllocatedAt: now}
+			Resources: ask.Resources, User: user, Token: id, AllocatedAt: now}
 		at.minted[id] = n.Address
 	}
 	return out

@@ -39,7 +39,10 @@ func detectCgroups(fsRoot, nodeID string) (*cgroups, string) {
 	if err := os.WriteFile(filepath.Join(fsRoot, "cgroup.subtree_control"), []byte("+memory +cpu"), 0o644); err != nil {
 		return nil, fmt.Sprintf("cannot enable controllers at %s: %v", fsRoot, err)
 	}
-	dir := filepath.Join(fsRoot, "weft-"+sanitize(nodeID))
+	if err := scheduler.ValidateNodeID(nodeID); err != nil {
+		return nil, err.Error()
+	}
+	dir := filepath.Join(fsRoot, "weft-"+nodeID)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Sprintf("cannot create %s: %v", dir, err)
 	}
@@ -64,9 +67,13 @@ func cgroup2Mount(mounts string) (string, error) {
 }
 
 // create makes a container's cgroup with its limits and returns an open
-// directory file to start the process in (the caller closes it).
+// directory file to start the process in (the caller closes it). It
+// refuses an ID that is not scheduler.ValidateID's.
 func (c *cgroups) create(id string, r scheduler.Resources) (*os.File, error) {
-	dir := filepath.Join(c.root, sanitize(id))
+	if err := scheduler.ValidateID("container id", id); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(c.root, id)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -80,8 +87,13 @@ func (c *cgroups) create(id string, r scheduler.Resources) (*os.File, error) {
 	return os.Open(dir)
 }
 
-// remove deletes a container's cgroup once its processes are gone.
-func (c *cgroups) remove(id string) { os.Remove(filepath.Join(c.root, sanitize(id))) }
+// remove deletes a container's cgroup once its processes are gone (there
+// is none for an invalid ID: create refused it).
+func (c *cgroups) remove(id string) {
+	if scheduler.ValidateID("container id", id) == nil {
+		os.Remove(filepath.Join(c.root, id))
+	}
+}
 
 func contains(list []string, s string) bool {
 	for _, x := range list {
@@ -90,13 +102,4 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-func sanitize(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '/' {
-			return '_'
-		}
-		return r
-	}, s)
 }

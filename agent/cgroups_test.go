@@ -62,3 +62,33 @@ func TestCgroup2Mount(t *testing.T) {
 		t.Fatal("found cgroup2 where none is mounted")
 	}
 }
+
+func TestCgroupsRefuseIDsThatLeaveTheirDirectory(t *testing.T) {
+	root := fakeCgroupFS(t, "cpu memory\n")
+	cg, why := detectCgroups(root, "n1")
+	if cg == nil {
+		t.Fatalf("not detected: %s", why)
+	}
+	for _, id := range []string{"..", ".", "../x", "a/b", "*", ""} {
+		if f, err := cg.create(id, scheduler.Resources{MemoryMB: 64, Vcores: 1}); err == nil {
+			f.Close()
+			t.Errorf("create(%q) made a cgroup", id)
+		}
+	}
+	// Nothing was written outside the agent's own directory, nor in it.
+	if _, err := os.Stat(filepath.Join(root, "memory.max")); !os.IsNotExist(err) {
+		t.Fatalf("memory.max written at the hierarchy's root: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "x")); !os.IsNotExist(err) {
+		t.Fatalf("a cgroup was made beside the agent's: %v", err)
+	}
+	entries, _ := os.ReadDir(filepath.Join(root, "weft-n1"))
+	for _, e := range entries {
+		if e.IsDir() {
+			t.Errorf("cgroup %s made for an invalid ID", e.Name())
+		}
+	}
+	if cg, _ := detectCgroups(root, ".."); cg != nil {
+		t.Fatalf("detectCgroups accepted node id \"..\" (cgroup %s)", cg.root)
+	}
+}

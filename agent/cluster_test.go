@@ -28,6 +28,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// AM containers that run as another user (runas_cluster_test.go) must
+	// reach the binary.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -86,7 +92,11 @@ func clusterTLS(t testing.TB, n int, pki *testutil.PKI, shape func(*Config)) (*s
 		cfg := &Config{NodeID: fmt.Sprintf("n%d", i), DataDir: t.TempDir(), RPCPort: -1, SerfPort: -1,
 			Join: []string{srv.SerfAddr()}, Resources: scheduler.Resources{MemoryMB: 2048, Vcores: 4},
 			OpportunisticQueueLength: -1, SerfFastGossip: true, Executable: weftBin, KillGrace: time.Second,
-			Logger: logger.Named(fmt.Sprintf("n%d", i)), TLS: certFor(rpc.RoleAgent)}
+			// Containers run as the test's user, root or not: the test's
+			// directories are private to it (runas_test.go covers the
+			// accounts a root agent picks).
+			AllowRoot: true,
+			Logger:    logger.Named(fmt.Sprintf("n%d", i)), TLS: certFor(rpc.RoleAgent)}
 		if shape != nil {
 			shape(cfg)
 		}

@@ -44,6 +44,12 @@ type Config struct {
 	// writes for the leader, slower news of freed resources.
 	LazyHeartbeats bool
 	KillGrace      time.Duration
+	// AllowRoot lets containers run as root when the agent runs as root;
+	// without it they never do (SPEC §15).
+	AllowRoot bool
+	// RunAsUser runs each container as its app user's Unix account, where
+	// that account exists on this host, when the agent runs as root.
+	RunAsUser bool
 	// Executable is the weft binary AM containers run ("weft am dshell").
 	// Default: this process's executable.
 	Executable        string

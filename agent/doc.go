@@ -1,7 +1,8 @@
 // Package agent is a weft node: it joins the serf pool, registers its
 // capacity and rack with the servers and heartbeats to them, runs containers
 // as process groups (launch, queue, evict, shed, kill, logs) through the pure
-// scheduler.LocalScheduler, hosts the AMRMProxy that allocates its AMs'
+// scheduler.LocalScheduler, each as the Unix account runAsPolicy picks
+// (runas.go: never root unless allow_root), hosts the AMRMProxy that allocates its AMs'
 // opportunistic asks itself from the leader's least-loaded list (the
 // distributed scheduler, which goes on without a leader) and relays the
 // rest of the AM protocol to the servers, and launches AM containers (the
@@ -15,5 +16,7 @@
 // live in package scheduler. The agent must never write replicated state
 // except through server RPCs, and a container must never outlive the
 // agent's knowledge of it: a restarted agent kills what its previous run
-// left behind.
+// left behind. No caller text becomes a path: every ID is checked with
+// scheduler.ValidateID at the RPC boundary and again where a path is built
+// (paths.go, cgroups.go).
 package agent

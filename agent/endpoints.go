@@ -13,15 +13,15 @@ import (
 func (a *Agent) registerEndpoints() *wrpc.Server {
 	s := wrpc.NewServer(a.logger.Named("rpc"))
 	c, ag := &containerEndpoint{a}, &agentEndpoint{a}
-	wrpc.Register(s, "AM.Register", a.proxy.Register)
-	wrpc.Register(s, "AM.Allocate", a.proxy.Allocate)
-	wrpc.Register(s, "AM.Finish", a.proxy.Finish)
-	wrpc.Register(s, "Container.Start", c.Start)
-	wrpc.Register(s, "Container.Stop", c.Stop)
-	wrpc.Register(s, "Container.Promote", c.Promote)
-	wrpc.Register(s, "Container.Status", c.Status)
-	wrpc.Register(s, "Container.Logs", c.Logs)
-	wrpc.Register(s, "Agent.Load", ag.Load)
+	wrpc.Register(s, "AM.Register", wrpc.CapWorkload, a.proxy.Register)
+	wrpc.Register(s, "AM.Allocate", wrpc.CapWorkload, a.proxy.Allocate)
+	wrpc.Register(s, "AM.Finish", wrpc.CapWorkload, a.proxy.Finish)
+	wrpc.Register(s, "Container.Start", wrpc.CapWorkload, c.Start)
+	wrpc.Register(s, "Container.Stop", wrpc.CapWorkload, c.Stop)
+	wrpc.Register(s, "Container.Promote", wrpc.CapServer, c.Promote)
+	wrpc.Register(s, "Container.Status", wrpc.CapWorkload, c.Status)
+	wrpc.Register(s, "Container.Logs", wrpc.CapServer, c.Logs)
+	wrpc.Register(s, "Agent.Load", wrpc.CapAgent, ag.Load)
 	return s
 }
 
@@ -31,6 +31,9 @@ type containerEndpoint struct{ a *Agent }
 // Start runs a container placed on this node.
 func (e *containerEndpoint) Start(ctx context.Context, args *wrpc.ContainerStartRequest, reply *wrpc.ContainerStartResponse) error {
 	c := args.Container
+	if err := checkContainerIDs(&c); err != nil {
+		return err
+	}
 	switch {
 	case c.NodeID != e.a.config.NodeID:
 		return wrpc.Errorf(wrpc.CodeBadRequest, "container %s is placed on node %s, not on %s", c.ID, c.NodeID, e.a.config.NodeID)
@@ -47,6 +50,8 @@ func (e *containerEndpoint) Start(ctx context.Context, args *wrpc.ContainerStart
 	}
 	// AM containers are launched by the agent itself, on the leader's
 	// order: a client cannot claim one (and with it an AM's identity).
+	// c.User, the account it may run as, comes from the servers through
+	// the AM (see rpc.ContainerInfo.User).
 	c.IsAM = false
 	*reply = *e.a.mgr.start(c, args.Launch)
 	return nil
@@ -54,6 +59,9 @@ func (e *containerEndpoint) Start(ctx context.Context, args *wrpc.ContainerStart
 
 // Stop stops a container on this node.
 func (e *containerEndpoint) Stop(ctx context.Context, args *wrpc.ContainerIDRequest, reply *struct{}) error {
+	if err := checkID("id", args.ID); err != nil {
+		return err
+	}
 	e.a.mgr.stop(args.ID, scheduler.ReasonKilled)
 	return nil
 }
@@ -64,7 +72,7 @@ func (e *containerEndpoint) Stop(ctx context.Context, args *wrpc.ContainerIDRequ
 // reports the container guaranteed, and undo a promotion the servers do
 // not hold.
 func (e *containerEndpoint) Promote(ctx context.Context, args *wrpc.ContainerIDRequest, reply *struct{}) error {
-	if err := wrpc.RequireRole(ctx, wrpc.RoleServer); err != nil {
+	if err := checkID("id", args.ID); err != nil {
 		return err
 	}
 	if !e.a.mgr.promote(args.ID) {
@@ -75,6 +83,9 @@ func (e *containerEndpoint) Promote(ctx context.Context, args *wrpc.ContainerIDR
 
 // Status reports containers on this node (all of them if no IDs are given).
 func (e *containerEndpoint) Status(ctx context.Context, args *wrpc.ContainerStatusRequest, reply *wrpc.ContainerStatusResponse) error {
+	if err := checkIDs("ids", args.IDs); err != nil {
+		return err
+	}
 	want := map[string]bool{}
 	for _, id := range args.IDs {
 		want[id] = true
@@ -87,10 +98,10 @@ func (e *containerEndpoint) Status(ctx context.Context, args *wrpc.ContainerStat
 	return nil
 }
 
-// Logs reads a container's stdout or stderr, for a server that relays
-// them (with TLS on, only a server certificate may ask).
+// Logs reads a container's stdout or stderr. The ID is exact: it matches
+// one container or none.
 func (e *containerEndpoint) Logs(ctx context.Context, args *wrpc.ContainerLogsRequest, reply *wrpc.ContainerLogsResponse) error {
-	if err := wrpc.RequireRole(ctx, wrpc.RoleServer); err != nil {
+	if err := checkLogsRequest(args); err != nil {
 		return err
 	}
 	resp, err := e.a.mgr.logs(args)
@@ -106,11 +117,8 @@ type agentEndpoint struct{ a *Agent }
 
 // Load reports the node's capacity and load, for the distributed
 // schedulers of other agents that have had no list from the leader for a
-// while (with TLS on, only agent and server certificates may ask).
+// while.
 func (e *agentEndpoint) Load(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.AgentLoadResponse) error {
-	if err := wrpc.RequireRole(ctx, wrpc.RoleAgent, wrpc.RoleServer); err != nil {
-		return err
-	}
 	*reply = e.a.loadResponse()
 	return nil
 }

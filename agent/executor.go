@@ -32,21 +32,29 @@ const (
 
 // startProcess runs argv in dir/work with the given environment, stdout and
 // stderr appended to dir/stdout and dir/stderr. cgroupFD, if not negative,
-// places the process in that cgroup from its first instruction.
-func startProcess(dir string, argv []string, env []string, cgroupFD int) (*process, error) {
+// places the process in that cgroup from its first instruction. cred, if
+// not nil, is the account it runs as: the work directory and the log files
+// are that account's (and private to it), while dir itself and the pid
+// file stay the agent's, so the container can neither swap its log files
+// for links to files it may not read nor forge the pid a restarted agent
+// kills.
+func startProcess(dir string, argv []string, env []string, cgroupFD int, cred *syscall.Credential) (*process, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("empty command")
 	}
-	wd := filepath.Join(dir, workDir)
-	if err := os.MkdirAll(wd, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	stdout, err := os.OpenFile(filepath.Join(dir, stdoutFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	wd := filepath.Join(dir, workDir)
+	if err := makeOwnedDir(wd, cred); err != nil {
+		return nil, err
+	}
+	stdout, err := openLog(filepath.Join(dir, stdoutFile), cred)
 	if err != nil {
 		return nil, err
 	}
 	defer stdout.Close()
-	stderr, err := os.OpenFile(filepath.Join(dir, stderrFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	stderr, err := openLog(filepath.Join(dir, stderrFile), cred)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +64,7 @@ func startProcess(dir string, argv []string, env []string, cgroupFD int) (*proce
 	cmd.Dir = wd
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
 	if cgroupFD >= 0 {
 		cmd.SysProcAttr.UseCgroupFD = true
 		cmd.SysProcAttr.CgroupFD = cgroupFD
@@ -68,6 +76,43 @@ func startProcess(dir string, argv []string, env []string, cgroupFD int) (*proce
 	os.WriteFile(filepath.Join(dir, pidFile), []byte(strconv.Itoa(p.pgid)), 0o644)
 	go p.wait()
 	return p, nil
+}
+
+// makeOwnedDir makes the directory path (its parent exists and is the
+// agent's), private to cred's account, or to the agent's when cred is nil.
+func makeOwnedDir(path string, cred *syscall.Credential) error {
+	if err := os.Mkdir(path, 0o700); err != nil && !os.IsExist(err) {
+		return err
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", path)
+	}
+	if cred != nil {
+		if err := os.Lchown(path, int(cred.Uid), int(cred.Gid)); err != nil {
+			return fmt.Errorf("give %s to uid %d: %w", path, cred.Uid, err)
+		}
+	}
+	return nil
+}
+
+// openLog opens a container's log file for appending, private to cred's
+// account (the agent's when cred is nil); it never follows a link.
+func openLog(path string, cred *syscall.Credential) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if cred != nil {
+		if err := f.Chown(int(cred.Uid), int(cred.Gid)); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("give %s to uid %d: %w", path, cred.Uid, err)
+		}
+	}
+	return f, nil
 }
 
 func (p *process) wait() {

@@ -21,7 +21,7 @@ func waitDone(t *testing.T, p *process) {
 
 func TestProcessExitCodesAndLogs(t *testing.T) {
 	dir := t.TempDir()
-	p, err := startProcess(dir, []string{"sh", "-c", "echo out; echo err >&2; pwd; exit 7"}, []string{"PATH=" + os.Getenv("PATH")}, -1)
+	p, err := startProcess(dir, []string{"sh", "-c", "echo out; echo err >&2; pwd; exit 7"}, []string{"PATH=" + os.Getenv("PATH")}, -1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestProcessExitCodesAndLogs(t *testing.T) {
 
 func TestProcessEnvironment(t *testing.T) {
 	dir := t.TempDir()
-	p, err := startProcess(dir, []string{"sh", "-c", "echo $WEFT_CONTAINER_ID"}, []string{"WEFT_CONTAINER_ID=c-1-2", "PATH=" + os.Getenv("PATH")}, -1)
+	p, err := startProcess(dir, []string{"sh", "-c", "echo $WEFT_CONTAINER_ID"}, []string{"WEFT_CONTAINER_ID=c-1-2", "PATH=" + os.Getenv("PATH")}, -1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,10 +52,10 @@ func TestProcessEnvironment(t *testing.T) {
 }
 
 func TestStartFailure(t *testing.T) {
-	if _, err := startProcess(t.TempDir(), []string{"/nonexistent/binary"}, nil, -1); err == nil {
+	if _, err := startProcess(t.TempDir(), []string{"/nonexistent/binary"}, nil, -1, nil); err == nil {
 		t.Fatal("started a missing binary")
 	}
-	if _, err := startProcess(t.TempDir(), nil, nil, -1); err == nil {
+	if _, err := startProcess(t.TempDir(), nil, nil, -1, nil); err == nil {
 		t.Fatal("started an empty command")
 	}
 }
@@ -65,7 +65,7 @@ func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 func TestKillReachesTheWholeProcessGroup(t *testing.T) {
 	dir := t.TempDir()
 	// The shell starts a background child and records its pid, then waits.
-	p, err := startProcess(dir, []string{"sh", "-c", "sleep 300 & echo $! > child; wait"}, []string{"PATH=" + os.Getenv("PATH")}, -1)
+	p, err := startProcess(dir, []string{"sh", "-c", "sleep 300 & echo $! > child; wait"}, []string{"PATH=" + os.Getenv("PATH")}, -1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestKillReachesTheWholeProcessGroup(t *testing.T) {
 
 func TestKillEscalatesToSIGKILLAfterGrace(t *testing.T) {
 	dir := t.TempDir()
-	p, err := startProcess(dir, []string{"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 1; done"}, []string{"PATH=" + os.Getenv("PATH")}, -1)
+	p, err := startProcess(dir, []string{"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 1; done"}, []string{"PATH=" + os.Getenv("PATH")}, -1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestKillEscalatesToSIGKILLAfterGrace(t *testing.T) {
 func TestKillLeftovers(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "app-1", "c-1-0")
-	p, err := startProcess(dir, []string{"sleep", "300"}, []string{"PATH=" + os.Getenv("PATH")}, -1)
+	p, err := startProcess(dir, []string{"sleep", "300"}, []string{"PATH=" + os.Getenv("PATH")}, -1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -26,6 +28,10 @@ type manager struct {
 	killGrace time.Duration
 	cg        *cgroups
 	changed   func() // asks for an early heartbeat
+	// runAs picks each container's Unix account, looking accounts up with
+	// lookup; the agent sets both before the first start.
+	runAs  runAsPolicy
+	lookup lookupFunc
 
 	queueCapacity int
 
@@ -45,6 +51,7 @@ type ctr struct {
 	info       rpc.ContainerInfo
 	launch     rpc.LaunchSpec
 	dir        string
+	account    runAs
 	state      scheduler.ContainerState
 	exitCode   *int
 	reason     scheduler.ExitReason
@@ -59,6 +66,7 @@ func newManager(logger hclog.Logger, clk clock.Clock, nodeID, dir string, capaci
 	return &manager{
 		logger: logger.Named("containers"), clock: clk, nodeID: nodeID, dir: dir, killGrace: killGrace, cg: cg, changed: changed,
 		ls: scheduler.NewLocalScheduler(capacity, queueLimit), byID: map[string]*ctr{}, ams: map[attemptKey]string{}, queueCapacity: queueLimit,
+		lookup: user.Lookup,
 	}
 }
 
@@ -75,8 +83,15 @@ func (m *manager) shed(limit int) {
 }
 
 // start takes a container placed on this node. It is idempotent: a known ID
-// reports its current state.
+// reports its current state. A container whose IDs cannot name its
+// directory (see containerDir) is refused and not recorded; one that may
+// not run as any account here (see runAsPolicy) completes as failed.
 func (m *manager) start(info rpc.ContainerInfo, launch rpc.LaunchSpec) *rpc.ContainerStartResponse {
+	dir, err := m.containerDir(info.AppID, info.ID)
+	if err != nil {
+		m.logger.Error("refusing a container with an invalid ID", "error", err)
+		return &rpc.ContainerStartResponse{State: string(scheduler.ContainerCompleted), Reason: string(scheduler.ReasonFailed), Diagnostics: err.Error()}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if c, ok := m.byID[info.ID]; ok {
@@ -89,11 +104,16 @@ func (m *manager) start(info rpc.ContainerInfo, launch rpc.LaunchSpec) *rpc.Cont
 	if !et.Valid() {
 		et = scheduler.Guaranteed
 	}
-	c := &ctr{info: info, launch: launch, dir: filepath.Join(m.dir, info.AppID, info.ID),
-		state: scheduler.ContainerQueued, at: m.clock.Now().UnixNano()}
+	c := &ctr{info: info, launch: launch, dir: dir, state: scheduler.ContainerQueued, at: m.clock.Now().UnixNano()}
 	m.byID[info.ID] = c
 	if info.IsAM {
 		m.ams[attemptKey{info.AppID, info.Attempt}] = info.ID
+	}
+	if c.account, err = m.runAs.decide(info.User, m.lookup); err != nil {
+		m.logger.Error("refusing to start a container: no account may run it", "container", info.ID, "error", err)
+		m.complete(c, nil, scheduler.ReasonFailed, "could not start on node "+m.nodeID+": "+err.Error())
+		m.changed()
+		return &rpc.ContainerStartResponse{State: string(c.state), Reason: string(c.reason), Diagnostics: c.diag}
 	}
 	m.carryOut(m.ls.Submit(scheduler.LocalContainer{ID: info.ID, Resources: info.Resources, ExecutionType: et}))
 	return &rpc.ContainerStartResponse{State: string(c.state), Reason: string(c.reason), Diagnostics: c.diag}
@@ -141,13 +161,13 @@ func (m *manager) launch(c *ctr) error {
 			fd = int(f.Fd())
 		}
 	}
-	p, err := startProcess(c.dir, c.launch.Command, m.env(c), fd)
+	p, err := startProcess(c.dir, c.launch.Command, m.env(c), fd, c.account.cred)
 	if err != nil {
 		return err
 	}
 	c.proc, c.state, c.at = p, scheduler.ContainerRunning, m.clock.Now().UnixNano()
 	c.startedAt = c.at
-	m.logger.Debug("container started", "container", c.info.ID, "pid", p.pgid)
+	m.logger.Debug("container started", "container", c.info.ID, "pid", p.pgid, "user", c.account.name, "why", c.account.why)
 	m.procs.Add(1)
 	go m.waitExit(c, p)
 	return nil
@@ -189,13 +209,18 @@ func (m *manager) complete(c *ctr, exitCode *int, reason scheduler.ExitReason, d
 }
 
 // env is the agent's environment (minus its own WEFT_ variables), the
-// SPEC §12 variables, then the launch spec's.
+// account's USER, LOGNAME and HOME when the container changes user, the
+// SPEC §12 variables, then the launch spec's (later ones win).
 func (m *manager) env(c *ctr) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "WEFT_") {
 			env = append(env, kv)
 		}
+	}
+	if a := c.account; a.cred != nil {
+		// The agent's own HOME and USER are not the container's.
+		env = append(env, "USER="+a.name, "LOGNAME="+a.name, "HOME="+a.home)
 	}
 	env = append(env,
 		rpc.EnvContainerID+"="+c.info.ID,
@@ -305,6 +330,17 @@ func (m *manager) runningAM(app string, attempt int) (string, bool) {
 	return token, ok
 }
 
+// amUser returns the user of the app attempt's AM container on this node
+// ("" when none runs here): the user the leader launched it for.
+func (m *manager) amUser(app string, attempt int) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c := m.byID[m.ams[attemptKey{app, attempt}]]; c != nil {
+		return c.info.User
+	}
+	return ""
+}
+
 // logs reads up to limit bytes of a container's stdout or stderr from offset.
 func (m *manager) logs(req *rpc.ContainerLogsRequest) (*rpc.ContainerLogsResponse, error) {
 	stream := req.Stream
@@ -321,17 +357,21 @@ func (m *manager) logs(req *rpc.ContainerLogsRequest) (*rpc.ContainerLogsRespons
 	m.mu.Lock()
 	c, known := m.byID[req.ID]
 	done := !known || c.state == scheduler.ContainerCompleted
-	m.mu.Unlock()
-	// Completed containers' logs stay on disk after the agent forgets them.
-	matches, _ := filepath.Glob(filepath.Join(m.dir, "*", sanitize(req.ID)))
-	if len(matches) == 0 {
-		if known {
-			return &rpc.ContainerLogsResponse{NextOffset: req.Offset}, nil // not started yet
-		}
-		return nil, fmt.Errorf("container %s %w on node %s", req.ID, rpc.ErrNotFound, m.nodeID)
+	dir := ""
+	if known {
+		dir = c.dir
 	}
-	f, err := os.Open(filepath.Join(matches[0], stream))
+	m.mu.Unlock()
+	if !known {
+		// Completed containers' logs stay on disk after the agent forgets them.
+		var err error
+		if dir, err = m.findDir(req.ID); err != nil {
+			return nil, err
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(dir, stream), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if os.IsNotExist(err) {
+		// Known but not started yet, or started without output so far.
 		return &rpc.ContainerLogsResponse{NextOffset: req.Offset, Done: done}, nil
 	}
 	if err != nil {

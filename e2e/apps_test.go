@@ -71,7 +71,10 @@ func startWorldWith(t *testing.T, extra map[string][]string) *world {
 		dirs = append(dirs, dir)
 		args := []string{"agent", "-node-id", id, "-data-dir", dir, "-bind", ip,
 			"-rpc-port", strconv.Itoa(rpcPort), "-serf-port", strconv.Itoa(serfPort), "-join", join,
-			"-resources", "memory_mb=2048,vcores=4", "-rack", fmt.Sprintf("/rack%d", i%2)}
+			"-resources", "memory_mb=2048,vcores=4", "-rack", fmt.Sprintf("/rack%d", i%2),
+			// Containers run as the test's user even as root: they write
+			// into the test's private temporary directories.
+			"-allow-root"}
 		w.agents[id] = startProc(t, id, append(args, extra[id]...)...)
 	}
 	amLogsOnFailure(t, dirs)

@@ -27,6 +27,11 @@ const (
 	PreemptMarkType      MessageType = 11
 	PromoteType          MessageType = 12
 	RequestType          MessageType = 13 // a RequestEnvelope: a client write with its request ID
+	ACLBootstrapType     MessageType = 14
+	ACLTokenUpsertType   MessageType = 15
+	ACLTokenDeleteType   MessageType = 16
+	ACLPolicyUpsertType  MessageType = 17
+	ACLPolicyDeleteType  MessageType = 18
 )
 
 // IgnoreUnknownTypeFlag marks a command that a server which does not know

@@ -123,6 +123,26 @@ func (f *FSM) applyCommand(t *txn, index uint64, msgType MessageType, body []byt
 		var req PreemptMarkRequest
 		mustDecode(index, msgType, body, &req)
 		return errOrNil(t.applyPreemptMark(&req))
+	case ACLBootstrapType:
+		var req ACLBootstrapRequest
+		mustDecode(index, msgType, body, &req)
+		return errOrNil(t.applyACLBootstrap(&req))
+	case ACLTokenUpsertType:
+		var req ACLTokenUpsertRequest
+		mustDecode(index, msgType, body, &req)
+		return errOrNil(t.applyACLTokenUpsert(&req))
+	case ACLTokenDeleteType:
+		var req ACLTokenDeleteRequest
+		mustDecode(index, msgType, body, &req)
+		return errOrNil(t.applyACLTokenDelete(&req))
+	case ACLPolicyUpsertType:
+		var req ACLPolicyUpsertRequest
+		mustDecode(index, msgType, body, &req)
+		return errOrNil(t.applyACLPolicyUpsert(&req))
+	case ACLPolicyDeleteType:
+		var req ACLPolicyDeleteRequest
+		mustDecode(index, msgType, body, &req)
+		return errOrNil(t.applyACLPolicyDelete(&req))
 	}
 	if msgType&IgnoreUnknownTypeFlag != 0 {
 		f.logger.Warn("ignoring unknown command type", "type", uint8(msgType), "index", index)

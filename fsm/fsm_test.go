@@ -145,7 +145,7 @@ func TestUnknownCommands(t *testing.T) {
 		t.Fatalf("ignored command did not advance the index")
 	}
 	mustPanic(t, "unknown command type", func() {
-		f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: []byte{0x11, 0x80}})
+		f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: []byte{0x3f, 0x80}})
 	})
 	mustPanic(t, "cannot decode", func() {
 		f.Apply(&raft.Log{Index: 3, Type: raft.LogCommand, Data: []byte{byte(QueueConfigApplyType), 0xc1}})

@@ -10,6 +10,7 @@ import (
 	iradix "github.com/hashicorp/go-immutable-radix/v2"
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
+	"github.com/weft-sched/weft/acl"
 	"github.com/weft-sched/weft/scheduler"
 )
 
@@ -30,6 +31,9 @@ const (
 	recordApp         recordType = 3
 	recordContainer   recordType = 4
 	recordRequest     recordType = 5
+	recordACLToken    recordType = 8
+	recordACLPolicy   recordType = 9
+	recordACLMeta     recordType = 10
 	recordEnd         recordType = 0x7f
 )
 
@@ -85,6 +89,16 @@ func writeSnapshot(w io.Writer, st *State) error {
 	if err := writeTable(st.requestsByIndex, recordRequest, record); err != nil {
 		return fmt.Errorf("write request records: %w", err)
 	}
+	// Policies before tokens: a token names policies.
+	if err := writeTable(st.acl.policies, recordACLPolicy, record); err != nil {
+		return fmt.Errorf("write ACL policies: %w", err)
+	}
+	if err := writeTable(st.acl.tokens, recordACLToken, record); err != nil {
+		return fmt.Errorf("write ACL tokens: %w", err)
+	}
+	if err := record(recordACLMeta, &aclMeta{BootstrapIndex: st.acl.bootstrapIndex}); err != nil {
+		return fmt.Errorf("write ACL state: %w", err)
+	}
 	if err := bw.WriteByte(byte(recordEnd)); err != nil {
 		return err
 	}
@@ -125,6 +139,7 @@ func readSnapshot(r io.Reader) (*State, error) {
 	containers, byApp, live := s.containers.Txn(), s.byApp.Txn(), s.liveByNode.Txn()
 	marked, unstarted := s.marked.Txn(), s.unstarted.Txn()
 	requests, requestsByIndex := s.requests.Txn(), s.requestsByIndex.Txn()
+	aclTokens, aclBySecret, aclPolicies := s.acl.tokens.Txn(), s.acl.bySecret.Txn(), s.acl.policies.Txn()
 	for {
 		b, err := br.ReadByte()
 		if err != nil {
@@ -136,6 +151,7 @@ func readSnapshot(r io.Reader) (*State, error) {
 			s.containers, s.byApp, s.liveByNode = containers.CommitOnly(), byApp.CommitOnly(), live.CommitOnly()
 			s.marked, s.unstarted = marked.CommitOnly(), unstarted.CommitOnly()
 			s.requests, s.requestsByIndex = requests.CommitOnly(), requestsByIndex.CommitOnly()
+			s.acl.tokens, s.acl.bySecret, s.acl.policies = aclTokens.CommitOnly(), aclBySecret.CommitOnly(), aclPolicies.CommitOnly()
 			return s, nil
 		case recordNode:
 			n := new(scheduler.Node)
@@ -177,6 +193,28 @@ func readSnapshot(r io.Reader) (*State, error) {
 				s.numRequests++
 			}
 			requestsByIndex.Insert(indexKey(r.Index), r)
+		case recordACLToken:
+			tok := new(acl.Token)
+			if err := dec.Decode(tok); err != nil {
+				return nil, fmt.Errorf("read ACL token: %w", err)
+			}
+			aclTokens.Insert([]byte(tok.AccessorID), tok)
+			aclBySecret.Insert(tok.SecretHash, tok)
+		case recordACLPolicy:
+			p := new(acl.Policy)
+			if err := dec.Decode(p); err != nil {
+				return nil, fmt.Errorf("read ACL policy: %w", err)
+			}
+			if err := restoreACLPolicy(p); err != nil {
+				return nil, fmt.Errorf("read ACL policy: %w", err)
+			}
+			aclPolicies.Insert([]byte(p.Name), p)
+		case recordACLMeta:
+			var m aclMeta
+			if err := dec.Decode(&m); err != nil {
+				return nil, fmt.Errorf("read ACL state: %w", err)
+			}
+			s.acl.bootstrapIndex = m.BootstrapIndex
 		case recordQueueConfig:
 			var c scheduler.QueueConfig
 			if err := dec.Decode(&c); err != nil {

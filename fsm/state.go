@@ -18,12 +18,13 @@ const (
 	TableNodes
 	TableApps
 	TableContainers
+	TableACL
 	numTables
 )
 
 // String returns the table's name.
 func (t Table) String() string {
-	return [...]string{"queues", "nodes", "apps", "containers", "unknown"}[min(int(t), int(numTables))]
+	return [...]string{"queues", "nodes", "apps", "containers", "acl", "unknown"}[min(int(t), int(numTables))]
 }
 
 // State is an immutable snapshot of the replicated state. Every method is
@@ -50,6 +51,8 @@ type State struct {
 	requests        *iradix.Tree[*RequestRecord] // request ID
 	requestsByIndex *iradix.Tree[*RequestRecord] // big-endian Raft index of first application
 	numRequests     int
+
+	acl aclTables
 
 	changed chan struct{}
 }
@@ -189,6 +192,8 @@ func newState() *State {
 
 		requests:        iradix.New[*RequestRecord](),
 		requestsByIndex: iradix.New[*RequestRecord](),
+
+		acl: newACLTables(),
 	}
 	s.setQueues(scheduler.DefaultQueueConfig())
 	return s

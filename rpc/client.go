@@ -39,6 +39,9 @@ type Client struct {
 	// retried, with how long the call has taken so far and the last outcome
 	// on each server tried (progress for a waiting user).
 	OnRetry func(elapsed time.Duration, tried []ServerOutcome)
+	// Token is the ACL token's secret ID sent with every request that
+	// carries none of its own (SPEC §15).
+	Token string
 
 	mu      sync.Mutex
 	servers []string
@@ -176,6 +179,9 @@ func (c *Client) Call(ctx context.Context, method string, args, reply any) error
 		hdr = h.Header()
 		if hdr.RequestID == "" {
 			hdr.RequestID = NewRequestID()
+		}
+		if hdr.AuthToken == "" {
+			hdr.AuthToken = c.Token
 		}
 	}
 	start := time.Now()

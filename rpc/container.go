@@ -18,6 +18,12 @@ type ContainerInfo struct {
 	Diagnostics   string              `codec:"diagnostics" json:"diagnostics,omitempty"`
 	IsAM          bool                `codec:"is_am" json:"is_am"`
 	Resources     scheduler.Resources `codec:"resources" json:"resources"`
+	// User is the app's user: the Unix account the container runs as when
+	// its agent runs as root with run_as_user (SPEC §15). The servers set
+	// it on the containers they hand out, AMRMProxies on theirs; the
+	// signed container token must cover it, since the starting agent
+	// takes it from the request.
+	User string `codec:"user" json:"user,omitempty"`
 	// Token authorises starting the container on its node (checked once
 	// authentication exists).
 	Token       string `codec:"token" json:"-"`

@@ -15,17 +15,18 @@ type Code string
 // Codes of server answers. Their values are part of the protocol: never
 // rename one.
 const (
-	CodeNoLeader    Code = "no_leader"     // no leader is known (yet); retryable
-	CodeNotReady    Code = "not_ready"     // the leader has not applied its barrier yet; retryable
-	CodeTimeout     Code = "timeout"       // the request's deadline passed first; retryable
-	CodeUnavailable Code = "unavailable"   // a process the answer needs could not be reached; retryable
-	CodeNotFound    Code = "not_found"     // the named object does not exist
-	CodeBadRequest  Code = "bad_request"   // the request is malformed or invalid; it changed nothing
-	CodeConflict    Code = "conflict"      // the request conflicts with the current state
-	CodeTooLarge    Code = "too_large"     // the request exceeds a size limit
-	CodeStale       Code = "stale_attempt" // an AM attempt that is no longer the app's current one
-	CodeInternal    Code = "internal"      // a bug on the server; it was logged there
-	CodeUnknown     Code = "error"         // an error the server gave no code
+	CodeNoLeader         Code = "no_leader"         // no leader is known (yet); retryable
+	CodeNotReady         Code = "not_ready"         // the leader has not applied its barrier yet; retryable
+	CodeTimeout          Code = "timeout"           // the request's deadline passed first; retryable
+	CodeUnavailable      Code = "unavailable"       // a process the answer needs could not be reached; retryable
+	CodeNotFound         Code = "not_found"         // the named object does not exist
+	CodeBadRequest       Code = "bad_request"       // the request is malformed or invalid; it changed nothing
+	CodeConflict         Code = "conflict"          // the request conflicts with the current state
+	CodeTooLarge         Code = "too_large"         // the request exceeds a size limit
+	CodeStale            Code = "stale_attempt"     // an AM attempt that is no longer the app's current one
+	CodePermissionDenied Code = "permission_denied" // the caller's credentials do not allow the request; it changed nothing
+	CodeInternal         Code = "internal"          // a bug on the server; it was logged there
+	CodeUnknown          Code = "error"             // an error the server gave no code
 )
 
 // Error is a coded error. Servers return it (or wrap it with %w) from
@@ -67,25 +68,18 @@ func (c *codedWrap) Is(target error) bool {
 // Sentinels for the conditions callers branch on. Wrap them with %w to add
 // context; the code survives the wire.
 var (
-	ErrNoLeader    = &Error{CodeNoLeader, "no cluster leader"}
-	ErrNotReady    = &Error{CodeNotReady, "the leader is not ready to serve consistent reads yet"}
-	ErrTimeout     = &Error{CodeTimeout, "the request's deadline passed before it was answered"}
-	ErrUnavailable = &Error{CodeUnavailable, "unavailable"}
-	ErrNotFound    = &Error{CodeNotFound, "not found"}
-	ErrBadRequest  = &Error{CodeBadRequest, "bad request"}
-	ErrConflict    = &Error{CodeConflict, "conflict"}
-	ErrTooLarge    = &Error{CodeTooLarge, fmt.Sprintf("request exceeds the %d MiB limit", MaxRequestSize>>20)}
-	ErrStale       = &Error{CodeStale, "not the app's current AM attempt"}
-	ErrInternal    = &Error{CodeInternal, "internal error"}
+	ErrNoLeader         = &Error{CodeNoLeader, "no cluster leader"}
+	ErrNotReady         = &Error{CodeNotReady, "the leader is not ready to serve consistent reads yet"}
+	ErrTimeout          = &Error{CodeTimeout, "the request's deadline passed before it was answered"}
+	ErrUnavailable      = &Error{CodeUnavailable, "unavailable"}
+	ErrNotFound         = &Error{CodeNotFound, "not found"}
+	ErrBadRequest       = &Error{CodeBadRequest, "bad request"}
+	ErrConflict         = &Error{CodeConflict, "conflict"}
+	ErrTooLarge         = &Error{CodeTooLarge, fmt.Sprintf("request exceeds the %d MiB limit", MaxRequestSize>>20)}
+	ErrStale            = &Error{CodeStale, "not the app's current AM attempt"}
+	ErrPermissionDenied = &Error{CodePermissionDenied, "permission denied"}
+	ErrInternal         = &Error{CodeInternal, "internal error"}
 )
-
-// CodePermissionDenied: the caller's credentials (its certificate's role,
-// its token) do not allow the call; the call changed nothing. Not
-// retryable.
-const CodePermissionDenied Code = "permission_denied"
-
-// ErrPermissionDenied is the sentinel of CodePermissionDenied.
-var ErrPermissionDenied = &Error{CodePermissionDenied, "permission denied"}
 
 // ErrorCode returns the code of err: the code of the first coded error in
 // its chain, CodeTimeout for a context deadline, or CodeUnknown.

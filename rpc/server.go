@@ -28,11 +28,17 @@ type Server struct {
 	logger      hclog.Logger
 	methods     map[string]*method
 	maxInflight int
+	// Authorize, if set, runs before every handler with the method's
+	// declared capability; an error is the answer and the handler does not
+	// run. The context it returns (for example with the caller's resolved
+	// ACL) is the handler's. Set it before serving.
+	Authorize func(ctx context.Context, method string, c Capability, args any) (context.Context, error)
 }
 
 type method struct {
-	newArgs func() any
-	call    func(ctx context.Context, args any) (any, error)
+	capability Capability
+	newArgs    func() any
+	call       func(ctx context.Context, args any) (any, error)
 }
 
 // DefaultMaxInflight bounds the requests of one connection (or multiplexed
@@ -47,15 +53,21 @@ func NewServer(logger hclog.Logger) *Server {
 	return &Server{logger: logger, methods: map[string]*method{}, maxInflight: DefaultMaxInflight}
 }
 
-// Register makes fn answer the method name ("Service.Method"). fn gets
+// Register makes fn answer the method name ("Service.Method"), for callers
+// with capability c (see Capability; every method declares one). fn gets
 // the request's context, the decoded request and a zero response to fill.
-// Registering a name twice panics: it is a programming error.
-func Register[Req, Resp any](s *Server, name string, fn func(ctx context.Context, req *Req, resp *Resp) error) {
+// Registering a name twice, or with no capability, panics: it is a
+// programming error.
+func Register[Req, Resp any](s *Server, name string, c Capability, fn func(ctx context.Context, req *Req, resp *Resp) error) {
 	if _, dup := s.methods[name]; dup {
 		panic("rpc: method registered twice: " + name)
 	}
+	if c == "" {
+		panic("rpc: method registered without a capability: " + name)
+	}
 	s.methods[name] = &method{
-		newArgs: func() any { return new(Req) },
+		capability: c,
+		newArgs:    func() any { return new(Req) },
 		call: func(ctx context.Context, args any) (any, error) {
 			resp := new(Resp)
 			err := fn(ctx, args.(*Req), resp)
@@ -71,6 +83,15 @@ func (s *Server) Methods() []string {
 		out = append(out, name)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// Capabilities returns every registered method's capability.
+func (s *Server) Capabilities() map[string]Capability {
+	out := make(map[string]Capability, len(s.methods))
+	for name, m := range s.methods {
+		out[name] = m.capability
+	}
 	return out
 }
 
@@ -184,6 +205,14 @@ func (s *Server) invoke(ctx context.Context, name string, m *method, args any) (
 			reply, err = nil, fmt.Errorf("%s: %w", name, ErrInternal)
 		}
 	}()
+	if err := requireCapabilityRole(ctx, m.capability); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if s.Authorize != nil {
+		if ctx, err = s.Authorize(ctx, name, m.capability, args); err != nil {
+			return nil, err
+		}
+	}
 	reply, err = m.call(ctx, args)
 	if err != nil && errors.Is(err, context.DeadlineExceeded) && ErrorCode(err) == CodeUnknown {
 		err = fmt.Errorf("%s: %w", name, ErrTimeout)

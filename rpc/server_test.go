@@ -92,7 +92,7 @@ func (b *blockingEcho) Block(ctx context.Context, args *EchoArgs, reply *EchoRep
 func TestCallerGivingUpCancelsTheHandler(t *testing.T) {
 	srv := NewServer(nil)
 	b := &blockingEcho{started: make(chan struct{}), ended: make(chan error, 1)}
-	Register(srv, "Echo.Block", b.Block)
+	Register(srv, "Echo.Block", CapPublic, b.Block)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -210,7 +210,7 @@ func TestRetriesCarryTheSameRequestID(t *testing.T) {
 	var addrs []string
 	for i := 0; i < 2; i++ {
 		srv := NewServer(hclog.NewNullLogger())
-		Register(srv, "Echo.Write", rec.Write)
+		Register(srv, "Echo.Write", CapPublic, rec.Write)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)

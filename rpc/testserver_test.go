@@ -73,13 +73,13 @@ func (e *Echo) Peer(ctx context.Context, args *EchoArgs, reply *EchoReply) error
 func newRPCServer(name string, logger hclog.Logger) *Server {
 	s := NewServer(logger)
 	e := &Echo{name: name}
-	Register(s, "Echo.Echo", e.Echo)
-	Register(s, "Echo.Fail", e.Fail)
-	Register(s, "Echo.NoLeader", e.NoLeader)
-	Register(s, "Echo.NotFound", e.NotFound)
-	Register(s, "Echo.Wait", e.Wait)
-	Register(s, "Echo.Panic", e.Panic)
-	Register(s, "Echo.Peer", e.Peer)
+	Register(s, "Echo.Echo", CapPublic, e.Echo)
+	Register(s, "Echo.Fail", CapPublic, e.Fail)
+	Register(s, "Echo.NoLeader", CapPublic, e.NoLeader)
+	Register(s, "Echo.NotFound", CapPublic, e.NotFound)
+	Register(s, "Echo.Wait", CapPublic, e.Wait)
+	Register(s, "Echo.Panic", CapPublic, e.Panic)
+	Register(s, "Echo.Peer", CapPublic, e.Peer)
 	return s
 }
 

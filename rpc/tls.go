@@ -152,6 +152,23 @@ func ClientHandshake(ctx context.Context, conn net.Conn, tc *tlsutil.Configurato
 	return tlsConn, nil
 }
 
+// requireCapabilityRole checks the certificate role that capability c
+// asks of the caller, before any authorizer or handler runs: CapServer
+// needs a server certificate, CapAgent an agent one or a server one (a
+// server forwarding an agent's call to the leader, having checked it
+// where the call arrived; a server certificate is trusted with Raft
+// itself). Other capabilities ask no role. Like RequireRole, it passes
+// without TLS and for calls made in process.
+func requireCapabilityRole(ctx context.Context, c Capability) error {
+	switch c {
+	case CapServer:
+		return RequireRole(ctx, RoleServer)
+	case CapAgent:
+		return RequireRole(ctx, RoleAgent, RoleServer)
+	}
+	return nil
+}
+
 // RequireRole checks that the caller of the request in ctx presented a
 // certificate holding one of roles. It passes for a call made in process
 // (no ConnInfo) and for a connection without TLS (TLS off: roles are not

@@ -36,15 +36,18 @@ func startTLSServer(t *testing.T, tc *tlsutil.Configurator, certs ClientCerts) *
 	t.Helper()
 	logger, logs := testutil.Logger(t, hclog.Debug)
 	s := NewServer(logger)
-	Register(s, "Test.Who", func(ctx context.Context, args *RequestHeader, reply *WhoReply) error {
+	Register(s, "Test.Who", CapPublic, func(ctx context.Context, args *RequestHeader, reply *WhoReply) error {
 		if ci := ConnInfoFrom(ctx); ci != nil {
 			reply.TLS, reply.Role, reply.CommonName = ci.TLS, string(ci.Role), ci.CommonName
 		}
 		return nil
 	})
-	Register(s, "Test.AgentsOnly", func(ctx context.Context, args *RequestHeader, reply *struct{}) error {
+	Register(s, "Test.AgentsOnly", CapPublic, func(ctx context.Context, args *RequestHeader, reply *struct{}) error {
 		return RequireRole(ctx, RoleAgent)
 	})
+	none := func(ctx context.Context, args *RequestHeader, reply *struct{}) error { return nil }
+	Register(s, "Test.ServerCap", CapServer, none)
+	Register(s, "Test.AgentCap", CapAgent, none)
 	ts := &tlsServer{logs: logs}
 	lis := NewListener(s, logger, func(c net.Conn) {
 		ts.mu.Lock()
@@ -223,6 +226,33 @@ func TestRequireRole(t *testing.T) {
 			t.Fatalf("%s certificate: the error does not say what was needed: %v", name, err)
 		}
 	}
+	// Methods that declare CapServer or CapAgent are checked by the RPC
+	// server itself; CapAgent admits servers (they forward agents' calls).
+	for _, c := range []struct {
+		method string
+		tc     *tlsutil.Configurator
+		ok     bool
+	}{
+		{"Test.ServerCap", pki.Configurator(RoleServer), true},
+		{"Test.ServerCap", pki.Configurator(RoleAgent), false},
+		{"Test.ServerCap", pki.Anonymous(), false},
+		{"Test.AgentCap", pki.Configurator(RoleAgent), true},
+		{"Test.AgentCap", pki.Configurator(RoleServer), true},
+		{"Test.AgentCap", pki.Configurator(RoleClient), false},
+		{"Test.AgentCap", pki.Configurator(RoleRouter), false},
+		{"Test.AgentCap", pki.Anonymous(), false},
+	} {
+		p := NewTLSPool(nil, c.tc, RoleAgent)
+		err := p.Call(context.Background(), ts.addr, c.method, &RequestHeader{}, &struct{}{})
+		p.Shutdown()
+		if c.ok != (err == nil) || (err != nil && !errors.Is(err, ErrPermissionDenied)) {
+			t.Errorf("%s by a %q certificate: %v", c.method, c.tc.Role(), err)
+		}
+	}
+	if err := p.Call(context.Background(), plain.addr, "Test.ServerCap", &RequestHeader{}, &struct{}{}); err != nil {
+		t.Fatalf("CapServer without TLS: %v", err)
+	}
+
 	// Where certificates are optional, a peer without one has no role.
 	got, err := who(t, NewTLSPool(nil, pki.Anonymous(), RoleAgent), ts.addr)
 	if err != nil || !got.TLS || got.Role != "" || got.CommonName != "" {

@@ -10,8 +10,9 @@
 // fallback of unplaceable opportunistic asks to guaranteed, the queue limit
 // and the queue-wait estimate (opportunistic.go), and promotion checks
 // (promotion.go); the count of placements an AM has not heard of yet
-// (container.go); and the agent-side container scheduler that queues,
-// evicts and sheds (localsched.go).
+// (container.go); the agent-side container scheduler that queues,
+// evicts and sheds (localsched.go); and the check that an ID is safe to
+// become a path element (ids.go).
 //
 // Every function here is a pure function of its inputs: a read-only state
 // snapshot, a request and the current time passed in as a value. The package

@@ -48,10 +48,14 @@ func (n *Node) FreeGuaranteed() Resources { return n.Capacity.Sub(n.AllocatedGua
 const MaxNodeIDLength = 128
 
 // ValidateNodeID checks a node ID: 1 to MaxNodeIDLength letters, digits,
-// '.', '-' and '_' (it names directories and appears in container IDs).
+// '.', '-' and '_', neither "." nor ".." (it names directories and appears
+// in container IDs; see ValidateID).
 func ValidateNodeID(id string) error {
 	if id == "" || len(id) > MaxNodeIDLength {
-		return fmt.Errorf("node id %q must be 1 to %d characters", id, MaxNodeIDLength)
+		return fmt.Errorf("node id %.64q must be 1 to %d characters", id, MaxNodeIDLength)
+	}
+	if id == "." || id == ".." {
+		return fmt.Errorf("node id %q is not an ID", id)
 	}
 	for _, c := range id {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {

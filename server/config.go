@@ -57,6 +57,9 @@ type Config struct {
 	SerfFastGossip bool
 	// Clock drives the leader's duties. Default: the real clock.
 	Clock clock.Clock
+	// ACLEnabled makes every request need an ACL token that allows it
+	// (SPEC §15); off, every caller may do everything.
+	ACLEnabled bool
 	// TLS turns on mutual TLS (SPEC §15) for RPC and Raft with this
 	// server's certificate, which must hold the server role: the RPC port
 	// accepts only TLS peers with a certificate, Raft only from servers,

@@ -175,7 +175,9 @@ func (e *AM) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, reply *
 			// Containers an AMRMProxy allocated reached the AM from it,
 			// not from here.
 			if c.CreateIndex > args.MinQueryIndex && !c.Distributed {
-				reply.Allocated = append(reply.Allocated, wrpc.NewContainerInfo(c, addr))
+				info := wrpc.NewContainerInfo(c, addr)
+				info.User = app.Spec.User
+				reply.Allocated = append(reply.Allocated, info)
 			}
 			if c.State == scheduler.ContainerCompleted && c.ModifyIndex > args.MinQueryIndex {
 				reply.Completed = append(reply.Completed, wrpc.NewContainerInfo(c, addr))

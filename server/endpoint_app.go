@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weft-sched/weft/acl"
 	"github.com/weft-sched/weft/fsm"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
@@ -21,16 +22,28 @@ func (e *App) Submit(ctx context.Context, args *wrpc.AppSubmitRequest, reply *wr
 		return err
 	}
 	spec := args.Spec
+	st := e.srv.fsm.State()
+	queue, err := st.QueueConfig().CheckSubmitQueue(spec.Queue)
+	if err != nil {
+		return wrpc.Errorf(wrpc.CodeBadRequest, "%v", err)
+	}
+	if err := e.srv.allowQueue(ctx, "App.Submit", queue, acl.LevelSubmit); err != nil {
+		return err
+	}
+	if e.srv.config.ACLEnabled {
+		// With ACLs on, an app runs as its token's name (SPEC §15).
+		name := e.srv.callerOf(ctx).name()
+		if spec.User != "" && spec.User != name {
+			return wrpc.Errorf(wrpc.CodeBadRequest, "invalid app: user: with ACLs on, an app's user is its token's name (%s), not %q; leave user out", name, spec.User)
+		}
+		spec.User = name
+	}
 	spec.SetDefaults()
 	if err := spec.Validate(); err != nil {
 		return wrpc.Errorf(wrpc.CodeBadRequest, "invalid app: %v", err)
 	}
 	if strings.TrimSpace(spec.User) == "" {
 		return wrpc.Errorf(wrpc.CodeBadRequest, "invalid app: user: give the submitting user")
-	}
-	st := e.srv.fsm.State()
-	if _, err := st.QueueConfig().CheckSubmitQueue(spec.Queue); err != nil {
-		return wrpc.Errorf(wrpc.CodeBadRequest, "%v", err)
 	}
 	if err := checkFitsSomeNode(st.Nodes(), &spec); err != nil {
 		return err
@@ -92,7 +105,7 @@ func (e *App) List(ctx context.Context, args *wrpc.AppListRequest, reply *wrpc.A
 		reply.Apps = reply.Apps[:0]
 		pending := e.srv.whyPending(st)
 		for _, a := range st.Apps() {
-			if queue != "" && a.Queue != queue || state != "" && a.State != state {
+			if queue != "" && a.Queue != queue || state != "" && a.State != state || !e.srv.canReadQueue(ctx, a.Queue) {
 				continue
 			}
 			reply.Apps = append(reply.Apps, appInfo(a, st, pending))
@@ -110,6 +123,9 @@ func (e *App) Status(ctx context.Context, args *wrpc.AppRequest, reply *wrpc.App
 		a, ok := st.App(args.AppID)
 		if !ok {
 			return 0, wrpc.Errorf(wrpc.CodeNotFound, "app %s not found", args.AppID)
+		}
+		if err := e.srv.allowQueue(ctx, "App.Status", a.Queue, acl.LevelRead); err != nil {
+			return 0, err
 		}
 		reply.App = appInfo(a, st, e.srv.whyPending(st))
 		index := a.ModifyIndex
@@ -131,10 +147,13 @@ func (e *App) Kill(ctx context.Context, args *wrpc.AppRequest, reply *wrpc.Write
 		return nil
 	}
 	a, ok := e.srv.fsm.State().App(args.AppID)
-	switch {
-	case !ok:
+	if !ok {
 		return wrpc.Errorf(wrpc.CodeNotFound, "app %s not found", args.AppID)
-	case a.State.Terminal():
+	}
+	if err := e.srv.allowKill(ctx, a); err != nil {
+		return err
+	}
+	if a.State.Terminal() {
 		return ended(a)
 	}
 	_, index, err := e.srv.raftApplyRequest(ctx, &args.RequestHeader, fsm.AppFinishType, &fsm.AppFinishRequest{
@@ -166,8 +185,18 @@ func (e *Container) List(ctx context.Context, args *wrpc.ContainerListRequest, r
 			cs = st.Containers()
 		}
 		reply.Containers = reply.Containers[:0]
+		readable := map[string]bool{}
 		for _, c := range cs {
 			if args.NodeID != "" && c.NodeID != args.NodeID {
+				continue
+			}
+			ok, seen := readable[c.AppID]
+			if !seen {
+				a, found := st.App(c.AppID)
+				ok = found && e.srv.canReadQueue(ctx, a.Queue)
+				readable[c.AppID] = ok
+			}
+			if !ok {
 				continue
 			}
 			addr := ""
@@ -186,6 +215,11 @@ func (e *Container) Logs(ctx context.Context, args *wrpc.ContainerLogsRequest, r
 	c, ok := st.Container(args.ID)
 	if !ok {
 		return wrpc.Errorf(wrpc.CodeNotFound, "container %s not found", args.ID)
+	}
+	if a, ok := st.App(c.AppID); !ok {
+		return wrpc.Errorf(wrpc.CodeNotFound, "app %s of container %s not found", c.AppID, args.ID)
+	} else if err := e.srv.allowQueue(ctx, "Container.Logs", a.Queue, acl.LevelRead); err != nil {
+		return err
 	}
 	n, ok := st.Node(c.NodeID)
 	if !ok {

@@ -16,9 +16,6 @@ type Node struct{ srv *Server }
 // Register records an agent at a new epoch. A retried registration (same
 // request ID) gets the epoch of the first.
 func (e *Node) Register(ctx context.Context, args *wrpc.NodeRegisterRequest, reply *wrpc.NodeRegisterResponse) error {
-	if err := requirePeerRole(ctx, wrpc.RoleAgent); err != nil {
-		return err
-	}
 	if done, err := e.srv.forwardWrite(ctx, "Node.Register", args, reply); done {
 		return err
 	}
@@ -46,9 +43,6 @@ func (e *Node) Register(ctx context.Context, args *wrpc.NodeRegisterRequest, rep
 // gracefully: its containers have been stopped and reported, and nothing
 // more is placed there. An agent whose epoch is already over gets no error.
 func (e *Node) Deregister(ctx context.Context, args *wrpc.NodeDeregisterRequest, reply *wrpc.WriteResponse) error {
-	if err := requirePeerRole(ctx, wrpc.RoleAgent); err != nil {
-		return err
-	}
 	if done, err := e.srv.forwardWrite(ctx, "Node.Deregister", args, reply); done {
 		return err
 	}
@@ -78,9 +72,6 @@ func (s *Server) heartbeatSeen(id string, epoch uint64, now time.Time, load *wrp
 // change, in one Raft command and only when something changed, and answers
 // with what the agent must do.
 func (e *Node) Heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply *wrpc.HeartbeatResponse) error {
-	if err := requirePeerRole(ctx, wrpc.RoleAgent); err != nil {
-		return err
-	}
 	if done, err := e.srv.forwardWrite(ctx, "Node.Heartbeat", args, reply); done {
 		return err
 	}
@@ -126,9 +117,9 @@ func (e *Node) Heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply
 			if !ok {
 				continue
 			}
-			reply.LaunchAMs = append(reply.LaunchAMs, wrpc.AMLaunch{
-				Container: wrpc.NewContainerInfo(c, node.Address), AppName: app.Spec.Name, AMType: app.Spec.AMType, Token: c.ID,
-			})
+			info := wrpc.NewContainerInfo(c, node.Address)
+			info.User = app.Spec.User
+			reply.LaunchAMs = append(reply.LaunchAMs, wrpc.AMLaunch{Container: info, AppName: app.Spec.Name, AMType: app.Spec.AMType, Token: c.ID})
 		}
 	}
 	reply.Servers = e.srv.serverAddrs()
@@ -156,7 +147,7 @@ func newOpportunistic(st *fsm.State, args *wrpc.HeartbeatRequest) (records []fsm
 		if r.State == scheduler.ContainerCompleted {
 			rec.FinishedAt = r.At
 		}
-		if _, ok := st.App(r.AppID); !ok || fsm.ValidateRecord(&rec) != nil {
+		if _, ok := st.App(r.AppID); !ok || fsm.ValidateRecord(&rec) != nil || scheduler.ValidateID("id", r.ID) != nil {
 			if r.State.Live() {
 				refused = append(refused, r.ID)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/weft-sched/weft/acl"
 	"github.com/weft-sched/weft/fsm"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
@@ -58,7 +59,9 @@ func (e *Queue) List(ctx context.Context, args *wrpc.QueueListRequest, reply *wr
 		reply.Queues = reply.Queues[:0]
 		stats := scheduler.QueueStats(st)
 		for _, q := range st.Queues() {
-			reply.Queues = append(reply.Queues, queueInfo(q, stats[q.Path]))
+			if e.srv.canReadQueue(ctx, q.Path) {
+				reply.Queues = append(reply.Queues, queueInfo(q, stats[q.Path]))
+			}
 		}
 		return queueIndex(st), nil
 	})
@@ -76,6 +79,9 @@ func (e *Queue) Status(ctx context.Context, args *wrpc.QueueStatusRequest, reply
 	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
 		for _, q := range st.Queues() {
 			if q.Path == name {
+				if err := e.srv.allowQueue(ctx, "Queue.Status", name, acl.LevelRead); err != nil {
+					return 0, err
+				}
 				reply.Queue = queueInfo(q, scheduler.QueueStats(st)[q.Path])
 				return queueIndex(st), nil
 			}

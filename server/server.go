@@ -104,6 +104,7 @@ func New(config *Config) (*Server, error) {
 	s.listener = ln
 	s.rpcAddr = ln.Addr().String()
 	s.rpcServer = wrpc.NewServer(s.logger.Named("rpc"))
+	s.rpcServer.Authorize = s.authorize
 	s.registerEndpoints()
 	s.raftLayer = newRaftLayer(ln.Addr(), config.TLS)
 

@@ -34,6 +34,7 @@ type testCluster struct {
 	configs map[string]*Config
 	pool    *wrpc.Pool
 	clock   clock.Clock // if set, the servers' clock
+	acl     bool        // ACLs on for servers started from now on
 	// pki, if set, turns TLS on: each server gets a server certificate.
 	pki *testutil.PKI
 }
@@ -66,6 +67,7 @@ func (c *testCluster) start(id string, expect int, join ...string) *Server {
 			ReconcileInterval: 500 * time.Millisecond,
 			JoinRetryInterval: 100 * time.Millisecond,
 			SerfFastGossip:    true,
+			ACLEnabled:        c.acl,
 		}
 		if c.pki != nil {
 			cfg.TLS = c.pki.Configurator(wrpc.RoleServer)

@@ -24,21 +24,12 @@ func (s *Server) verifyServerPeer(p serverMember) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), peerCheckTimeout)
 	defer cancel()
-	var st wrpc.RaftStatus
-	if err := s.pool.Call(ctx, p.RPCAddr, "Status.Raft", &wrpc.RequestHeader{AllowStale: true}, &st); err != nil {
+	var st wrpc.SelfResponse
+	if err := s.pool.Call(ctx, p.RPCAddr, "Status.Self", &wrpc.RequestHeader{AllowStale: true}, &st); err != nil {
 		return fmt.Errorf("no server certificate proven at %s: %w", p.RPCAddr, err)
 	}
 	if st.ID != p.ID {
 		return fmt.Errorf("the server at %s is %q, not %q as gossip says", p.RPCAddr, st.ID, p.ID)
 	}
 	return nil
-}
-
-// requirePeerRole checks the certificate role of a call's caller where the
-// call first reaches the servers (see wrpc.RequireRole). A call that a
-// follower forwarded to the leader arrives from a server certificate: it
-// passes, because the follower checked the original caller. A server
-// certificate is trusted with Raft itself, so it loses nothing here.
-func requirePeerRole(ctx context.Context, roles ...wrpc.Role) error {
-	return wrpc.RequireRole(ctx, append(roles, wrpc.RoleServer)...)
 }

@@ -26,6 +26,7 @@ const clientBudget = 30 * time.Second
 // clientFlags are the global flags of every client command (SPEC §14).
 type clientFlags struct {
 	address string
+	token   string
 	json    bool
 	stale   bool
 	prog    progress // what the client has said while it waits
@@ -48,6 +49,7 @@ func (c *clientFlags) register(fs *flag.FlagSet) {
 		addr = defaultAddress
 	}
 	fs.StringVar(&c.address, "address", addr, "server `HOST:PORT` to talk to; several may be given, comma-separated (env WEFT_ADDR)")
+	fs.StringVar(&c.token, "token", os.Getenv("WEFT_TOKEN"), "ACL token `SECRET` sent with every request (env WEFT_TOKEN)")
 	fs.BoolVar(&c.json, "json", false, "print JSON")
 	fs.BoolVar(&c.stale, "stale", false, "let any server answer from its local state, which may be slightly behind the leader")
 	c.registerTLS(fs)
@@ -108,6 +110,7 @@ func (c *clientFlags) client() (*rpc.Client, error) {
 		return nil, err
 	}
 	cl := rpc.NewClient(addrs, pool)
+	cl.Token = c.token
 	p := &c.prog
 	cl.OnRetry = func(elapsed time.Duration, tried []rpc.ServerOutcome) {
 		if elapsed < 500*time.Millisecond && !anyNoLeader(tried) {

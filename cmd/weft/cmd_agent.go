@@ -21,6 +21,10 @@ func runAgent(args []string) error {
 	if err := loadConfig(fs, cfg, args, "agent"); err != nil {
 		return err
 	}
+	warning, err := config.CheckSecure("agent", cfg.Bind, cfg.SecurityGaps(), cfg.Insecure)
+	if err != nil {
+		return usagef("%v", err)
+	}
 	logger, err := newLogger(cfg.LogLevel)
 	if err != nil {
 		return err
@@ -29,10 +33,12 @@ func runAgent(args []string) error {
 	if err != nil {
 		return err
 	}
+	stopWarning := warnInsecure(logger, warning)
+	defer stopWarning()
 	a, err := agent.New(&agent.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, BindAddr: cfg.Bind, RPCPort: cfg.RPCPort, SerfPort: cfg.SerfPort,
 		Join: cfg.Join, Resources: cfg.NodeCapacity(), Rack: cfg.Rack, OpportunisticQueueLength: cfg.OpportunisticQueueLength,
-		LazyHeartbeats: cfg.LazyHeartbeats, Build: version, Logger: logger, TLS: tc,
+		LazyHeartbeats: cfg.LazyHeartbeats, AllowRoot: cfg.AllowRoot, RunAsUser: cfg.RunAsUser, Build: version, Logger: logger, TLS: tc,
 	})
 	if err != nil {
 		return err

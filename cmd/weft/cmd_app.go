@@ -82,7 +82,8 @@ func runAppSubmit(args []string) error {
 		}
 		spec.DShell.Command = pos
 	}
-	if spec.User == "" {
+	if spec.User == "" && cf.token == "" {
+		// With a token, the servers run the app as the token's name.
 		spec.User = currentUser()
 	}
 	spec.SetDefaults()

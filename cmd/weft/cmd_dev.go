@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/weft-sched/weft/agent"
+	"github.com/weft-sched/weft/internal/config"
 	"github.com/weft-sched/weft/scheduler"
 	"github.com/weft-sched/weft/server"
 )
@@ -15,12 +16,14 @@ func runDev(args []string) error {
 	fs := newFlagSet("dev")
 	var bind, logLevel, resources string
 	var rpcPort, serfPort, agents int
+	var insecure bool
 	fs.StringVar(&bind, "bind", "127.0.0.1", "`IP` to listen on")
 	fs.IntVar(&rpcPort, "rpc-port", server.DefaultRPCPort, "`PORT` for the server's RPC")
 	fs.IntVar(&serfPort, "serf-port", server.DefaultSerfPort, "`PORT` for the server's serf gossip")
 	fs.IntVar(&agents, "agents", 3, "how many agents (`N`) run beside the server")
 	fs.StringVar(&resources, "resources", "memory_mb=4096,vcores=4", "capacity of each agent")
 	fs.StringVar(&logLevel, "log-level", "warn", "log `LEVEL`")
+	fs.BoolVar(&insecure, "insecure", false, "allow -bind off loopback: the dev cluster has no TLS, gossip key or ACLs")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -35,10 +38,16 @@ func runDev(args []string) error {
 	if err != nil {
 		return usagef("-resources: %v", err)
 	}
+	warning, err := config.CheckSecure("dev cluster", bind, []string{"TLS", "a gossip key", "ACLs"}, insecure)
+	if err != nil {
+		return usagef("%v", err)
+	}
 	logger, err := newLogger(logLevel)
 	if err != nil {
 		return err
 	}
+	stopWarning := warnInsecure(logger, warning)
+	defer stopWarning()
 	dir, err := os.MkdirTemp("", "weft-dev-")
 	if err != nil {
 		return err
@@ -76,6 +85,9 @@ func runDev(args []string) error {
 			NodeID: fmt.Sprintf("dev-agent-%d", i), DataDir: filepath.Join(dir, fmt.Sprintf("agent-%d", i)),
 			BindAddr: bind, RPCPort: -1, SerfPort: -1, Join: []string{srv.SerfAddr()}, Resources: res,
 			OpportunisticQueueLength: -1, SerfFastGossip: true, Build: version, Logger: logger,
+			// Containers run as whoever runs weft dev (its data dir is
+			// private to that user); the banner says so when that is root.
+			AllowRoot: true,
 		})
 		if err != nil {
 			stopAll()
@@ -89,6 +101,7 @@ func runDev(args []string) error {
 		hint = " -address " + addr
 	}
 	fmt.Fprintf(stdout, `weft dev is running: one server on %s and %d agents of %s (data in %s, removed on exit).
+It is open (no TLS, gossip key or ACLs): anyone who can reach %[1]s can use it.
 
 Try, in another terminal (the binary is bin/weft):
   weft members%[5]s
@@ -100,5 +113,8 @@ Try, in another terminal (the binary is bin/weft):
 
 Stop with Ctrl-C.
 `, addr, agents, res, dir, hint)
+	if os.Geteuid() == 0 {
+		fmt.Fprintln(stdout, "\nYou run weft dev as root, so its containers run as root: anyone who can reach "+addr+" runs commands as root here. Run it as an ordinary user.")
+	}
 	return waitForSignal(logger, stopAll, stopAll)
 }

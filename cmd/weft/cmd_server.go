@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/weft-sched/weft/internal/config"
@@ -27,6 +30,10 @@ func runServer(args []string) error {
 	if err := loadConfig(fs, cfg, args, "server"); err != nil {
 		return err
 	}
+	warning, err := config.CheckSecure("server", cfg.Bind, cfg.SecurityGaps(), cfg.Insecure)
+	if err != nil {
+		return usagef("%v", err)
+	}
 	logger, err := newLogger(cfg.LogLevel)
 	if err != nil {
 		return err
@@ -35,6 +42,8 @@ func runServer(args []string) error {
 	if err != nil {
 		return err
 	}
+	stopWarning := warnInsecure(logger, warning)
+	defer stopWarning()
 	srv, err := server.New(&server.Config{
 		NodeID:          cfg.NodeID,
 		DataDir:         cfg.DataDir,
@@ -46,12 +55,43 @@ func runServer(args []string) error {
 		Build:           version,
 		Logger:          logger,
 		TLS:             tc,
+		ACLEnabled:      cfg.ACL != nil && cfg.ACL.Enabled,
 	})
 	if err != nil {
 		return err
 	}
 	defer reloadOnSIGHUP(logger, tc)()
 	return waitForSignal(logger, srv.Leave, srv.Shutdown)
+}
+
+// warnInsecure logs warning (if not empty) now and, for a process open
+// off loopback, every config.InsecureWarningInterval until the returned
+// function is called.
+func warnInsecure(logger hclog.Logger, warning string) (stop func()) {
+	if warning == "" {
+		return func() {}
+	}
+	logger.Warn(warning)
+	if !strings.HasPrefix(warning, "INSECURE") {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(config.InsecureWarningInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				logger.Warn(warning)
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
 }
 
 // processConfig is a process configuration of package config.

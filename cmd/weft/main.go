@@ -38,6 +38,7 @@ func init() {
 		"container": {"list containers and read their logs", runContainer},
 		"node":      {"list and inspect agent nodes", runNode},
 		"am":        {"run a built-in application master (used by agents)", runAM},
+		"acl":       {"bootstrap ACLs; manage tokens and policies", runACL},
 		"tls":       {"make a CA and certificates for mutual TLS (ca create, cert create)", runTLS},
 	}
 }

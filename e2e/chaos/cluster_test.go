@@ -223,7 +223,7 @@ func newCluster(nw *network, dir, bin string, onExit func(*process, error)) (*cl
 		if _, err := sh("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%dm,mode=0755", serverDiskMB), fmt.Sprintf("%s%d", prefix, nw.run), data); err != nil {
 			return nil, err
 		}
-		args := append([]string{"server", "-node-id", n, "-bind", nw.hosts[n].ip, "-data-dir", data, "-bootstrap-expect", "3"}, joins...)
+		args := append([]string{"server", "-insecure", "-node-id", n, "-bind", nw.hosts[n].ip, "-data-dir", data, "-bootstrap-expect", "3"}, joins...)
 		c.servers[n] = &process{name: n, host: nw.hosts[n], args: args, dataDir: data, bin: bin,
 			logPath: filepath.Join(dir, n+".log"), onExit: onExit}
 	}
@@ -232,8 +232,10 @@ func newCluster(nw *network, dir, bin string, onExit func(*process, error)) (*cl
 		if err := os.MkdirAll(data, 0o755); err != nil {
 			return nil, err
 		}
-		args := append([]string{"agent", "-node-id", n, "-bind", nw.hosts[n].ip, "-data-dir", data,
-			"-resources", fmt.Sprintf("memory_mb=%d,vcores=%d", agentMemoryMB, agentVcores)}, joins...)
+		// -allow-root: the run is root's (namespaces need it), and so are
+		// its directories and the binary its AM containers run.
+		args := append([]string{"agent", "-insecure", "-node-id", n, "-bind", nw.hosts[n].ip, "-data-dir", data,
+			"-resources", fmt.Sprintf("memory_mb=%d,vcores=%d", agentMemoryMB, agentVcores), "-allow-root"}, joins...)
 		c.agents[n] = &process{name: n, host: nw.hosts[n], args: args, dataDir: data, bin: bin,
 			logPath: filepath.Join(dir, n+".log"), onExit: onExit}
 	}

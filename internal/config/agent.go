@@ -23,6 +23,8 @@ type Agent struct {
 	Rack                     string           `hcl:"rack,optional" flag:"rack" help:"rack of this node, for locality"`
 	OpportunisticQueueLength int              `hcl:"opportunistic_queue_length,optional" flag:"opportunistic-queue-length" help:"most opportunistic containers that may wait here (0 never queues)"`
 	LazyHeartbeats           bool             `hcl:"lazy_heartbeats,optional" flag:"lazy-heartbeats" help:"heartbeat only every second, not also when a container changes state (fewer leader writes, slower feedback)"`
+	AllowRoot                bool             `hcl:"allow_root,optional" flag:"allow-root" help:"when the agent runs as root, let containers run as root too (default: as nobody, or their user's account with -run-as-user)"`
+	RunAsUser                bool             `hcl:"run_as_user,optional" flag:"run-as-user" help:"when the agent runs as root, run each container as its submitting user's Unix account where that account exists here"`
 	LogLevel                 string           `hcl:"log_level,optional" flag:"log-level" help:"log level: trace, debug, info, warn or error"`
 	Region                   string           `hcl:"region,optional" flag:"region" help:"region this agent belongs to; certificates name it (agent.REGION.weft)"`
 	Encrypt                  string           `hcl:"encrypt,optional" flag:"encrypt" help:"gossip encryption key (base64 of 32 bytes, from 'weft operator keygen')"`

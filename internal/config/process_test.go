@@ -133,3 +133,32 @@ func TestSecurityBlocksMerge(t *testing.T) {
 		t.Fatalf("bad duration: %v", err)
 	}
 }
+
+func TestSecureByDefault(t *testing.T) {
+	open := DefaultServer()
+	gaps := open.SecurityGaps()
+	if len(gaps) != 3 {
+		t.Fatalf("an open server lacks %v, want TLS, gossip key and ACLs", gaps)
+	}
+	if w, err := CheckSecure("server", "127.0.0.1", gaps, false); err != nil || !strings.Contains(w, "loopback") {
+		t.Fatalf("loopback: %q %v", w, err)
+	}
+	if _, err := CheckSecure("server", "10.1.2.3", gaps, false); err == nil || !strings.Contains(err.Error(), "-insecure") || !strings.Contains(err.Error(), "ACLs") {
+		t.Fatalf("open off loopback must be refused naming what is missing and -insecure: %v", err)
+	}
+	if w, err := CheckSecure("server", "10.1.2.3", gaps, true); err != nil || !strings.HasPrefix(w, "INSECURE") {
+		t.Fatalf("-insecure: %q %v", w, err)
+	}
+	secure := DefaultServer()
+	secure.TLS = &TLS{CAFile: "ca", CertFile: "c", KeyFile: "k"}
+	secure.Encrypt = "key"
+	secure.ACL = &ACL{Enabled: true}
+	if g := secure.SecurityGaps(); len(g) != 0 {
+		t.Fatalf("a secure server lacks %v", g)
+	}
+	agent := DefaultAgent()
+	agent.TLS, agent.Encrypt = secure.TLS, "key"
+	if g := agent.SecurityGaps(); len(g) != 0 {
+		t.Fatalf("a secure agent lacks %v (agents have no ACL block)", g)
+	}
+}

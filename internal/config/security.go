@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/weft-sched/weft/scheduler"
@@ -136,3 +137,52 @@ func validateSecurity(region string, t *TLS, l *Limits) error {
 	}
 	return l.validate()
 }
+
+// SecurityGaps lists what of SPEC §15's secure setup the server lacks.
+func (c *Server) SecurityGaps() []string {
+	var gaps []string
+	if !c.TLS.Enabled() {
+		gaps = append(gaps, "TLS (tls { ca_file, cert_file, key_file })")
+	}
+	if c.Encrypt == "" {
+		gaps = append(gaps, "a gossip key (encrypt / -encrypt)")
+	}
+	if c.ACL == nil || !c.ACL.Enabled {
+		gaps = append(gaps, "ACLs (acl { enabled = true })")
+	}
+	return gaps
+}
+
+// SecurityGaps lists what of SPEC §15's secure setup the agent lacks.
+func (c *Agent) SecurityGaps() []string {
+	var gaps []string
+	if !c.TLS.Enabled() {
+		gaps = append(gaps, "TLS (tls { ca_file, cert_file, key_file })")
+	}
+	if c.Encrypt == "" {
+		gaps = append(gaps, "a gossip key (encrypt / -encrypt)")
+	}
+	return gaps
+}
+
+// CheckSecure applies SPEC §15's secure default to a process bound to
+// bind that lacks gaps: on a loopback address it may run open; elsewhere
+// only with insecure set. The returned warning, if not empty, is what the
+// process must log at start and every InsecureWarningInterval.
+func CheckSecure(what, bind string, gaps []string, insecure bool) (warning string, err error) {
+	if len(gaps) == 0 {
+		return "", nil
+	}
+	lacks := strings.Join(gaps, ", ")
+	switch {
+	case IsLoopback(bind):
+		return fmt.Sprintf("this %s runs without %s; it is bound to loopback (%s), so only this machine can reach it", what, lacks, bind), nil
+	case insecure:
+		return fmt.Sprintf("INSECURE: this %s runs on %s without %s (-insecure): anyone who can reach it can read and change the cluster and run commands on its agents", what, bind, lacks), nil
+	}
+	return "", fmt.Errorf("this %s would listen on %s, which is not a loopback address, without %s: anyone who reaches it could run commands on every agent. Set them up (docs/security.md: 'weft tls ca create', 'weft operator keygen', acl { enabled = true }), or pass -insecure to run it open anyway", what, bind, lacks)
+}
+
+// InsecureWarningInterval is how often an open process off loopback
+// repeats its warning.
+const InsecureWarningInterval = 10 * time.Minute

@@ -1,0 +1,198 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/weft-sched/weft/acl"
+	"github.com/weft-sched/weft/fsm"
+	wrpc "github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
+)
+
+// identity is who a request comes from, as its ACL token says: the ACL to
+// check it against and the token's name (the user of the apps it submits).
+type identity struct {
+	acl *acl.ACL
+	// token is nil for the anonymous caller, and when ACLs are off.
+	token *acl.Token
+}
+
+// name is the user the caller's apps run as when ACLs are on.
+func (id *identity) name() string {
+	if id.token == nil {
+		return acl.AnonymousPolicy
+	}
+	return id.token.Name
+}
+
+// describe names the caller in a refusal.
+func (id *identity) describe() string {
+	if id.token == nil {
+		return "the anonymous caller (no ACL token given: set -token or WEFT_TOKEN)"
+	}
+	return fmt.Sprintf("token %q", id.token.Name)
+}
+
+type identityKey struct{}
+
+// allowAll is the identity of every caller when ACLs are off.
+var allowAll = &identity{acl: acl.Management}
+
+// callerOf returns the identity the authorizer resolved for the request.
+// A request that did not pass the authorizer (a call made in process) is
+// allowed everything only when ACLs are off.
+func (s *Server) callerOf(ctx context.Context) *identity {
+	if id, ok := ctx.Value(identityKey{}).(*identity); ok {
+		return id
+	}
+	if !s.config.ACLEnabled {
+		return allowAll
+	}
+	return &identity{acl: acl.DenyAll}
+}
+
+// tokenLookupTimeout bounds how long a follower asks the leader about a
+// token it does not know: one created a moment ago may not have reached
+// it yet.
+const tokenLookupTimeout = time.Second
+
+// resolveToken turns a secret into the caller's identity (SPEC §15).
+func (s *Server) resolveToken(ctx context.Context, secret string) (*identity, error) {
+	if !s.config.ACLEnabled {
+		return allowAll, nil
+	}
+	st := s.fsm.State()
+	if secret == "" {
+		return &identity{acl: anonymousACL(st)}, nil
+	}
+	tok, ok := st.ACLTokenBySecret(secret)
+	if !ok && !s.IsLeader() {
+		tok, ok = s.tokenFromLeader(ctx, secret)
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: ACL token not found", wrpc.ErrPermissionDenied)
+	}
+	if tok.Expired(s.clock.Now().UnixNano()) {
+		return nil, fmt.Errorf("%w: ACL token %q expired at %s", wrpc.ErrPermissionDenied, tok.Name, time.Unix(0, tok.ExpiresAt).UTC().Format(time.RFC3339))
+	}
+	if tok.Type == acl.TypeManagement {
+		return &identity{acl: acl.Management, token: tok}, nil
+	}
+	rules := make([]*acl.Rules, 0, len(tok.Policies))
+	for _, name := range tok.Policies {
+		if p, ok := st.ACLPolicy(name); ok {
+			if r, err := p.Parsed(); err == nil {
+				rules = append(rules, r)
+			}
+		}
+	}
+	return &identity{acl: acl.Compile(rules...), token: tok}, nil
+}
+
+// anonymousACL is what a request without a token may do: what the
+// "anonymous" policy grants, nothing if there is none.
+func anonymousACL(st *fsm.State) *acl.ACL {
+	if p, ok := st.ACLPolicy(acl.AnonymousPolicy); ok {
+		if r, err := p.Parsed(); err == nil {
+			return acl.Compile(r)
+		}
+	}
+	return acl.DenyAll
+}
+
+// tokenFromLeader asks the leader for the token whose secret is secret.
+func (s *Server) tokenFromLeader(ctx context.Context, secret string) (*acl.Token, bool) {
+	addr, _ := s.raft.LeaderWithID()
+	if addr == "" || string(addr) == s.rpcAddr {
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, tokenLookupTimeout)
+	defer cancel()
+	var resp wrpc.ACLTokenResponse
+	if err := s.pool.Call(ctx, string(addr), "ACL.TokenSelf", &wrpc.RequestHeader{AuthToken: secret}, &resp); err != nil {
+		return nil, false
+	}
+	v := resp.Token
+	return &acl.Token{AccessorID: v.AccessorID, Name: v.Name, Type: v.Type, Policies: v.Policies, ExpiresAt: v.ExpiresAt,
+		CreateTime: v.CreateTime, CreateIndex: v.CreateIndex, ModifyIndex: v.ModifyIndex, SecretHash: acl.HashSecret(secret)}, true
+}
+
+// authorize is the RPC server's authorizer: it resolves the request's
+// token, checks the method-wide part of the method's capability, and hands
+// the identity to the handler, which checks the rest (which queue, whose
+// app).
+func (s *Server) authorize(ctx context.Context, method string, c wrpc.Capability, args any) (context.Context, error) {
+	switch c {
+	case wrpc.CapPublic, wrpc.CapAgent, wrpc.CapServer, wrpc.CapWorkload:
+		// Not ACL capabilities: certificates, node secrets and workload
+		// tokens are checked by the transport and the handlers.
+		return ctx, nil
+	}
+	var secret string
+	if h, ok := args.(interface{ Header() *wrpc.RequestHeader }); ok {
+		secret = h.Header().AuthToken
+	}
+	id, err := s.resolveToken(ctx, secret)
+	if err != nil {
+		return ctx, fmt.Errorf("%s: %w", method, err)
+	}
+	var allowed bool
+	switch c {
+	case wrpc.CapOperatorRead:
+		allowed = id.acl.AllowOperator(acl.LevelRead)
+	case wrpc.CapOperatorWrite:
+		allowed = id.acl.AllowOperator(acl.LevelWrite)
+	case wrpc.CapNodeRead:
+		allowed = id.acl.AllowNode(acl.LevelRead)
+	case wrpc.CapNodeWrite:
+		allowed = id.acl.AllowNode(acl.LevelWrite)
+	case wrpc.CapACLRead:
+		allowed = id.acl.AllowACL(acl.LevelRead)
+	case wrpc.CapACLWrite:
+		allowed = id.acl.AllowACL(acl.LevelWrite)
+	case wrpc.CapQueueRead, wrpc.CapQueueSubmit:
+		allowed = true // per queue, in the handler
+	case wrpc.CapToken:
+		allowed = id.token != nil || !s.config.ACLEnabled
+	default:
+		return ctx, fmt.Errorf("%s: %w: the method declares an unknown capability %q", method, wrpc.ErrInternal, c)
+	}
+	if !allowed {
+		return ctx, denied(method, id, string(c))
+	}
+	return context.WithValue(ctx, identityKey{}, id), nil
+}
+
+// denied is the answer to a caller whose ACL lacks what a method needs.
+func denied(method string, id *identity, need string) error {
+	return fmt.Errorf("%s: %w: %s lacks %s", method, wrpc.ErrPermissionDenied, id.describe(), need)
+}
+
+// allowQueue checks the caller's level on one queue.
+func (s *Server) allowQueue(ctx context.Context, method, queue string, want acl.Level) error {
+	id := s.callerOf(ctx)
+	if id.acl.AllowQueue(queue, want) {
+		return nil
+	}
+	return denied(method, id, fmt.Sprintf("%s on queue %s", want, queue))
+}
+
+// canReadQueue reports whether the caller may see a queue and its apps.
+func (s *Server) canReadQueue(ctx context.Context, queue string) bool {
+	return s.callerOf(ctx).acl.AllowQueue(queue, acl.LevelRead)
+}
+
+// allowKill checks that the caller may kill app a: admin on its queue, or
+// submit on it and the app is the caller's own.
+func (s *Server) allowKill(ctx context.Context, a *scheduler.App) error {
+	id := s.callerOf(ctx)
+	switch lvl := id.acl.QueueLevel(a.Queue); {
+	case lvl == acl.LevelAdmin:
+		return nil
+	case lvl == acl.LevelSubmit && (!s.config.ACLEnabled || a.Spec.User == id.name()):
+		return nil
+	}
+	return denied("App.Kill", id, fmt.Sprintf("admin on queue %s (or submit there, for its own apps; app %s is %s's)", a.Queue, a.ID, a.Spec.User))
+}
