@@ -412,3 +412,32 @@ func TestFilesAreRememberedByAbsolutePath(t *testing.T) {
 		t.Fatalf("configurator without a certificate: %q, region %q, role %q", c.CAFile(), c.Region(), c.Role())
 	}
 }
+
+// TestCARotationWithBothCAs: during a CA rotation every process trusts a
+// ca_file holding both CAs, so peers with certificates of either verify.
+func TestCARotationWithBothCAs(t *testing.T) {
+	old, next := newPKI(t, "global"), newPKI(t, "global")
+	both := filepath.Join(t.TempDir(), "both.pem")
+	a, _ := os.ReadFile(old.ca)
+	b, _ := os.ReadFile(next.ca)
+	if err := os.WriteFile(both, append(a, b...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cert, key := next.issue(RoleServer, "")
+	srv, err := New(both, cert, key, "global")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldCert, oldKey := old.issue(RoleClient, "")
+	cli, err := New(both, oldCert, oldKey, "global")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := handshake(t, srv.IncomingConfig(), cli.OutgoingConfig(RoleServer)); !o.ok() {
+		t.Fatalf("old client, new server, both CAs trusted: %v / %v", o.serverErr, o.clientErr)
+	}
+	// A process that trusts only the old CA refuses the new server.
+	if o := handshake(t, srv.IncomingConfig(), old.configurator(RoleClient).OutgoingConfig(RoleServer)); o.clientErr == nil {
+		t.Fatal("a client trusting only the old CA accepted a server of the new one")
+	}
+}
