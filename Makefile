@@ -65,10 +65,23 @@ bench:
 	  $(GO) test -run '^$$' -bench OpportunisticAllocationMTLS -benchmem -benchtime 1000x ./agent/ && \
 	  $(GO) test -run '^$$' -bench ShortTasks -benchtime 1x -timeout 30m ./agent/ ; } | tee bench/latest.txt
 
-## fuzz: fuzz the RPC decode path for a while (FUZZTIME, default 60s).
+## fuzz: fuzz each decode path in turn, each for FUZZTIME (default 60s).
+## FUZZ_TARGETS holds PACKAGE:FuzzName, one per line; a failing input is
+## saved under the package's testdata/fuzz and replayed by `make unit`.
 FUZZTIME ?= 60s
+FUZZ_TARGETS := \
+	./rpc:FuzzServerCodec \
+	./fsm:FuzzApply \
+	./fsm:FuzzRestore \
+	./fsm:FuzzCommandRoundTrip \
+	./internal/identity:FuzzParseToken \
+	./internal/identity:FuzzDecodeClaims \
+	./acl:FuzzParseRules
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzServerCodec -fuzztime $(FUZZTIME) ./rpc
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  echo "== $${t#*:} ($${t%%:*}) for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
+	done
 
 clean:
 	rm -rf bin

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -48,6 +49,11 @@ type Agent struct {
 	proxy *amrmProxy
 	seq   atomic.Uint64 // opportunistic container IDs minted here
 
+	// secret is the node secret (identity.go); keys the workload keys
+	// learned from the servers.
+	secret string
+	keys   *workloadKeys
+
 	// ctx ends when the agent shuts down; every goroutine it starts ends
 	// with it and is waited for (wg). runCtx ends earlier, when the agent
 	// leaves: registering and heartbeating stop first.
@@ -79,12 +85,21 @@ func New(config *Config) (*Agent, error) {
 		// (allow half a second) and its node has not reported yet (up to
 		// a heartbeat interval when heartbeats are lazy).
 		sched: newDistScheduler(config.HeartbeatInterval+500*time.Millisecond, config.Clock.Now()),
+		keys:  newWorkloadKeys(),
 	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.proxy = newAMRMProxy(a)
 	dir := filepath.Join(config.DataDir, "containers")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	secret, created, err := loadNodeSecret(config.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	a.secret = secret
+	if created {
+		a.logger.Info("created this node's secret; it proves to the servers that this agent is the node", "file", filepath.Join(config.DataDir, nodeSecretFile))
 	}
 	if n := killLeftovers(dir); n > 0 {
 		a.logger.Warn("stopped containers left running by a previous run of this agent", "count", n)
@@ -219,7 +234,8 @@ func (a *Agent) register(ctx context.Context) bool {
 	backoff := 200 * time.Millisecond
 	// One request: a registration retried after a lost answer gets the
 	// epoch of the first, not another one.
-	req := &wrpc.NodeRegisterRequest{ID: a.config.NodeID, Address: a.rpcAddr, Rack: a.config.Rack, Capacity: a.config.Resources}
+	req := &wrpc.NodeRegisterRequest{ID: a.config.NodeID, Address: a.rpcAddr, Rack: a.config.Rack, Capacity: a.config.Resources,
+		Secret: a.secret}
 	for {
 		if a.discoverServers(nil) {
 			var resp wrpc.NodeRegisterResponse
@@ -227,6 +243,7 @@ func (a *Agent) register(ctx context.Context) bool {
 			err := a.client.Call(callCtx, "Node.Register", req, &resp)
 			cancel()
 			if err == nil {
+				a.setKeys(resp.WorkloadKeys)
 				a.epoch.Store(resp.Epoch)
 				a.mgr.reopen()
 				a.logger.Info("registered", "epoch", resp.Epoch)
@@ -235,7 +252,11 @@ func (a *Agent) register(ctx context.Context) bool {
 			if ctx.Err() != nil {
 				return false
 			}
-			a.logger.Warn("registration failed; retrying", "error", err)
+			if errors.Is(err, wrpc.ErrPermissionDenied) {
+				a.logger.Error("the servers refuse this node's secret; retrying", "error", err)
+			} else {
+				a.logger.Warn("registration failed; retrying", "error", err)
+			}
 			if !wrpc.IsRetryable(err) {
 				req.RequestID = "" // refused: the next attempt is a new request
 			}
@@ -271,8 +292,8 @@ func (a *Agent) heartbeatLoop(ctx context.Context) bool {
 		}
 		a.discoverServers(servers)
 		listAt := a.sched.view().At
-		req := &wrpc.HeartbeatRequest{NodeID: a.config.NodeID, Epoch: a.epoch.Load(), Containers: a.mgr.reports(),
-			Load: a.mgr.load(), LeastLoadedAt: listAt}
+		req := &wrpc.HeartbeatRequest{NodeID: a.config.NodeID, Epoch: a.epoch.Load(), Secret: a.secret, Containers: a.mgr.reports(),
+			Load: a.mgr.load(), LeastLoadedAt: listAt, WorkloadKeyID: a.keys.newestID()}
 		var resp wrpc.HeartbeatResponse
 		hbCtx, cancel := context.WithTimeout(ctx, a.heartbeatTimeout())
 		err := a.client.Call(hbCtx, "Node.Heartbeat", req, &resp)
@@ -299,6 +320,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context) bool {
 			return true
 		}
 		servers = resp.Servers
+		a.setKeys(resp.WorkloadKeys)
 		a.sched.update(&resp, listAt, a.clock.Now())
 		a.rebalance(resp.QueueLimit, resp.LeastLoadedAt)
 		a.mgr.ack(resp.Acked)
@@ -314,6 +336,13 @@ func (a *Agent) heartbeatLoop(ctx context.Context) bool {
 		for _, l := range resp.LaunchAMs {
 			a.launchAM(l)
 		}
+	}
+}
+
+// setKeys takes the workload keys the servers sent (none: unchanged).
+func (a *Agent) setKeys(keys []wrpc.WorkloadKey) {
+	if err := a.keys.set(keys); err != nil {
+		a.logger.Error("the servers sent unusable workload keys; keeping the previous ones", "error", err)
 	}
 }
 
@@ -386,12 +415,12 @@ func (a *Agent) Leave() error {
 	if epoch := a.epoch.Load(); epoch > 0 {
 		ctx, cancel := context.WithTimeout(a.ctx, leaveTimeout)
 		var resp wrpc.HeartbeatResponse
-		if err := a.client.Call(ctx, "Node.Heartbeat", &wrpc.HeartbeatRequest{NodeID: a.config.NodeID, Epoch: epoch,
+		if err := a.client.Call(ctx, "Node.Heartbeat", &wrpc.HeartbeatRequest{NodeID: a.config.NodeID, Epoch: epoch, Secret: a.secret,
 			Containers: a.mgr.reports(), Load: a.mgr.load()}, &resp); err != nil {
 			a.logger.Warn("could not report the stopped containers; the servers will find them lost", "error", err)
 		}
 		var wr wrpc.WriteResponse
-		if err := a.client.Call(ctx, "Node.Deregister", &wrpc.NodeDeregisterRequest{ID: a.config.NodeID, Epoch: epoch}, &wr); err != nil {
+		if err := a.client.Call(ctx, "Node.Deregister", &wrpc.NodeDeregisterRequest{ID: a.config.NodeID, Epoch: epoch, Secret: a.secret}, &wr); err != nil {
 			a.logger.Warn("could not take the node out of service; the servers will mark it down when gossip says it left", "error", err)
 		} else {
 			a.logger.Info("node taken out of service", "epoch", epoch)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weft-sched/weft/internal/identity"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -45,6 +46,9 @@ type proxyAttempt struct {
 	// refused is the servers' final refusal of a background relay (the
 	// attempt is over, say): the AM's next call gets it.
 	refused error
+	// renewed is an AM token the servers renewed in answer to a
+	// background relay: the AM's next answer carries it.
+	renewed string
 }
 
 func newAMRMProxy(a *Agent) *amrmProxy {
@@ -71,10 +75,19 @@ func (p *amrmProxy) forget() {
 	}
 }
 
-// checkAM admits only the AMs this agent launched, by their token.
-func (p *amrmProxy) checkAM(app string, attempt int, token string) error {
-	if want, runs := p.a.mgr.runningAM(app, attempt); !runs || want != token {
-		return wrpc.Errorf(wrpc.CodeBadRequest, "app %s attempt %d: no AM with this token runs on node %s; an AM talks to the AMRMProxy of its own node",
+// checkAM admits only the AMs this agent launched: the token must be a
+// valid AM token of (app, attempt) for this node, and name the AM
+// container that runs here (SPEC §15). The servers check the token again.
+func (p *amrmProxy) checkAM(ctx context.Context, app string, attempt int, token string) error {
+	claims, err := p.a.verifyToken(ctx, token)
+	if err != nil {
+		return denied("app %s attempt %d: AM token: %v", app, attempt, err)
+	}
+	if claims.Kind != identity.KindAM || claims.AppID != app || claims.Attempt != attempt {
+		return denied("app %s attempt %d: the token is a %s token of app %s attempt %d", app, attempt, claims.Kind, claims.AppID, claims.Attempt)
+	}
+	if am, runs := p.a.mgr.runningAM(app, attempt); !runs || am != claims.ContainerID || claims.NodeID != p.a.config.NodeID {
+		return denied("app %s attempt %d: no AM with this token runs on node %s; an AM talks to the AMRMProxy of its own node",
 			app, attempt, p.a.config.NodeID)
 	}
 	return nil
@@ -82,7 +95,7 @@ func (p *amrmProxy) checkAM(app string, attempt int, token string) error {
 
 // Register relays AM.Register for an AM running on this node.
 func (p *amrmProxy) Register(ctx context.Context, args *wrpc.AMRegisterRequest, reply *wrpc.AMRegisterResponse) error {
-	if err := p.checkAM(args.AppID, args.Attempt, args.Token); err != nil {
+	if err := p.checkAM(ctx, args.AppID, args.Attempt, args.Token); err != nil {
 		return err
 	}
 	p.mu.Lock()
@@ -93,7 +106,7 @@ func (p *amrmProxy) Register(ctx context.Context, args *wrpc.AMRegisterRequest, 
 
 // Finish relays AM.Finish and forgets the attempt.
 func (p *amrmProxy) Finish(ctx context.Context, args *wrpc.AMFinishRequest, reply *wrpc.WriteResponse) error {
-	if err := p.checkAM(args.AppID, args.Attempt, args.Token); err != nil {
+	if err := p.checkAM(ctx, args.AppID, args.Attempt, args.Token); err != nil {
 		return err
 	}
 	p.mu.Lock()
@@ -107,7 +120,7 @@ func (p *amrmProxy) Finish(ctx context.Context, args *wrpc.AMFinishRequest, repl
 
 // Allocate splits an AM.Allocate (see amrmProxy).
 func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateResponse) error {
-	if err := p.checkAM(args.AppID, args.Attempt, args.Token); err != nil {
+	if err := p.checkAM(ctx, args.AppID, args.Attempt, args.Token); err != nil {
 		return err
 	}
 	for i := range args.Asks {
@@ -158,7 +171,7 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 	}
 	for _, id := range args.Releases {
 		if addr, ok := at.minted[id]; ok {
-			p.a.goFunc(func() { p.stopOnNode(at, addr, id) }) // the servers may never have heard of it
+			p.a.goFunc(func() { p.stopOnNode(at, addr, id, args.Token) }) // the servers may never have heard of it
 			continue
 		}
 		fwd.Releases = append(fwd.Releases, id)
@@ -183,7 +196,7 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 		}
 		p.mu.Unlock()
 		p.keep(at, fwd.Releases)
-		*reply = wrpc.AMAllocateResponse{Index: args.MinQueryIndex, Allocated: local, Partial: true}
+		*reply = wrpc.AMAllocateResponse{Index: args.MinQueryIndex, Allocated: local, Partial: true, AMToken: p.takeRenewed(at)}
 		return nil
 	}
 	if len(local) > 0 {
@@ -196,7 +209,7 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 		} else {
 			p.keep(at, fwd.Releases)
 		}
-		*reply = wrpc.AMAllocateResponse{Index: args.MinQueryIndex, Allocated: local, Partial: down}
+		*reply = wrpc.AMAllocateResponse{Index: args.MinQueryIndex, Allocated: local, Partial: down, AMToken: p.takeRenewed(at)}
 		return nil
 	}
 	if len(unmet) > 0 && (fwd.MaxWait <= 0 || fwd.MaxWait > p.a.config.HeartbeatInterval) {
@@ -206,6 +219,9 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 	if err := p.a.client.Call(ctx, "AM.Allocate", &fwd, reply); err != nil {
 		p.keep(at, fwd.Releases)
 		return err
+	}
+	if renewed := p.takeRenewed(at); reply.AMToken == "" {
+		reply.AMToken = renewed
 	}
 	p.synced(at, args, reply)
 	return nil
@@ -238,7 +254,21 @@ func (p *amrmProxy) relay(at *proxyAttempt, fwd *wrpc.AMAllocateRequest) {
 		p.a.logger.Warn("could not relay an AM's asks and releases; they go with its next call", "app", fwd.AppID, "error", err)
 		return
 	}
+	if reply.AMToken != "" {
+		p.mu.Lock()
+		at.renewed = reply.AMToken
+		p.mu.Unlock()
+	}
 	p.synced(at, fwd, &reply)
+}
+
+// takeRenewed returns (once) an AM token renewed by a background relay.
+func (p *amrmProxy) takeRenewed(at *proxyAttempt) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	tok := at.renewed
+	at.renewed = ""
+	return tok
 }
 
 // relayTimeout bounds a background relay of an AM's asks and releases.
@@ -258,8 +288,14 @@ func (p *amrmProxy) synced(at *proxyAttempt, req *wrpc.AMAllocateRequest, reply 
 
 // allocateLocal allocates an opportunistic ask from the distributed
 // scheduler's room. IDs embed this node and its registration epoch, so
-// they never collide with anyone's. p.mu must be held.
+// they never collide with anyone's; each container gets a container token
+// signed with the servers' active key, which its node verifies. p.mu must
+// be held.
 func (p *amrmProxy) allocateLocal(at *proxyAttempt, args *wrpc.AMAllocateRequest, ask scheduler.Ask) []wrpc.ContainerInfo {
+	ring, _ := p.a.keys.current()
+	if ring.ActiveID() == 0 {
+		return nil // no keys yet: nothing this proxy allocates could start
+	}
 	clockNow := p.a.clock.Now()
 	nodes := p.a.sched.allocate(ask, clockNow)
 	if len(nodes) == 0 {
@@ -269,25 +305,30 @@ func (p *amrmProxy) allocateLocal(at *proxyAttempt, args *wrpc.AMAllocateRequest
 	prefix := scheduler.AgentContainerIDPrefix + p.a.config.NodeID + "-" + strconv.FormatUint(p.a.epoch.Load(), 10) + "-"
 	// The app's user is the one the leader gave this node's AM container.
 	user := p.a.mgr.amUser(args.AppID, args.Attempt)
-	out := make([]wrpc.ContainerInfo, len(nodes))
-	for i, n := range nodes {
+	out := make([]wrpc.ContainerInfo, 0, len(nodes))
+	for _, n := range nodes {
 		id := prefix + strconv.FormatUint(p.a.seq.Add(1), 10)
-		out[i] = wrpc.ContainerInfo{ID: id, AppID: args.AppID, Attempt: args.Attempt, NodeID: n.NodeID, NodeAddress: n.Address,
+		tok, err := p.a.mintContainerToken(ring, args.AppID, args.Attempt, id, n.NodeID, user, ask.Resources, now)
+		if err != nil {
+			p.a.logger.Error("cannot sign a container token; the container is not allocated", "container", id, "error", err)
+			continue
+		}
+		out = append(out, wrpc.ContainerInfo{ID: id, AppID: args.AppID, Attempt: args.Attempt, NodeID: n.NodeID, NodeAddress: n.Address,
 			AskID: ask.AskID, ExecutionType: string(scheduler.Opportunistic), State: string(scheduler.ContainerAllocated),
-			Resources: ask.Resources, User: user, Token: id, AllocatedAt: now}
+			Resources: ask.Resources, User: user, Token: tok, AllocatedAt: now})
 		at.minted[id] = n.Address
 	}
 	return out
 }
 
 // stopOnNode stops a released container this proxy allocated on its node
-// (a container its node never saw needs nothing). The proxy forgets the
-// container only once the node has answered, so an AM that sends the
-// release again reaches the node again.
-func (p *amrmProxy) stopOnNode(at *proxyAttempt, addr, id string) {
+// (a container its node never saw needs nothing), with the AM's token. The
+// proxy forgets the container only once the node has answered, so an AM
+// that sends the release again reaches the node again.
+func (p *amrmProxy) stopOnNode(at *proxyAttempt, addr, id, amToken string) {
 	ctx, cancel := context.WithTimeout(p.a.ctx, relayTimeout)
 	defer cancel()
-	if err := p.a.agentPool.Call(ctx, addr, "Container.Stop", &wrpc.ContainerIDRequest{ID: id}, &struct{}{}); err != nil {
+	if err := p.a.agentPool.Call(ctx, addr, "Container.Stop", &wrpc.ContainerIDRequest{ID: id, Token: amToken}, &struct{}{}); err != nil {
 		p.a.logger.Warn("could not stop a released opportunistic container on its node; the AM may release it again", "container", id, "node", addr, "error", err)
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,16 +15,20 @@ import (
 )
 
 // amWorld is an in-process cluster running one app whose AM container
-// holds a process that only sleeps: the test speaks the AM protocol in its
-// place, with its identity, through the AMRMProxy of the AM's node.
+// holds a process that only writes down its AM token and sleeps: the test
+// speaks the AM protocol in its place, with its identity (the token the
+// agent launched it with), through the AMRMProxy of the AM's node.
 type amWorld struct {
 	t      testing.TB
 	srv    *server.Server
 	agents []*Agent
 	c      *rpc.Client
 	app    string
+	amID   string // the AM container
 	home   *Agent // the agent running the AM container
 	am     *rpc.AMClient
+	tokens string        // where stand-in AMs write their tokens
+	pki    *testutil.PKI // TLS on when set
 }
 
 func startAMWorld(t testing.TB, n int, shape func(*Config)) *amWorld {
@@ -32,11 +37,14 @@ func startAMWorld(t testing.TB, n int, shape func(*Config)) *amWorld {
 }
 
 // startAMWorldTLS is startAMWorld with mutual TLS on when pki is not nil;
-// the test's AM client then holds the CA and no certificate, as an AM does.
+// the test's AM clients then hold the CA and no certificate, as AMs do.
 func startAMWorldTLS(t testing.TB, n int, pki *testutil.PKI, shape func(*Config)) *amWorld {
 	t.Helper()
-	standIn := filepath.Join(t.TempDir(), "stand-in-am")
-	if err := os.WriteFile(standIn, []byte("#!/bin/sh\nexec sleep 600\n"), 0o755); err != nil {
+	dir := t.TempDir()
+	standIn := filepath.Join(dir, "stand-in-am")
+	script := "#!/bin/sh\necho \"$WEFT_AM_TOKEN\" > \"" + dir + "/token-$WEFT_APP_ID.tmp\"\n" +
+		"mv \"" + dir + "/token-$WEFT_APP_ID.tmp\" \"" + dir + "/token-$WEFT_APP_ID\"\nexec sleep 600\n"
+	if err := os.WriteFile(standIn, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	srv, agents, c := clusterTLS(t, n, pki, func(cfg *Config) {
@@ -45,33 +53,47 @@ func startAMWorldTLS(t testing.TB, n int, pki *testutil.PKI, shape func(*Config)
 			shape(cfg)
 		}
 	})
-	w := &amWorld{t: t, srv: srv, agents: agents, c: c}
+	w := &amWorld{t: t, srv: srv, agents: agents, c: c, tokens: dir, pki: pki}
+	w.app, w.amID, w.home, w.am = w.submitStandIn()
+	return w
+}
+
+// submitStandIn submits an app whose AM is a stand-in, waits for the AM to
+// run, and returns the app, its AM container, the AM's agent and a
+// registered AM client with the AM's token.
+func (w *amWorld) submitStandIn() (app, amID string, home *Agent, am *rpc.AMClient) {
+	w.t.Helper()
 	var sub rpc.AppSubmitResponse
 	spec := scheduler.AppSpec{User: "test", DShell: scheduler.DShell{NumContainers: 1, Command: []string{"true"}}}
-	if err := c.Call(context.Background(), "App.Submit", &rpc.AppSubmitRequest{Spec: spec}, &sub); err != nil {
-		t.Fatal(err)
+	if err := w.c.Call(context.Background(), "App.Submit", &rpc.AppSubmitRequest{Spec: spec}, &sub); err != nil {
+		w.t.Fatal(err)
 	}
-	w.app = sub.AppID
-	var token string
-	testutil.WaitFor(t, 15*time.Second, func() bool {
-		for _, ci := range w.containers() {
+	app = sub.AppID
+	testutil.WaitFor(w.t, 15*time.Second, func() bool {
+		for _, ci := range w.appContainers(app) {
 			if ci.IsAM && ci.State == "RUNNING" {
-				token, w.home = ci.ID, w.agent(ci.NodeID)
+				amID, home = ci.ID, w.agent(ci.NodeID)
 				return true
 			}
 		}
 		return false
 	})
-	if pki != nil {
-		w.am = rpc.NewAMClientTLS(w.app, 1, token, w.home.RPCAddr(), pki.Anonymous())
+	var token []byte
+	testutil.WaitFor(w.t, 15*time.Second, func() bool {
+		var err error
+		token, err = os.ReadFile(filepath.Join(w.tokens, "token-"+app))
+		return err == nil
+	})
+	if w.pki != nil {
+		am = rpc.NewAMClientTLS(app, 1, strings.TrimSpace(string(token)), home.RPCAddr(), w.pki.Anonymous())
 	} else {
-		w.am = rpc.NewAMClient(w.app, 1, token, w.home.RPCAddr())
+		am = rpc.NewAMClient(app, 1, strings.TrimSpace(string(token)), home.RPCAddr())
 	}
-	t.Cleanup(w.am.Close)
-	if _, err := w.am.Register(context.Background()); err != nil {
-		t.Fatal(err)
+	w.t.Cleanup(am.Close)
+	if _, err := am.Register(context.Background()); err != nil {
+		w.t.Fatal(err)
 	}
-	return w
+	return app, amID, home, am
 }
 
 // waitList waits until the AM's agent holds a list of n nodes computed
@@ -101,9 +123,11 @@ func (w *amWorld) agent(id string) *Agent {
 }
 
 // containers lists the app's containers as the servers know them.
-func (w *amWorld) containers() []rpc.ContainerInfo {
+func (w *amWorld) containers() []rpc.ContainerInfo { return w.appContainers(w.app) }
+
+func (w *amWorld) appContainers(app string) []rpc.ContainerInfo {
 	var list rpc.ContainerListResponse
-	if err := w.c.Call(context.Background(), "Container.List", &rpc.ContainerListRequest{AppID: w.app}, &list); err != nil {
+	if err := w.c.Call(context.Background(), "Container.List", &rpc.ContainerListRequest{AppID: app}, &list); err != nil {
 		w.t.Fatal(err)
 	}
 	return list.Containers

@@ -1,14 +1,18 @@
 // Package agent is a weft node: it joins the serf pool, registers its
-// capacity and rack with the servers and heartbeats to them, runs containers
+// capacity and rack with the servers and heartbeats to them (proving it is
+// the node with the node secret it keeps in its data dir), runs containers
 // as process groups (launch, queue, evict, shed, kill, logs) through the pure
 // scheduler.LocalScheduler, each as the Unix account runAsPolicy picks
 // (runas.go: never root unless allow_root), hosts the AMRMProxy that allocates its AMs'
 // opportunistic asks itself from the leader's least-loaded list (the
 // distributed scheduler, which goes on without a leader) and relays the
 // rest of the AM protocol to the servers, and launches AM containers (the
-// built-in AMs live in package am). With TLS configured it speaks mutual TLS
-// to servers and agents, and its port verifies a certificate when one is
-// given (AMs have none). A graceful stop (Leave) stops
+// built-in AMs live in package am). It verifies workload tokens with the
+// keys the servers send it (SPEC §15): a container starts only with a
+// container token for exactly it on this node, and the AM protocol and
+// container calls serve an app only with its AM token. With TLS configured
+// it speaks mutual TLS to servers and agents, and its port verifies a
+// certificate when one is given (AMs have none). A graceful stop (Leave) stops
 // heartbeating first, then every container, reports their ends and takes
 // the node out of service before it leaves the pool.
 //
@@ -19,4 +23,5 @@
 // left behind. No caller text becomes a path: every ID is checked with
 // scheduler.ValidateID at the RPC boundary and again where a path is built
 // (paths.go, cgroups.go).
+// left behind. It must never run a command without a verified token.
 package agent

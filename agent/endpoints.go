@@ -3,13 +3,20 @@ package agent
 import (
 	"context"
 
+	"github.com/weft-sched/weft/internal/identity"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
 
 // registerEndpoints returns the agent's RPC server: the AM protocol (the
 // AMRMProxy), container management and the node's own load. Each method is
-// named here once, so this is the agent's whole RPC surface.
+// named here once, so this is the agent's whole RPC surface. Every method
+// but Agent.Load needs a workload token (SPEC §15): AM.* the AM token of an
+// AM running here, Container.Start a container token of exactly that
+// container on this node, Container.Stop/Status/Logs an AM token of the
+// container's app (Logs also a container token of it, which servers mint
+// to relay reads), Container.Promote a container token of it as
+// guaranteed (only the leader mints one).
 func (a *Agent) registerEndpoints() *wrpc.Server {
 	s := wrpc.NewServer(a.logger.Named("rpc"))
 	c, ag := &containerEndpoint{a}, &agentEndpoint{a}
@@ -18,9 +25,9 @@ func (a *Agent) registerEndpoints() *wrpc.Server {
 	wrpc.Register(s, "AM.Finish", wrpc.CapWorkload, a.proxy.Finish)
 	wrpc.Register(s, "Container.Start", wrpc.CapWorkload, c.Start)
 	wrpc.Register(s, "Container.Stop", wrpc.CapWorkload, c.Stop)
-	wrpc.Register(s, "Container.Promote", wrpc.CapServer, c.Promote)
+	wrpc.Register(s, "Container.Promote", wrpc.CapWorkload, c.Promote)
 	wrpc.Register(s, "Container.Status", wrpc.CapWorkload, c.Status)
-	wrpc.Register(s, "Container.Logs", wrpc.CapServer, c.Logs)
+	wrpc.Register(s, "Container.Logs", wrpc.CapWorkload, c.Logs)
 	wrpc.Register(s, "Agent.Load", wrpc.CapAgent, ag.Load)
 	return s
 }
@@ -28,7 +35,8 @@ func (a *Agent) registerEndpoints() *wrpc.Server {
 // containerEndpoint is the container-management protocol (SPEC §8).
 type containerEndpoint struct{ a *Agent }
 
-// Start runs a container placed on this node.
+// Start runs a container placed on this node, as its container token
+// says it was allocated. A token starts its container once.
 func (e *containerEndpoint) Start(ctx context.Context, args *wrpc.ContainerStartRequest, reply *wrpc.ContainerStartResponse) error {
 	c := args.Container
 	if err := checkContainerIDs(&c); err != nil {
@@ -37,8 +45,6 @@ func (e *containerEndpoint) Start(ctx context.Context, args *wrpc.ContainerStart
 	switch {
 	case c.NodeID != e.a.config.NodeID:
 		return wrpc.Errorf(wrpc.CodeBadRequest, "container %s is placed on node %s, not on %s", c.ID, c.NodeID, e.a.config.NodeID)
-	case args.Token != c.ID:
-		return wrpc.Errorf(wrpc.CodeBadRequest, "container %s: invalid container token", c.ID)
 	case len(args.Launch.Command) == 0:
 		return wrpc.Errorf(wrpc.CodeBadRequest, "container %s: launch command is empty", c.ID)
 	case scheduler.ValidateContainerResources(c.Resources) != nil:
@@ -48,21 +54,42 @@ func (e *containerEndpoint) Start(ctx context.Context, args *wrpc.ContainerStart
 	case e.a.epoch.Load() == 0:
 		return wrpc.Errorf(wrpc.CodeUnavailable, "node %s is not registered yet", e.a.config.NodeID)
 	}
+	claims, err := e.a.checkContainerToken(ctx, args.Token, &c)
+	if err != nil {
+		return err
+	}
+	c.ExecutionType = string(claims.ExecutionType)
+	// The account it may run as is the one the token was signed for, never
+	// the caller's choice.
+	c.User = claims.User
 	// AM containers are launched by the agent itself, on the leader's
 	// order: a client cannot claim one (and with it an AM's identity).
-	// c.User, the account it may run as, comes from the servers through
-	// the AM (see rpc.ContainerInfo.User).
 	c.IsAM = false
-	*reply = *e.a.mgr.start(c, args.Launch)
+	resp, fresh := e.a.mgr.startByToken(c, args.Launch, claims.Expiry)
+	if !fresh {
+		return denied("container %s was started on node %s before: a container token starts its container once", c.ID, e.a.config.NodeID)
+	}
+	*reply = *resp
 	return nil
 }
 
-// Stop stops a container on this node.
+// Stop stops a container of the token's app on this node; stopping one
+// the node does not know does nothing.
 func (e *containerEndpoint) Stop(ctx context.Context, args *wrpc.ContainerIDRequest, reply *struct{}) error {
 	if err := checkID("id", args.ID); err != nil {
 		return err
 	}
-	e.a.mgr.stop(args.ID, scheduler.ReasonKilled)
+	app, _ := e.a.mgr.appOf(args.ID)
+	claims, err := e.a.checkAppToken(ctx, args.Token, app, args.ID)
+	if err != nil {
+		return err
+	}
+	if claims.Kind != identity.KindAM {
+		return denied("container %s: stopping a container needs its app's AM token", args.ID)
+	}
+	if app != "" {
+		e.a.mgr.stop(args.ID, scheduler.ReasonKilled)
+	}
 	return nil
 }
 
@@ -75,36 +102,61 @@ func (e *containerEndpoint) Promote(ctx context.Context, args *wrpc.ContainerIDR
 	if err := checkID("id", args.ID); err != nil {
 		return err
 	}
+	app, _ := e.a.mgr.appOf(args.ID)
+	claims, err := e.a.checkAppToken(ctx, args.Token, app, args.ID)
+	if err != nil {
+		return err
+	}
+	if claims.Kind != identity.KindContainer || claims.ExecutionType != scheduler.Guaranteed {
+		return denied("container %s: a promotion needs a container token of it as guaranteed, which the leader sends", args.ID)
+	}
 	if !e.a.mgr.promote(args.ID) {
 		return wrpc.Errorf(wrpc.CodeConflict, "container %s is not running opportunistic on node %s", args.ID, e.a.config.NodeID)
 	}
 	return nil
 }
 
-// Status reports containers on this node (all of them if no IDs are given).
+// Status reports the token's app's containers on this node (all of them
+// if no IDs are given).
 func (e *containerEndpoint) Status(ctx context.Context, args *wrpc.ContainerStatusRequest, reply *wrpc.ContainerStatusResponse) error {
 	if err := checkIDs("ids", args.IDs); err != nil {
 		return err
+	}
+	claims, err := e.a.checkAppToken(ctx, args.Token, "", "")
+	if err != nil {
+		return err
+	}
+	if claims.Kind != identity.KindAM {
+		return denied("container status needs an AM token")
 	}
 	want := map[string]bool{}
 	for _, id := range args.IDs {
 		want[id] = true
 	}
 	for _, r := range e.a.mgr.reports() {
-		if len(want) == 0 || want[r.ID] {
+		if r.AppID == claims.AppID && (len(want) == 0 || want[r.ID]) {
 			reply.Containers = append(reply.Containers, r)
 		}
 	}
 	return nil
 }
 
-// Logs reads a container's stdout or stderr. The ID is exact: it matches
-// one container or none.
+// Logs reads a container's stdout or stderr, for its app's AM or for a
+// server relaying a read (with a container token of it). The ID is exact:
+// it matches one container or none.
 func (e *containerEndpoint) Logs(ctx context.Context, args *wrpc.ContainerLogsRequest, reply *wrpc.ContainerLogsResponse) error {
 	if err := checkLogsRequest(args); err != nil {
 		return err
 	}
-	resp, err := e.a.mgr.logs(args)
+	app, _ := e.a.mgr.appOf(args.ID)
+	claims, err := e.a.checkAppToken(ctx, args.Token, app, args.ID)
+	if err != nil {
+		return err
+	}
+	if app == "" {
+		app = claims.AppID // a completed container the agent has forgotten
+	}
+	resp, err := e.a.mgr.logs(args, app)
 	if err != nil {
 		return err
 	}

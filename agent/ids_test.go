@@ -142,7 +142,7 @@ func TestManagerRefusesIDsItCannotJoin(t *testing.T) {
 				t.Errorf("start of %+v = %+v; want a refusal naming the field", ci, r)
 			}
 		}
-		if _, err := m.logs(&rpc.ContainerLogsRequest{ID: id}); !errors.Is(err, rpc.ErrBadRequest) {
+		if _, err := m.logs(&rpc.ContainerLogsRequest{ID: id}, ""); !errors.Is(err, rpc.ErrBadRequest) {
 			t.Errorf("logs of %q = %v; want a bad request", id, err)
 		}
 	}
@@ -168,12 +168,17 @@ func TestLogsTakeAnExactContainerID(t *testing.T) {
 	if len(m.reports()) != 0 {
 		t.Fatal("the container was not forgotten")
 	}
-	resp, err := m.logs(&rpc.ContainerLogsRequest{ID: "c-7-0"})
-	if err != nil || string(resp.Data) != "seven\n" || !resp.Done {
-		t.Fatalf("logs of the forgotten c-7-0 = %+v, %v", resp, err)
+	for _, app := range []string{"", "app-7"} { // found by ID, or under the app a token names
+		resp, err := m.logs(&rpc.ContainerLogsRequest{ID: "c-7-0"}, app)
+		if err != nil || string(resp.Data) != "seven\n" || !resp.Done {
+			t.Fatalf("logs of the forgotten c-7-0 (app %q) = %+v, %v", app, resp, err)
+		}
+	}
+	if _, err := m.logs(&rpc.ContainerLogsRequest{ID: "c-7-0"}, "app-8"); !rpc.IsNotFound(err) {
+		t.Errorf("logs of c-7-0 under another app = %v; want not found", err)
 	}
 	for _, id := range []string{"c-7", "c-7-", "app-7", "c-7-00", "C-7-0"} {
-		if _, err := m.logs(&rpc.ContainerLogsRequest{ID: id}); !rpc.IsNotFound(err) {
+		if _, err := m.logs(&rpc.ContainerLogsRequest{ID: id}, ""); !rpc.IsNotFound(err) {
 			t.Errorf("logs of %q = %v; want not found", id, err)
 		}
 	}

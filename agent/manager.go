@@ -35,12 +35,17 @@ type manager struct {
 
 	queueCapacity int
 
-	mu     sync.Mutex
-	ls     *scheduler.LocalScheduler
-	byID   map[string]*ctr
-	ams    map[attemptKey]string // live AM containers here: app attempt → token (container ID)
-	closed bool
-	procs  sync.WaitGroup
+	mu   sync.Mutex
+	ls   *scheduler.LocalScheduler
+	byID map[string]*ctr
+	ams  map[attemptKey]string // live AM containers here: app attempt → container ID
+	// spent remembers the containers started here by token until their
+	// tokens expire (Unix ns), so a token is never used twice, even after
+	// the agent has forgotten its container.
+	spent    map[string]int64
+	prunedAt int64
+	closed   bool
+	procs    sync.WaitGroup
 	// meanRun is a moving average of how long opportunistic containers
 	// ran, for the queue-wait estimate.
 	meanRun time.Duration
@@ -65,8 +70,8 @@ type ctr struct {
 func newManager(logger hclog.Logger, clk clock.Clock, nodeID, dir string, capacity scheduler.Resources, queueLimit int, killGrace time.Duration, cg *cgroups, changed func()) *manager {
 	return &manager{
 		logger: logger.Named("containers"), clock: clk, nodeID: nodeID, dir: dir, killGrace: killGrace, cg: cg, changed: changed,
-		ls: scheduler.NewLocalScheduler(capacity, queueLimit), byID: map[string]*ctr{}, ams: map[attemptKey]string{}, queueCapacity: queueLimit,
-		lookup: user.Lookup,
+		ls: scheduler.NewLocalScheduler(capacity, queueLimit), byID: map[string]*ctr{}, ams: map[attemptKey]string{}, spent: map[string]int64{},
+		queueCapacity: queueLimit, lookup: user.Lookup,
 	}
 }
 
@@ -87,18 +92,55 @@ func (m *manager) shed(limit int) {
 // directory (see containerDir) is refused and not recorded; one that may
 // not run as any account here (see runAsPolicy) completes as failed.
 func (m *manager) start(info rpc.ContainerInfo, launch rpc.LaunchSpec) *rpc.ContainerStartResponse {
-	dir, err := m.containerDir(info.AppID, info.ID)
-	if err != nil {
-		m.logger.Error("refusing a container with an invalid ID", "error", err)
-		return &rpc.ContainerStartResponse{State: string(scheduler.ContainerCompleted), Reason: string(scheduler.ReasonFailed), Diagnostics: err.Error()}
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.startLocked(info, launch)
+}
+
+// startByToken is start for a Container.Start whose token expires at
+// expiry: a token is used once. It reports false, starting nothing, for a
+// container this agent started before and has forgotten since (its end
+// was reported), or whose directory a previous run left.
+func (m *manager) startByToken(info rpc.ContainerInfo, launch rpc.LaunchSpec, expiry int64) (*rpc.ContainerStartResponse, bool) {
+	now := m.clock.Now().UnixNano()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, known := m.byID[info.ID]; !known {
+		if _, used := m.spent[info.ID]; used {
+			return nil, false
+		}
+		dir, err := m.containerDir(info.AppID, info.ID)
+		if err != nil {
+			return m.startLocked(info, launch), true // refused for its IDs
+		}
+		if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+			return nil, false
+		}
+		if now-m.prunedAt > int64(time.Minute) {
+			for id, exp := range m.spent {
+				if exp <= now {
+					delete(m.spent, id)
+				}
+			}
+			m.prunedAt = now
+		}
+		m.spent[info.ID] = expiry
+	}
+	return m.startLocked(info, launch), true
+}
+
+// startLocked is start with m.mu held.
+func (m *manager) startLocked(info rpc.ContainerInfo, launch rpc.LaunchSpec) *rpc.ContainerStartResponse {
 	if c, ok := m.byID[info.ID]; ok {
 		return &rpc.ContainerStartResponse{State: string(c.state), Reason: string(c.reason), Diagnostics: c.diag}
 	}
 	if m.closed {
 		return &rpc.ContainerStartResponse{State: string(scheduler.ContainerCompleted), Reason: string(scheduler.ReasonRejected)}
+	}
+	dir, err := m.containerDir(info.AppID, info.ID)
+	if err != nil {
+		m.logger.Error("refusing a container with an invalid ID", "error", err)
+		return &rpc.ContainerStartResponse{State: string(scheduler.ContainerCompleted), Reason: string(scheduler.ReasonFailed), Diagnostics: err.Error()}
 	}
 	et := scheduler.ExecutionType(info.ExecutionType)
 	if !et.Valid() {
@@ -321,8 +363,8 @@ func (m *manager) demote(id string) {
 	}
 }
 
-// runningAM returns the token of the app attempt's AM if it runs (or waits
-// to) on this node.
+// runningAM returns the container ID of the app attempt's AM if it runs
+// (or waits to) on this node.
 func (m *manager) runningAM(app string, attempt int) (string, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -341,8 +383,20 @@ func (m *manager) amUser(app string, attempt int) string {
 	return ""
 }
 
-// logs reads up to limit bytes of a container's stdout or stderr from offset.
-func (m *manager) logs(req *rpc.ContainerLogsRequest) (*rpc.ContainerLogsResponse, error) {
+// appOf returns the app of a container the agent knows.
+func (m *manager) appOf(id string) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.byID[id]
+	if !ok {
+		return "", false
+	}
+	return c.info.AppID, true
+}
+
+// logs reads up to limit bytes of a container's stdout or stderr from
+// offset; app is the container's app, whose directory holds it.
+func (m *manager) logs(req *rpc.ContainerLogsRequest, app string) (*rpc.ContainerLogsResponse, error) {
 	stream := req.Stream
 	if stream == "" {
 		stream = rpc.StreamStdout
@@ -363,9 +417,17 @@ func (m *manager) logs(req *rpc.ContainerLogsRequest) (*rpc.ContainerLogsRespons
 	}
 	m.mu.Unlock()
 	if !known {
-		// Completed containers' logs stay on disk after the agent forgets them.
+		// Completed containers' logs stay on disk after the agent forgets
+		// them, under the app the caller's token names.
 		var err error
-		if dir, err = m.findDir(req.ID); err != nil {
+		if app == "" {
+			dir, err = m.findDir(req.ID)
+		} else if dir, err = m.containerDir(app, req.ID); err == nil {
+			if fi, serr := os.Lstat(dir); serr != nil || !fi.IsDir() {
+				err = fmt.Errorf("container %s of app %s %w on node %s", req.ID, app, rpc.ErrNotFound, m.nodeID)
+			}
+		}
+		if err != nil {
 			return nil, err
 		}
 	}

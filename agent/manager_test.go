@@ -88,7 +88,7 @@ func TestManagerQueueRejectsAndDrains(t *testing.T) {
 	if r.Reason != scheduler.ReasonExited || r.ExitCode == nil || *r.ExitCode != 0 {
 		t.Fatalf("o1 ended %+v", r)
 	}
-	logs, err := m.logs(&rpc.ContainerLogsRequest{ID: "o1"})
+	logs, err := m.logs(&rpc.ContainerLogsRequest{ID: "o1"}, "app-1")
 	if err != nil || string(logs.Data) != "queued\n" || !logs.Done {
 		t.Fatalf("logs %+v %v", logs, err)
 	}
@@ -97,10 +97,10 @@ func TestManagerQueueRejectsAndDrains(t *testing.T) {
 	if m.report("o1").ID != "" {
 		t.Fatalf("acked container still reported")
 	}
-	if logs, err := m.logs(&rpc.ContainerLogsRequest{ID: "o1", Offset: 3}); err != nil || string(logs.Data) != "ued\n" {
+	if logs, err := m.logs(&rpc.ContainerLogsRequest{ID: "o1", Offset: 3}, "app-1"); err != nil || string(logs.Data) != "ued\n" {
 		t.Fatalf("logs after ack at offset 3: %+v %v", logs, err)
 	}
-	if _, err := m.logs(&rpc.ContainerLogsRequest{ID: "nope"}); err == nil || !strings.Contains(err.Error(), "not found") {
+	if _, err := m.logs(&rpc.ContainerLogsRequest{ID: "nope"}, "app-1"); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("logs of an unknown container: %v", err)
 	}
 }

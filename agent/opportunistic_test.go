@@ -2,11 +2,13 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/weft-sched/weft/internal/identity"
 	"github.com/weft-sched/weft/internal/testutil"
 	"github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
@@ -119,7 +121,7 @@ func TestAMRMProxySplitsAllocate(t *testing.T) {
 		am := rpc.NewAMClient(w.app, 1, bad.token, bad.addr)
 		_, err := am.Allocate(context.Background(), rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(3, 1, true)}}, time.Second)
 		am.Close()
-		if err == nil || !strings.Contains(err.Error(), "no AM with this token runs on node") {
+		if !errors.Is(err, rpc.ErrPermissionDenied) {
 			t.Fatalf("a foreign AM at %s was served: %v", bad.addr, err)
 		}
 	}
@@ -265,14 +267,17 @@ func TestPromotionThroughTheProxy(t *testing.T) {
 	})
 	// Asking again is answered as promoted (an AM whose answer was lost
 	// may ask twice); a container guaranteed from the start is refused.
-	r := w.allocate(rpc.AMAllocateRequest{Promotions: []string{c.ID, w.am.Token}})
+	r := w.allocate(rpc.AMAllocateRequest{Promotions: []string{c.ID, w.amID}})
 	if len(r.Promoted) != 1 || r.Promoted[0] != c.ID || len(r.PromotionFailures) != 1 || r.PromotionFailures[0].Retryable {
 		t.Fatalf("second promotion: promoted %v, failures %+v", r.Promoted, r.PromotionFailures)
 	}
 }
 
-// A promotion the servers do not hold (Container.Promote is not
-// authenticated yet) is undone by the node's next heartbeat: the
+// Container.Promote needs a container token of the container as
+// guaranteed, which only the leader mints: with none, the AM's token or the
+// container's own (opportunistic) token the node refuses and changes
+// nothing. A promotion the servers do not hold that reaches a node all the
+// same (a leaked token) is undone by the node's next heartbeat: the
 // replicated state is the only truth.
 func TestUnrecordedPromotionIsUndone(t *testing.T) {
 	w := startAMWorld(t, 1, nil)
@@ -290,7 +295,24 @@ func TestUnrecordedPromotionIsUndone(t *testing.T) {
 	}
 	pool := rpc.NewPool(nil)
 	defer pool.Shutdown()
-	if err := pool.Call(context.Background(), c.NodeAddress, "Container.Promote", &rpc.ContainerIDRequest{ID: c.ID}, &struct{}{}); err != nil {
+	promote := func(token string) error {
+		return pool.Call(context.Background(), c.NodeAddress, "Container.Promote", &rpc.ContainerIDRequest{ID: c.ID, Token: token}, &struct{}{})
+	}
+	for _, tok := range []string{"", w.am.Token, c.Token} {
+		if err := promote(tok); !errors.Is(err, rpc.ErrPermissionDenied) {
+			t.Fatalf("Container.Promote with token %.12q…: %v, want permission denied", tok, err)
+		}
+		if got := reported(); got != "OPPORTUNISTIC" {
+			t.Fatalf("a refused promotion changed the container to %q", got)
+		}
+	}
+	ring, _ := w.home.keys.current()
+	leaked, err := ring.Sign(identity.Claims{Kind: identity.KindContainer, AppID: w.app, Attempt: 1, ContainerID: c.ID, NodeID: c.NodeID,
+		Resources: c.Resources, ExecutionType: scheduler.Guaranteed, Expiry: time.Now().Add(time.Minute).UnixNano()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := promote(leaked); err != nil {
 		t.Fatal(err)
 	}
 	if got := reported(); got != "GUARANTEED" {
@@ -436,7 +458,7 @@ func TestContainersStoppedForReRegistrationAreReported(t *testing.T) {
 	// The servers take the node out of service before they hear of the
 	// container; it starts on the node all the same.
 	var wr rpc.WriteResponse
-	if err := w.c.Call(context.Background(), "Node.Deregister", &rpc.NodeDeregisterRequest{ID: other.NodeID(), Epoch: other.Epoch()}, &wr); err != nil {
+	if err := w.c.Call(context.Background(), "Node.Deregister", &rpc.NodeDeregisterRequest{ID: other.NodeID(), Epoch: other.Epoch(), Secret: other.secret}, &wr); err != nil {
 		t.Fatal(err)
 	}
 	if r := w.start(ci); r.State != string(scheduler.ContainerRunning) {

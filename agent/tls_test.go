@@ -82,13 +82,11 @@ func TestAgentPortOverTLS(t *testing.T) {
 		args   any
 	}{
 		{pki.Configurator(rpc.RoleClient), "Agent.Load", &rpc.RequestHeader{}},
+		{pki.Configurator(rpc.RoleRouter), "Agent.Load", &rpc.RequestHeader{}},
 		{pki.Anonymous(), "Agent.Load", &rpc.RequestHeader{}},
-		{pki.Configurator(rpc.RoleAgent), "Container.Promote", &rpc.ContainerIDRequest{ID: "c1"}},
-		{pki.Anonymous(), "Container.Logs", &rpc.ContainerLogsRequest{ID: "c1"}},
-		{pki.Configurator(rpc.RoleClient), "Container.Logs", &rpc.ContainerLogsRequest{ID: "c1"}},
 	}
 	for _, d := range denied {
-		var reply rpc.ContainerLogsResponse
+		var reply rpc.AgentLoadResponse
 		if err := call(d.tc, d.method, d.args, &reply); !errors.Is(err, rpc.ErrPermissionDenied) {
 			t.Fatalf("%s by a %q certificate: %v, want permission denied", d.method, d.tc.Role(), err)
 		}

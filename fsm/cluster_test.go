@@ -15,7 +15,7 @@ import (
 // harness applies commands at increasing indexes and checks the FSM's
 // invariants after each one.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	f     *FSM
 	index uint64
 }
@@ -58,7 +58,7 @@ func (h *harness) refused(mt MessageType, body any, want string) {
 // checkInvariants: every node's accounting equals the sum of its live
 // containers; no node's guaranteed allocation exceeds its capacity; indexes
 // agree with the main tables.
-func checkInvariants(t *testing.T, st *State) {
+func checkInvariants(t testing.TB, st *State) {
 	t.Helper()
 	for _, n := range st.Nodes() {
 		var g, o scheduler.Resources
@@ -128,6 +128,7 @@ func checkInvariants(t *testing.T, st *State) {
 	if got := ids(st.AllocatedBefore(math.MaxInt64)); !reflect.DeepEqual(got, wantUnstarted) {
 		t.Fatalf("unstarted index holds %v, want %v", got, wantUnstarted)
 	}
+	checkIdentityInvariants(t, st)
 	for _, a := range st.ActiveApps() {
 		if a.State.Terminal() {
 			t.Fatalf("terminal app %s in the active index", a.ID)

@@ -32,6 +32,8 @@ const (
 	ACLTokenDeleteType   MessageType = 16
 	ACLPolicyUpsertType  MessageType = 17
 	ACLPolicyDeleteType  MessageType = 18
+	WorkloadKeyType      MessageType = 20 // a WorkloadKeyRequest (SPEC §15)
+	NodeSecretResetType  MessageType = 21 // a NodeSecretResetRequest (SPEC §15)
 )
 
 // IgnoreUnknownTypeFlag marks a command that a server which does not know
@@ -48,13 +50,16 @@ type QueueConfigApplyRequest struct {
 }
 
 // NodeRegisterRequest registers (or re-registers) an agent. The result is
-// the node's new epoch (uint64).
+// the node's new epoch (uint64). SecretHash is the SHA-256 of the node
+// secret the agent presented: a node that has one is re-registered only
+// with the same; one that has none takes this one.
 type NodeRegisterRequest struct {
-	ID       string              `codec:"id"`
-	Address  string              `codec:"address"`
-	Rack     string              `codec:"rack"`
-	Capacity scheduler.Resources `codec:"capacity"`
-	Now      int64               `codec:"now"`
+	ID         string              `codec:"id"`
+	Address    string              `codec:"address"`
+	Rack       string              `codec:"rack"`
+	Capacity   scheduler.Resources `codec:"capacity"`
+	Now        int64               `codec:"now"`
+	SecretHash []byte              `codec:"secret_hash"`
 }
 
 // NodeStatusRequest changes a node's status (for example to DOWN). It

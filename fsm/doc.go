@@ -3,7 +3,8 @@
 // among them the time-ordered indexes of containers marked for preemption
 // and of allocations not started, which let the leader's duties read only
 // what is due), the request IDs of recent client writes (so a retried
-// write is applied once and answered as the first time), the typed
+// write is applied once and answered as the first time), the workload
+// signing keys and each node's secret hash (SPEC §15), the typed
 // commands that change them, Raft's Apply, and snapshot/restore. Its State
 // satisfies scheduler.State. A rejected command is a *Rejection whose kind
 // (not found, conflict, invalid) a server turns into its answer's code.
@@ -12,9 +13,18 @@
 // deterministic: it never reads the clock, draws random numbers or depends on
 // map order; times arrive inside commands. A command that would break an
 // invariant is rejected on every server alike and the rejection is returned
-// through the apply future. A committed entry that cannot be decoded is a
-// panic with context: the log is corrupt or the binary is wrong, and going on
-// would fork the replicas.
+// through the apply future.
+//
+// A committed entry this binary cannot apply — an unknown command type
+// without IgnoreUnknownTypeFlag, or a body that does not decode — halts the
+// FSM before it changes anything: the entry and every later one are left
+// unapplied (skipping them would fork the replicas, and applying garbage
+// would too), Halted is closed and HaltErr says which entry and why, so the
+// server can stop with that message. Every server running the same binary
+// halts at the same entry with the same state, and a restart halts there
+// again; the recovery is a binary that knows the entry, or WithSkipIndex on
+// every server. Anyone who can append to the log (every open cluster) can
+// commit such an entry, so it must never panic the process.
 //
 // Readers never lock: the store publishes immutable State values, so a read
 // (or the scheduler) works on a consistent snapshot while Apply goes on.

@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"io"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -13,16 +14,27 @@ import (
 type FSM struct {
 	logger hclog.Logger
 	store  *Store
+
+	// skipIndex is the one index whose entry is skipped if it cannot be
+	// applied (WithSkipIndex); 0 for none.
+	skipIndex uint64
+	// halt is set, and haltCh closed, when an entry cannot be applied.
+	halt   atomic.Pointer[HaltError]
+	haltCh chan struct{}
 }
 
 var _ raft.BatchingFSM = (*FSM)(nil)
 
 // New returns an FSM over a store holding the initial state of a new cluster.
-func New(logger hclog.Logger) *FSM {
+func New(logger hclog.Logger, opts ...Option) *FSM {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	return &FSM{logger: logger.Named("fsm"), store: NewStore()}
+	f := &FSM{logger: logger.Named("fsm"), store: NewStore(), haltCh: make(chan struct{})}
+	for _, o := range opts {
+		o(f)
+	}
+	return f
 }
 
 // Store returns the store the FSM publishes to.
@@ -32,123 +44,155 @@ func (f *FSM) Store() *Store { return f.store }
 func (f *FSM) State() *State { return f.store.Current() }
 
 // Apply applies one committed log entry. The result is nil, or the error
-// that rejected the command, or a command-specific value.
+// that rejected the command, or a command-specific value, or a *HaltError
+// if the FSM has halted (see ApplyBatch).
 func (f *FSM) Apply(l *raft.Log) any {
-	t := f.store.begin()
-	res := f.applyOne(t, l)
-	t.commit(l.Index)
-	return res
+	return f.ApplyBatch([]*raft.Log{l})[0]
 }
 
 // ApplyBatch applies committed entries in order and publishes one new state
-// for the whole batch, so that a burst of commands costs one swap.
+// for the whole batch, so that a burst of commands costs one swap. An entry
+// this binary cannot apply halts the FSM before it changes anything: the
+// entries before it are applied and published, it and every later entry
+// (in this batch and every later one) get the *HaltError and change
+// nothing, so every server running the same binary stops at the same state.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
-	if len(logs) == 0 {
+	if h := f.halt.Load(); h != nil {
+		for i := range out {
+			out[i] = h
+		}
 		return out
 	}
 	t := f.store.begin()
+	applied := 0
 	for i, l := range logs {
-		out[i] = f.applyOne(t, l)
+		res, h := f.applyOne(t, l)
+		if h != nil {
+			f.setHalt(h)
+			for j := i; j < len(logs); j++ {
+				out[j] = h
+			}
+			break
+		}
+		out[i] = res
+		applied++
 	}
-	t.commit(logs[len(logs)-1].Index)
+	if applied > 0 {
+		t.commit(logs[applied-1].Index)
+	}
 	return out
 }
 
-func (f *FSM) applyOne(t *txn, l *raft.Log) any {
+// applyOne applies one entry to t, or returns why it cannot be applied,
+// having changed nothing.
+func (f *FSM) applyOne(t *txn, l *raft.Log) (any, *HaltError) {
 	if l.Type != raft.LogCommand {
-		return nil
+		return nil, nil
 	}
-	if len(l.Data) == 0 {
-		panic(fmt.Sprintf("fsm: empty command at index %d", l.Index))
+	run, h := f.decodeEntry(l)
+	if h != nil {
+		if l.Index != f.skipIndex {
+			return nil, h
+		}
+		f.logger.Error("SKIPPED the committed entry at the index raft_skip_index names: it is not applied, on this server or (if they were all started alike) any other",
+			"index", l.Index, "type", uint8(h.Type), "reason", h.Reason)
+		return nil, nil
+	}
+	if l.Index == f.skipIndex {
+		f.logger.Warn("raft_skip_index names an entry this server can apply: it was applied, not skipped", "index", l.Index)
 	}
 	t.index = l.Index
-	msgType := MessageType(l.Data[0])
-	if msgType == RequestType {
-		var env RequestEnvelope
-		mustDecode(l.Index, msgType, l.Data[1:], &env)
-		return f.applyRequest(t, l.Index, &env)
-	}
-	return f.applyCommand(t, l.Index, msgType, l.Data[1:])
+	return run(t), nil
 }
 
-// applyCommand applies one command of type msgType at index.
-func (f *FSM) applyCommand(t *txn, index uint64, msgType MessageType, body []byte) any {
+// decodeEntry decodes a committed command into a function that applies it.
+// Every decoding happens here, before anything changes, so that an entry
+// which cannot be applied leaves no trace.
+func (f *FSM) decodeEntry(l *raft.Log) (func(*txn) any, *HaltError) {
+	if len(l.Data) == 0 {
+		return nil, &HaltError{Index: l.Index, Reason: "empty command"}
+	}
+	msgType, body := MessageType(l.Data[0]), l.Data[1:]
+	if msgType != RequestType {
+		run, err := f.decodeCommand(l.Index, msgType, body)
+		if err != nil {
+			return nil, haltFor(l.Index, msgType, err, false)
+		}
+		return run, nil
+	}
+	env := new(RequestEnvelope)
+	if err := decode(body, env); err != nil {
+		return nil, haltFor(l.Index, msgType, err, false)
+	}
+	var inner func(*txn) any
+	if env.ID != "" && env.Type != RequestType { // else applyRequest rejects it
+		var err error
+		if inner, err = f.decodeCommand(l.Index, env.Type, env.Body); err != nil {
+			return nil, haltFor(l.Index, env.Type, err, true)
+		}
+	}
+	return func(t *txn) any { return f.applyRequest(t, l.Index, env, inner) }, nil
+}
+
+// decodeCommand decodes a command of type msgType, applied at index, into a
+// function that applies it. A type this binary does not know is ignored
+// when it carries IgnoreUnknownTypeFlag, else errUnknownType.
+func (f *FSM) decodeCommand(index uint64, msgType MessageType, body []byte) (func(*txn) any, error) {
 	switch msgType {
 	case QueueConfigApplyType:
-		var req QueueConfigApplyRequest
-		mustDecode(index, msgType, body, &req)
-		return errOrNil(t.applyQueueConfig(index, &req))
+		return bind(body, func(t *txn, req *QueueConfigApplyRequest) any { return errOrNil(t.applyQueueConfig(index, req)) })
 	case NodeRegisterType:
-		var req NodeRegisterRequest
-		mustDecode(index, msgType, body, &req)
-		return result(t.applyNodeRegister(&req))
+		return bind(body, func(t *txn, req *NodeRegisterRequest) any { return result(t.applyNodeRegister(req)) })
 	case NodeStatusType:
-		var req NodeStatusRequest
-		mustDecode(index, msgType, body, &req)
-		return errOrNil(t.applyNodeStatus(&req))
+		return bind(body, func(t *txn, req *NodeStatusRequest) any { return errOrNil(t.applyNodeStatus(req)) })
 	case AppSubmitType:
-		var req AppSubmitRequest
-		mustDecode(index, msgType, body, &req)
-		return result(t.applyAppSubmit(&req))
+		return bind(body, func(t *txn, req *AppSubmitRequest) any { return result(t.applyAppSubmit(req)) })
 	case AppRegisterType:
-		var req AppRegisterRequest
-		mustDecode(index, msgType, body, &req)
-		return errOrNil(t.applyAppRegister(&req))
+		return bind(body, func(t *txn, req *AppRegisterRequest) any { return errOrNil(t.applyAppRegister(req)) })
 	case AppFinishType:
-		var req AppFinishRequest
-		mustDecode(index, msgType, body, &req)
-		return errOrNil(t.applyAppFinish(&req))
+		return bind(body, func(t *txn, req *AppFinishRequest) any { return errOrNil(t.applyAppFinish(req)) })
 	case AskUpdateType:
-		var req AskUpdateRequest
-		mustDecode(index, msgType, body, &req)
-		return errOrNil(t.applyAskUpdate(&req))
+		return bind(body, func(t *txn, req *AskUpdateRequest) any { return errOrNil(t.applyAskUpdate(req)) })
 	case PlanApplyType:
-		var req PlanApplyRequest
-		mustDecode(index, msgType, body, &req)
-		return t.applyPlan(&req)
+		return bind(body, func(t *txn, req *PlanApplyRequest) any { return t.applyPlan(req) })
 	case ContainerUpdateType:
-		var req ContainerUpdateRequest
-		mustDecode(index, msgType, body, &req)
-		return errOrNil(t.applyContainerUpdate(&req))
+		return bind(body, func(t *txn, req *ContainerUpdateRequest) any { return errOrNil(t.applyContainerUpdate(req)) })
 	case ContainerStopType:
-		var req ContainerStopRequest
-		mustDecode(index, msgType, body, &req)
-		return errOrNil(t.applyContainerStop(&req))
+		return bind(body, func(t *txn, req *ContainerStopRequest) any { return errOrNil(t.applyContainerStop(req)) })
 	case PromoteType:
-		var req PromoteRequest
-		mustDecode(index, msgType, body, &req)
-		return t.applyPromote(&req)
+		return bind(body, func(t *txn, req *PromoteRequest) any { return t.applyPromote(req) })
 	case PreemptMarkType:
-		var req PreemptMarkRequest
-		mustDecode(index, msgType, body, &req)
-		return errOrNil(t.applyPreemptMark(&req))
+		return bind(body, func(t *txn, req *PreemptMarkRequest) any { return errOrNil(t.applyPreemptMark(req)) })
 	case ACLBootstrapType:
-		var req ACLBootstrapRequest
-		mustDecode(index, msgType, body, &req)
-		return errOrNil(t.applyACLBootstrap(&req))
+		return bind(body, func(t *txn, req *ACLBootstrapRequest) any { return errOrNil(t.applyACLBootstrap(req)) })
 	case ACLTokenUpsertType:
-		var req ACLTokenUpsertRequest
-		mustDecode(index, msgType, body, &req)
-		return errOrNil(t.applyACLTokenUpsert(&req))
+		return bind(body, func(t *txn, req *ACLTokenUpsertRequest) any { return errOrNil(t.applyACLTokenUpsert(req)) })
 	case ACLTokenDeleteType:
-		var req ACLTokenDeleteRequest
-		mustDecode(index, msgType, body, &req)
-		return errOrNil(t.applyACLTokenDelete(&req))
+		return bind(body, func(t *txn, req *ACLTokenDeleteRequest) any { return errOrNil(t.applyACLTokenDelete(req)) })
 	case ACLPolicyUpsertType:
-		var req ACLPolicyUpsertRequest
-		mustDecode(index, msgType, body, &req)
-		return errOrNil(t.applyACLPolicyUpsert(&req))
+		return bind(body, func(t *txn, req *ACLPolicyUpsertRequest) any { return errOrNil(t.applyACLPolicyUpsert(req)) })
 	case ACLPolicyDeleteType:
-		var req ACLPolicyDeleteRequest
-		mustDecode(index, msgType, body, &req)
-		return errOrNil(t.applyACLPolicyDelete(&req))
+		return bind(body, func(t *txn, req *ACLPolicyDeleteRequest) any { return errOrNil(t.applyACLPolicyDelete(req)) })
+	case WorkloadKeyType:
+		return bind(body, func(t *txn, req *WorkloadKeyRequest) any { return result(t.applyWorkloadKey(req)) })
+	case NodeSecretResetType:
+		return bind(body, func(t *txn, req *NodeSecretResetRequest) any { return errOrNil(t.applyNodeSecretReset(req)) })
 	}
 	if msgType&IgnoreUnknownTypeFlag != 0 {
 		f.logger.Warn("ignoring unknown command type", "type", uint8(msgType), "index", index)
-		return nil
+		return func(*txn) any { return nil }, nil
 	}
-	panic(fmt.Sprintf("fsm: unknown command type %d at index %d: this binary is older than the cluster's log", msgType, index))
+	return nil, errUnknownType
+}
+
+// bind decodes body as a T and returns apply bound to it.
+func bind[T any](body []byte, apply func(*txn, *T) any) (func(*txn) any, error) {
+	req := new(T)
+	if err := decode(body, req); err != nil {
+		return nil, err
+	}
+	return func(t *txn) any { return apply(t, req) }, nil
 }
 
 // errOrNil keeps a nil error an untyped nil in the apply future.
@@ -167,26 +211,43 @@ func result[T any](v T, err error) any {
 	return v
 }
 
-func mustDecode(index uint64, t MessageType, body []byte, out any) {
-	if err := decode(body, out); err != nil {
-		panic(fmt.Sprintf("fsm: cannot decode command type %d at index %d: %v", t, index, err))
-	}
-}
-
 // Snapshot captures the current state. Because states are immutable this is
-// O(1); the work happens in Persist, concurrently with further Applies.
+// O(1); the work happens in Persist, concurrently with further Applies. A
+// halted FSM refuses: Raft would label the snapshot with an index past the
+// entries it did not apply, and compact them away.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	if h := f.halt.Load(); h != nil {
+		return nil, fmt.Errorf("no snapshot: %w", h)
+	}
 	return &snapshot{state: f.store.Current()}, nil
 }
 
-// Restore replaces the whole state with the one read from r.
+// Restore replaces the whole state with the one read from r. A snapshot
+// that cannot be read is an error and changes nothing, so Raft refuses it.
+// A halted FSM refuses every snapshot: it stays stopped where it stopped.
 func (f *FSM) Restore(r io.ReadCloser) error {
 	defer r.Close()
-	s, err := readSnapshot(r)
+	if h := f.halt.Load(); h != nil {
+		return fmt.Errorf("restore snapshot: %w", h)
+	}
+	s, err := readSnapshotSafely(r)
 	if err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
 	f.store.replace(s)
 	f.logger.Info("restored snapshot", "index", s.index)
 	return nil
+}
+
+// readSnapshotSafely is readSnapshot, with a panic on content it did not
+// foresee turned into an error: reading builds a fresh state and touches
+// nothing else, so there is nothing to undo, and Raft refusing the
+// snapshot beats a server that crashes on every start.
+func readSnapshotSafely(r io.Reader) (s *State, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s, err = nil, fmt.Errorf("snapshot content this binary cannot read: %v", p)
+		}
+	}()
+	return readSnapshot(r)
 }

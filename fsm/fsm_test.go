@@ -136,33 +136,6 @@ func TestApplyBatchMatchesSequentialApply(t *testing.T) {
 	}
 }
 
-func TestUnknownCommands(t *testing.T) {
-	f := New(nil)
-	if res := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: []byte{byte(IgnoreUnknownTypeFlag | 0x11), 0x80}}); res != nil {
-		t.Fatalf("ignorable unknown command returned %v", res)
-	}
-	if f.State().Index() != 1 {
-		t.Fatalf("ignored command did not advance the index")
-	}
-	mustPanic(t, "unknown command type", func() {
-		f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: []byte{0x3f, 0x80}})
-	})
-	mustPanic(t, "cannot decode", func() {
-		f.Apply(&raft.Log{Index: 3, Type: raft.LogCommand, Data: []byte{byte(QueueConfigApplyType), 0xc1}})
-	})
-}
-
-func mustPanic(t *testing.T, want string, fn func()) {
-	t.Helper()
-	defer func() {
-		r := recover()
-		if r == nil || !strings.Contains(r.(string), want) {
-			t.Fatalf("panic = %v, want one mentioning %q", r, want)
-		}
-	}()
-	fn()
-}
-
 type memSink struct {
 	bytes.Buffer
 	cancelled bool
@@ -172,7 +145,7 @@ func (s *memSink) ID() string    { return "mem" }
 func (s *memSink) Cancel() error { s.cancelled = true; return nil }
 func (s *memSink) Close() error  { return nil }
 
-func persist(t *testing.T, f *FSM) []byte {
+func persist(t testing.TB, f *FSM) []byte {
 	t.Helper()
 	snap, err := f.Snapshot()
 	if err != nil {
@@ -188,7 +161,8 @@ func persist(t *testing.T, f *FSM) []byte {
 
 func statesEqual(a, b *State) bool {
 	return a.Index() == b.Index() && a.tableIndex == b.tableIndex &&
-		reflect.DeepEqual(a.QueueConfig(), b.QueueConfig()) && reflect.DeepEqual(a.Queues(), b.Queues())
+		reflect.DeepEqual(a.QueueConfig(), b.QueueConfig()) && reflect.DeepEqual(a.Queues(), b.Queues()) &&
+		reflect.DeepEqual(a.WorkloadKeys(), b.WorkloadKeys())
 }
 
 func TestSnapshotRestoreIsIdentical(t *testing.T) {

@@ -1,11 +1,16 @@
 package fsm
 
 import (
+	"bytes"
+	"crypto/sha256"
+
 	"github.com/weft-sched/weft/scheduler"
 )
 
 // applyNodeRegister registers a node at a new epoch. Containers of its
-// previous registration are lost: the agent that held them is gone.
+// previous registration are lost: the agent that held them is gone. A node
+// with a secret hash is registered again only with the same hash, and
+// nothing changes otherwise.
 func (t *txn) applyNodeRegister(req *NodeRegisterRequest) (uint64, error) {
 	if req.ID == "" {
 		return 0, reject(ErrInvalid, "node id is empty")
@@ -13,8 +18,14 @@ func (t *txn) applyNodeRegister(req *NodeRegisterRequest) (uint64, error) {
 	if err := req.Capacity.Validate(); err != nil {
 		return 0, reject(ErrInvalid, "node %s capacity: %v", req.ID, err)
 	}
+	if n := len(req.SecretHash); n != 0 && n != sha256.Size {
+		return 0, reject(ErrInvalid, "node %s: secret_hash is %d bytes, want %d", req.ID, n, sha256.Size)
+	}
 	epoch := uint64(1)
 	if old, ok := t.node(req.ID); ok {
+		if len(old.SecretHash) > 0 && !bytes.Equal(old.SecretHash, req.SecretHash) {
+			return 0, reject(ErrConflict, "node %s is registered with another node secret", req.ID)
+		}
 		epoch = old.Epoch + 1
 		for _, c := range t.liveOnNode(req.ID) {
 			t.completeContainer(c, scheduler.ReasonLost, nil, "its node re-registered (the agent restarted)", req.Now)
@@ -28,6 +39,7 @@ func (t *txn) applyNodeRegister(req *NodeRegisterRequest) (uint64, error) {
 		Status:       scheduler.NodeReady,
 		Epoch:        epoch,
 		RegisteredAt: req.Now,
+		SecretHash:   req.SecretHash,
 	})
 	return epoch, nil
 }

@@ -108,8 +108,9 @@ func (r *RequestRecord) result() any {
 	return nil
 }
 
-// applyRequest applies an enveloped command once per request ID.
-func (f *FSM) applyRequest(t *txn, index uint64, env *RequestEnvelope) any {
+// applyRequest applies an enveloped command once per request ID; inner
+// applies the command it carries (nil when the envelope is malformed).
+func (f *FSM) applyRequest(t *txn, index uint64, env *RequestEnvelope, inner func(*txn) any) any {
 	t.expireRequests(env.Now)
 	if rec, ok := t.request(env.ID); ok {
 		return &Replay{Index: rec.Index, Result: rec.result()}
@@ -117,7 +118,7 @@ func (f *FSM) applyRequest(t *txn, index uint64, env *RequestEnvelope) any {
 	if env.ID == "" || env.Type == RequestType {
 		return reject(ErrInvalid, "malformed request envelope")
 	}
-	res := f.applyCommand(t, index, env.Type, env.Body)
+	res := inner(t)
 	rec := &RequestRecord{ID: env.ID, Index: index, At: env.Now}
 	recordResult(rec, res)
 	t.putRequest(rec)

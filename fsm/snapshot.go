@@ -34,6 +34,7 @@ const (
 	recordACLToken    recordType = 8
 	recordACLPolicy   recordType = 9
 	recordACLMeta     recordType = 10
+	recordWorkloadKey recordType = 20
 	recordEnd         recordType = 0x7f
 )
 
@@ -76,6 +77,11 @@ func writeSnapshot(w io.Writer, st *State) error {
 	}
 	if err := record(recordQueueConfig, st.queues); err != nil {
 		return fmt.Errorf("write queue configuration: %w", err)
+	}
+	for _, k := range st.workloadKeys {
+		if err := record(recordWorkloadKey, k); err != nil {
+			return fmt.Errorf("write workload keys: %w", err)
+		}
 	}
 	if err := writeTable(st.nodes, recordNode, record); err != nil {
 		return fmt.Errorf("write nodes: %w", err)
@@ -215,9 +221,21 @@ func readSnapshot(r io.Reader) (*State, error) {
 				return nil, fmt.Errorf("read ACL state: %w", err)
 			}
 			s.acl.bootstrapIndex = m.BootstrapIndex
+		case recordWorkloadKey:
+			k := new(WorkloadKey)
+			if err := dec.Decode(k); err != nil {
+				return nil, fmt.Errorf("read workload key: %w", err)
+			}
+			if n := len(s.workloadKeys); n > 0 && s.workloadKeys[n-1].ID >= k.ID {
+				return nil, fmt.Errorf("workload key %d follows key %d: keys must be in ID order", k.ID, s.workloadKeys[n-1].ID)
+			}
+			s.workloadKeys = append(s.workloadKeys, k)
 		case recordQueueConfig:
 			var c scheduler.QueueConfig
 			if err := dec.Decode(&c); err != nil {
+				return nil, fmt.Errorf("read queue configuration: %w", err)
+			}
+			if err := wellFormed(&c); err != nil {
 				return nil, fmt.Errorf("read queue configuration: %w", err)
 			}
 			s.setQueues(&c)
@@ -231,4 +249,27 @@ func readSnapshot(r io.Reader) (*State, error) {
 			}
 		}
 	}
+}
+
+// wellFormed checks what resolving a queue tree relies on: a root and no
+// empty queue. No configuration Apply accepted lacks either, so only a
+// damaged snapshot fails it. (Apply's full validation is not repeated: a
+// rule added since the snapshot was written must not make it unreadable.)
+func wellFormed(c *scheduler.QueueConfig) error {
+	if c.Root == nil {
+		return errors.New("no root queue")
+	}
+	var walk func(q *scheduler.QueueSpec, path string) error
+	walk = func(q *scheduler.QueueSpec, path string) error {
+		for _, ch := range q.Children {
+			if ch == nil {
+				return fmt.Errorf("queue %s has an empty child queue", path)
+			}
+			if err := walk(ch, path+"."+ch.Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(c.Root, c.Root.Name)
 }

@@ -48,6 +48,9 @@ type State struct {
 	// unstarted: live ALLOCATED task containers, by allocation time then ID.
 	unstarted *iradix.Tree[*scheduler.Container]
 
+	// workloadKeys signs workload tokens, oldest first (identity.go).
+	workloadKeys []*WorkloadKey
+
 	requests        *iradix.Tree[*RequestRecord] // request ID
 	requestsByIndex *iradix.Tree[*RequestRecord] // big-endian Raft index of first application
 	numRequests     int

@@ -56,6 +56,10 @@ type AMAllocateResponse struct {
 	// Index did not advance, so the next call brings what was missed. The
 	// proxy relays the request's releases and promotions later.
 	Partial bool `codec:"partial"`
+	// AMToken, when set, is a renewed AM token for the attempt: the AM
+	// uses it from now on (the servers renew a token halfway through its
+	// life, and after a key rotation).
+	AMToken string `codec:"am_token"`
 }
 
 // PromotionFailure is a promotion that was not granted. Retryable ones

@@ -101,6 +101,9 @@ func (c *AMClient) Allocate(ctx context.Context, req AMAllocateRequest, maxWait 
 	if resp.Index > c.index {
 		c.index = resp.Index
 	}
+	if resp.AMToken != "" {
+		c.Token = resp.AMToken
+	}
 	return &resp, nil
 }
 
@@ -120,7 +123,15 @@ func (c *AMClient) StartContainer(ctx context.Context, ci ContainerInfo, launch 
 
 // StopContainer asks the container's node to stop it.
 func (c *AMClient) StopContainer(ctx context.Context, ci ContainerInfo) error {
-	return c.nodes.Call(ctx, ci.NodeAddress, "Container.Stop", &ContainerIDRequest{ID: ci.ID}, &struct{}{})
+	return c.nodes.Call(ctx, ci.NodeAddress, "Container.Stop", &ContainerIDRequest{ID: ci.ID, Token: c.Token}, &struct{}{})
+}
+
+// ContainerLogs reads one of the app's containers' output on its node.
+func (c *AMClient) ContainerLogs(ctx context.Context, ci ContainerInfo, req ContainerLogsRequest) (*ContainerLogsResponse, error) {
+	req.ID, req.Token = ci.ID, c.Token
+	var resp ContainerLogsResponse
+	err := c.nodes.Call(ctx, ci.NodeAddress, "Container.Logs", &req, &resp)
+	return &resp, err
 }
 
 // Close releases the client's connections.

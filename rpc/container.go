@@ -24,21 +24,24 @@ type ContainerInfo struct {
 	// signed container token must cover it, since the starting agent
 	// takes it from the request.
 	User string `codec:"user" json:"user,omitempty"`
-	// Token authorises starting the container on its node (checked once
-	// authentication exists).
+	// Token is the container token that authorises starting the
+	// container on its node, exactly as allocated (SPEC §15). Only the
+	// allocation's AM receives it, in AM.Allocate answers; listings never
+	// carry it.
 	Token       string `codec:"token" json:"-"`
 	AllocatedAt int64  `codec:"allocated_at" json:"allocated_at"`
 	StartedAt   int64  `codec:"started_at" json:"started_at,omitempty"`
 	FinishedAt  int64  `codec:"finished_at" json:"finished_at,omitempty"`
 }
 
-// NewContainerInfo describes a container; nodeAddr is its node's RPC address.
+// NewContainerInfo describes a container; nodeAddr is its node's RPC
+// address. It carries no token.
 func NewContainerInfo(c *scheduler.Container, nodeAddr string) ContainerInfo {
 	return ContainerInfo{
 		ID: c.ID, AppID: c.AppID, Attempt: c.Attempt, NodeID: c.NodeID, NodeAddress: nodeAddr, AskID: c.AskID,
 		ExecutionType: string(c.ExecutionType), State: string(c.State), ExitCode: c.ExitCode,
 		Reason: string(c.Reason), Diagnostics: c.Diagnostics, IsAM: c.IsAM, Resources: c.Resources,
-		Token: c.ID, AllocatedAt: c.AllocatedAt, StartedAt: c.StartedAt, FinishedAt: c.FinishedAt,
+		AllocatedAt: c.AllocatedAt, StartedAt: c.StartedAt, FinishedAt: c.FinishedAt,
 	}
 }
 
@@ -66,7 +69,9 @@ type LaunchSpec struct {
 }
 
 // ContainerStartRequest asks an agent to start a container placed on it
-// (Container.Start on agents).
+// (Container.Start on agents). Token must be a valid container token for
+// exactly Container: its ID, app, attempt, node, resources and execution
+// type.
 type ContainerStartRequest struct {
 	RequestHeader
 	Token     string        `codec:"token"`
@@ -82,16 +87,22 @@ type ContainerStartResponse struct {
 	Diagnostics string `codec:"diagnostics"`
 }
 
-// ContainerIDRequest names a container (Container.Stop on agents).
+// ContainerIDRequest names a container (Container.Stop and
+// Container.Promote on agents). For Stop, Token is the AM token of the
+// container's app; for Promote, a container token of it as guaranteed,
+// which only the leader mints.
 type ContainerIDRequest struct {
 	RequestHeader
-	ID string `codec:"id"`
+	ID    string `codec:"id"`
+	Token string `codec:"token" json:"-"`
 }
 
 // ContainerStatusRequest asks an agent about containers (Container.Status).
+// Token is an AM token: only its app's containers are reported.
 type ContainerStatusRequest struct {
 	RequestHeader
-	IDs []string `codec:"ids"`
+	IDs   []string `codec:"ids"`
+	Token string   `codec:"token" json:"-"`
 }
 
 // ContainerStatusResponse answers Container.Status.
@@ -109,13 +120,17 @@ const (
 const MaxLogChunk = 1 << 20
 
 // ContainerLogsRequest reads a container's output from Offset
-// (Container.Logs on agents; on servers it is relayed to the node).
+// (Container.Logs on agents; on servers it is relayed to the node). On
+// agents, Token is the AM token of the container's app or a container
+// token of the container (servers mint one to relay a read); servers
+// ignore the caller's.
 type ContainerLogsRequest struct {
 	RequestHeader
 	ID     string `codec:"id"`
 	Stream string `codec:"stream"`
 	Offset int64  `codec:"offset"`
 	Limit  int    `codec:"limit"`
+	Token  string `codec:"token" json:"-"`
 }
 
 // ContainerLogsResponse holds up to Limit bytes and the offset after them.

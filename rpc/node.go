@@ -6,27 +6,34 @@ import (
 	"github.com/weft-sched/weft/scheduler"
 )
 
-// NodeRegisterRequest registers an agent (Node.Register).
+// NodeRegisterRequest registers an agent (Node.Register). Secret is the
+// node secret the agent keeps in its data dir (SPEC §15): the first
+// registration of a node name sets it, and every later registration,
+// heartbeat and deregistration of that name must present it.
 type NodeRegisterRequest struct {
 	RequestHeader
 	ID       string              `codec:"id"`
 	Address  string              `codec:"address"` // the agent's RPC address
 	Rack     string              `codec:"rack"`
 	Capacity scheduler.Resources `codec:"capacity"`
+	Secret   string              `codec:"secret" json:"-"`
 }
 
 // NodeDeregisterRequest tells the servers an agent is leaving gracefully
 // (Node.Deregister): its node is DOWN at once, at that epoch.
 type NodeDeregisterRequest struct {
 	RequestHeader
-	ID    string `codec:"id"`
-	Epoch uint64 `codec:"epoch"`
+	ID     string `codec:"id"`
+	Epoch  uint64 `codec:"epoch"`
+	Secret string `codec:"secret" json:"-"`
 }
 
-// NodeRegisterResponse answers Node.Register.
+// NodeRegisterResponse answers Node.Register. WorkloadKeys are the keys
+// the agent verifies (and its AMRMProxy signs) workload tokens with.
 type NodeRegisterResponse struct {
-	Epoch   uint64   `codec:"epoch"`
-	Servers []string `codec:"servers"`
+	Epoch        uint64        `codec:"epoch"`
+	Servers      []string      `codec:"servers"`
+	WorkloadKeys []WorkloadKey `codec:"workload_keys"`
 }
 
 // ContainerReport is an agent's view of one container in a heartbeat.
@@ -69,11 +76,15 @@ type HeartbeatRequest struct {
 	RequestHeader
 	NodeID     string            `codec:"node_id"`
 	Epoch      uint64            `codec:"epoch"`
+	Secret     string            `codec:"secret" json:"-"`
 	Containers []ContainerReport `codec:"containers"`
 	Load       NodeLoad          `codec:"load"`
 	// LeastLoadedAt is the computation of the least-loaded list the agent
 	// holds; the leader sends a list only when it has a newer one.
 	LeastLoadedAt int64 `codec:"least_loaded_at"`
+	// WorkloadKeyID is the newest workload key the agent holds (0: none);
+	// the answer carries the keys only when the servers' newest differs.
+	WorkloadKeyID uint32 `codec:"workload_key_id"`
 }
 
 // KillOrder asks an agent to stop a container, and says why.
@@ -87,7 +98,8 @@ type AMLaunch struct {
 	Container ContainerInfo `codec:"container"`
 	AppName   string        `codec:"app_name"`
 	AMType    string        `codec:"am_type"`
-	Token     string        `codec:"token"`
+	// Token is the attempt's AM token (WEFT_AM_TOKEN).
+	Token string `codec:"token"`
 }
 
 // HeartbeatResponse answers Node.Heartbeat.
@@ -123,6 +135,9 @@ type HeartbeatResponse struct {
 	// opportunistic (it was told of a promotion that never happened).
 	Promote []string `codec:"promote"`
 	Demote  []string `codec:"demote"`
+	// WorkloadKeys, when not empty, replaces the agent's workload keys:
+	// the servers' set changed since the request's WorkloadKeyID.
+	WorkloadKeys []WorkloadKey `codec:"workload_keys"`
 }
 
 // NodeInfo is one node as `weft node list -json` shows it.

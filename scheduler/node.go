@@ -23,6 +23,11 @@ type Node struct {
 	Epoch        uint64 `codec:"epoch"`
 	RegisteredAt int64  `codec:"registered_at"`
 	StatusReason string `codec:"status_reason"`
+	// SecretHash is the SHA-256 of the node secret its agent registered
+	// with (SPEC §15); empty for a node that has none yet. Heartbeats,
+	// deregistration and re-registration of the node must present the
+	// secret. It is never shown to users.
+	SecretHash []byte `codec:"secret_hash,omitempty"`
 	// AllocatedGuaranteed is what live guaranteed containers hold on the
 	// node; AllocatedOpportunistic what running opportunistic ones use
 	// (queued ones hold nothing). The FSM keeps both, and the counts.

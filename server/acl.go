@@ -11,16 +11,16 @@ import (
 	"github.com/weft-sched/weft/scheduler"
 )
 
-// identity is who a request comes from, as its ACL token says: the ACL to
+// caller is who a request comes from, as its ACL token says: the ACL to
 // check it against and the token's name (the user of the apps it submits).
-type identity struct {
+type caller struct {
 	acl *acl.ACL
 	// token is nil for the anonymous caller, and when ACLs are off.
 	token *acl.Token
 }
 
 // name is the user the caller's apps run as when ACLs are on.
-func (id *identity) name() string {
+func (id *caller) name() string {
 	if id.token == nil {
 		return acl.AnonymousPolicy
 	}
@@ -28,29 +28,29 @@ func (id *identity) name() string {
 }
 
 // describe names the caller in a refusal.
-func (id *identity) describe() string {
+func (id *caller) describe() string {
 	if id.token == nil {
 		return "the anonymous caller (no ACL token given: set -token or WEFT_TOKEN)"
 	}
 	return fmt.Sprintf("token %q", id.token.Name)
 }
 
-type identityKey struct{}
+type callerKey struct{}
 
 // allowAll is the identity of every caller when ACLs are off.
-var allowAll = &identity{acl: acl.Management}
+var allowAll = &caller{acl: acl.Management}
 
 // callerOf returns the identity the authorizer resolved for the request.
 // A request that did not pass the authorizer (a call made in process) is
 // allowed everything only when ACLs are off.
-func (s *Server) callerOf(ctx context.Context) *identity {
-	if id, ok := ctx.Value(identityKey{}).(*identity); ok {
+func (s *Server) callerOf(ctx context.Context) *caller {
+	if id, ok := ctx.Value(callerKey{}).(*caller); ok {
 		return id
 	}
 	if !s.config.ACLEnabled {
 		return allowAll
 	}
-	return &identity{acl: acl.DenyAll}
+	return &caller{acl: acl.DenyAll}
 }
 
 // tokenLookupTimeout bounds how long a follower asks the leader about a
@@ -59,13 +59,13 @@ func (s *Server) callerOf(ctx context.Context) *identity {
 const tokenLookupTimeout = time.Second
 
 // resolveToken turns a secret into the caller's identity (SPEC §15).
-func (s *Server) resolveToken(ctx context.Context, secret string) (*identity, error) {
+func (s *Server) resolveToken(ctx context.Context, secret string) (*caller, error) {
 	if !s.config.ACLEnabled {
 		return allowAll, nil
 	}
 	st := s.fsm.State()
 	if secret == "" {
-		return &identity{acl: anonymousACL(st)}, nil
+		return &caller{acl: anonymousACL(st)}, nil
 	}
 	tok, ok := st.ACLTokenBySecret(secret)
 	if !ok && !s.IsLeader() {
@@ -78,7 +78,7 @@ func (s *Server) resolveToken(ctx context.Context, secret string) (*identity, er
 		return nil, fmt.Errorf("%w: ACL token %q expired at %s", wrpc.ErrPermissionDenied, tok.Name, time.Unix(0, tok.ExpiresAt).UTC().Format(time.RFC3339))
 	}
 	if tok.Type == acl.TypeManagement {
-		return &identity{acl: acl.Management, token: tok}, nil
+		return &caller{acl: acl.Management, token: tok}, nil
 	}
 	rules := make([]*acl.Rules, 0, len(tok.Policies))
 	for _, name := range tok.Policies {
@@ -88,7 +88,7 @@ func (s *Server) resolveToken(ctx context.Context, secret string) (*identity, er
 			}
 		}
 	}
-	return &identity{acl: acl.Compile(rules...), token: tok}, nil
+	return &caller{acl: acl.Compile(rules...), token: tok}, nil
 }
 
 // anonymousACL is what a request without a token may do: what the
@@ -162,11 +162,11 @@ func (s *Server) authorize(ctx context.Context, method string, c wrpc.Capability
 	if !allowed {
 		return ctx, denied(method, id, string(c))
 	}
-	return context.WithValue(ctx, identityKey{}, id), nil
+	return context.WithValue(ctx, callerKey{}, id), nil
 }
 
 // denied is the answer to a caller whose ACL lacks what a method needs.
-func denied(method string, id *identity, need string) error {
+func denied(method string, id *caller, need string) error {
 	return fmt.Errorf("%s: %w: %s lacks %s", method, wrpc.ErrPermissionDenied, id.describe(), need)
 }
 

@@ -60,6 +60,11 @@ type Config struct {
 	// ACLEnabled makes every request need an ACL token that allows it
 	// (SPEC §15); off, every caller may do everything.
 	ACLEnabled bool
+	// RaftSkipIndex is the operator's escape hatch from a halt on a
+	// committed entry that no weft can apply (see Halted): the entry at
+	// this index is skipped if this binary cannot apply it. Every server
+	// must be given the same value. 0 skips nothing.
+	RaftSkipIndex uint64
 	// TLS turns on mutual TLS (SPEC §15) for RPC and Raft with this
 	// server's certificate, which must hold the server role: the RPC port
 	// accepts only TLS peers with a certificate, Raft only from servers,

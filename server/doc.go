@@ -11,7 +11,13 @@
 // recording what agents report (including the opportunistic containers
 // AMRMProxies allocated), the least-loaded node list and queue limit pushed
 // to agents, centralized opportunistic allocation and promotions. The
-// duties run under a context per leadership, on an injected clock.
+// duties run under a context per leadership, on an injected clock. Servers
+// hold workload identity (SPEC §15): the leader creates the token signing
+// key, servers mint AM and container tokens, check AM tokens on the AM
+// protocol and node secrets on registration and heartbeats.
+// A server
+// whose FSM halts on a committed entry it cannot apply stops by itself
+// (Halted) with the entry's index and the recovery, its state intact.
 //
 // The server is plumbing around fsm and scheduler: every decision about
 // resources belongs to the scheduler package, and every change to the

@@ -23,7 +23,7 @@ func TestLeaderDutiesRunOnTheInjectedClock(t *testing.T) {
 	for _, id := range []string{"n1", "n2", "n3"} {
 		var reg wrpc.NodeRegisterResponse
 		if err := c.call(l, "Node.Register", &wrpc.NodeRegisterRequest{ID: id, Address: "127.0.0.1:1",
-			Capacity: scheduler.Resources{MemoryMB: 1024, Vcores: 1}}, &reg); err != nil {
+			Capacity: scheduler.Resources{MemoryMB: 1024, Vcores: 1}, Secret: nodeSecret(id)}, &reg); err != nil {
 			t.Fatal(err)
 		}
 		epochs[id] = reg.Epoch
@@ -31,7 +31,7 @@ func TestLeaderDutiesRunOnTheInjectedClock(t *testing.T) {
 	beat := func(ids ...string) {
 		for _, id := range ids {
 			var hb wrpc.HeartbeatResponse
-			if err := c.call(l, "Node.Heartbeat", &wrpc.HeartbeatRequest{NodeID: id, Epoch: epochs[id]}, &hb); err != nil || hb.ReRegister {
+			if err := c.call(l, "Node.Heartbeat", &wrpc.HeartbeatRequest{NodeID: id, Epoch: epochs[id], Secret: nodeSecret(id)}, &hb); err != nil || hb.ReRegister {
 				t.Fatalf("heartbeat of %s: %v, re-register %v", id, err, hb.ReRegister)
 			}
 		}

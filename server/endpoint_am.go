@@ -13,22 +13,6 @@ import (
 // calls here.
 type AM struct{ srv *Server }
 
-// currentAttempt checks that (appID, attempt, token) is the app's current,
-// placed attempt. It returns the app even when that app is finished.
-func currentAttempt(st *fsm.State, appID string, attempt int, token string) (*scheduler.App, error) {
-	app, ok := st.App(appID)
-	if !ok {
-		return nil, wrpc.Errorf(wrpc.CodeNotFound, "app %s not found", appID)
-	}
-	if app.AMPending || attempt != app.CurrentAttempt() {
-		return app, wrpc.Errorf(wrpc.CodeStale, "app %s attempt %d is not the app's current AM attempt (current is %d)", appID, attempt, app.CurrentAttempt())
-	}
-	if token != app.Attempts[len(app.Attempts)-1].ContainerID {
-		return app, wrpc.Errorf(wrpc.CodeBadRequest, "app %s attempt %d: the AM token does not match", appID, attempt)
-	}
-	return app, nil
-}
-
 // Register records that the AM runs (the app becomes RUNNING) and returns
 // the app's spec and the cluster's size.
 func (e *AM) Register(ctx context.Context, args *wrpc.AMRegisterRequest, reply *wrpc.AMRegisterResponse) error {
@@ -36,7 +20,7 @@ func (e *AM) Register(ctx context.Context, args *wrpc.AMRegisterRequest, reply *
 		return err
 	}
 	st := e.srv.fsm.State()
-	app, err := currentAttempt(st, args.AppID, args.Attempt, args.Token)
+	app, _, err := e.srv.amAttempt(st, args.AppID, args.Attempt, args.Token)
 	if err != nil {
 		return err
 	}
@@ -66,7 +50,7 @@ func (e *AM) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, reply *
 		return err
 	}
 	st := e.srv.fsm.State()
-	app, err := currentAttempt(st, args.AppID, args.Attempt, args.Token)
+	app, claims, err := e.srv.amAttempt(st, args.AppID, args.Attempt, args.Token)
 	if err != nil {
 		if app != nil && app.State.Terminal() {
 			reply.AppState = string(app.State)
@@ -74,6 +58,7 @@ func (e *AM) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, reply *
 		}
 		return err
 	}
+	reply.AMToken = e.srv.renewAMToken(st, claims)
 	now := e.srv.clock.Now().UnixNano()
 	// A release of a container the servers never heard of is an
 	// opportunistic one its node never ran (its AMRMProxy stops it there):
@@ -159,6 +144,7 @@ func (e *AM) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, reply *
 			return 0, wrpc.Errorf(wrpc.CodeNotFound, "app %s not found", args.AppID)
 		}
 		reply.AppState = string(app.State)
+		ring := keyringOf(st)
 		index := app.CreateIndex
 		if app.State.Terminal() {
 			index = app.ModifyIndex
@@ -177,6 +163,13 @@ func (e *AM) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, reply *
 			if c.CreateIndex > args.MinQueryIndex && !c.Distributed {
 				info := wrpc.NewContainerInfo(c, addr)
 				info.User = app.Spec.User
+				if c.State == scheduler.ContainerAllocated { // only what is still to start needs a token
+					tok, err := containerToken(ring, c, app.Spec.User)
+					if err != nil {
+						return 0, noKey(err)
+					}
+					info.Token = tok
+				}
 				reply.Allocated = append(reply.Allocated, info)
 			}
 			if c.State == scheduler.ContainerCompleted && c.ModifyIndex > args.MinQueryIndex {
@@ -196,7 +189,7 @@ func (e *AM) Finish(ctx context.Context, args *wrpc.AMFinishRequest, reply *wrpc
 	if done, err := e.srv.forwardWrite(ctx, "AM.Finish", args, reply); done {
 		return err
 	}
-	if _, err := currentAttempt(e.srv.fsm.State(), args.AppID, args.Attempt, args.Token); err != nil {
+	if _, _, err := e.srv.amAttempt(e.srv.fsm.State(), args.AppID, args.Attempt, args.Token); err != nil {
 		return err
 	}
 	state := scheduler.AppState(args.FinalState)

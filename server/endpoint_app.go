@@ -225,6 +225,13 @@ func (e *Container) Logs(ctx context.Context, args *wrpc.ContainerLogsRequest, r
 	if !ok {
 		return wrpc.Errorf(wrpc.CodeNotFound, "node %s of container %s not found", c.NodeID, args.ID)
 	}
+	// The agent serves logs only with a token for the container: the
+	// server vouches for this read with one of its own.
+	tok, err := e.srv.relayToken(st, c)
+	if err != nil {
+		return noKey(err)
+	}
+	args.Token = tok
 	if err := e.srv.agentPool.Call(ctx, n.Address, "Container.Logs", args, reply); err != nil {
 		if !wrpc.IsServerError(err) {
 			return wrpc.Errorf(wrpc.CodeUnavailable, "node %s (%s), which holds the logs of %s, is unreachable: %v", n.ID, n.Address, args.ID, err)

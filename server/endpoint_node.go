@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/weft-sched/weft/fsm"
+	"github.com/weft-sched/weft/internal/identity"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -14,7 +15,9 @@ import (
 type Node struct{ srv *Server }
 
 // Register records an agent at a new epoch. A retried registration (same
-// request ID) gets the epoch of the first.
+// request ID) gets the epoch of the first. The agent's node secret sets the
+// node's on its first registration; later ones must present the same
+// (SPEC §15), else nothing changes.
 func (e *Node) Register(ctx context.Context, args *wrpc.NodeRegisterRequest, reply *wrpc.NodeRegisterResponse) error {
 	if done, err := e.srv.forwardWrite(ctx, "Node.Register", args, reply); done {
 		return err
@@ -25,15 +28,26 @@ func (e *Node) Register(ctx context.Context, args *wrpc.NodeRegisterRequest, rep
 	if err := scheduler.ValidateNodeCapacity(args.Capacity); err != nil {
 		return wrpc.Errorf(wrpc.CodeBadRequest, "node %s: %v", args.ID, err)
 	}
+	if err := identity.ValidateNodeSecret(args.Secret); err != nil {
+		return wrpc.Errorf(wrpc.CodeBadRequest, "node %s: %v", args.ID, err)
+	}
+	if n, ok := e.srv.fsm.State().Node(args.ID); ok {
+		if err := checkNodeSecret(n, args.Secret); err != nil {
+			e.srv.logger.Warn("refused a registration under a registered node's name", "node", args.ID, "error", err)
+			return err
+		}
+	}
 	now := e.srv.clock.Now()
 	res, _, err := e.srv.raftApplyRequest(ctx, &args.RequestHeader, fsm.NodeRegisterType, &fsm.NodeRegisterRequest{
 		ID: args.ID, Address: args.Address, Rack: args.Rack, Capacity: args.Capacity, Now: now.UnixNano(),
+		SecretHash: identity.HashNodeSecret(args.Secret),
 	})
 	if err != nil {
 		return err
 	}
 	reply.Epoch = res.(uint64)
 	reply.Servers = e.srv.serverAddrs()
+	reply.WorkloadKeys = wireKeys(e.srv.fsm.State())
 	e.srv.heartbeatSeen(args.ID, reply.Epoch, now, nil)
 	e.srv.logger.Info("node registered", "node", args.ID, "epoch", reply.Epoch, "capacity", args.Capacity.String(), "rack", args.Rack)
 	return nil
@@ -46,8 +60,12 @@ func (e *Node) Deregister(ctx context.Context, args *wrpc.NodeDeregisterRequest,
 	if done, err := e.srv.forwardWrite(ctx, "Node.Deregister", args, reply); done {
 		return err
 	}
-	if _, ok := e.srv.fsm.State().Node(args.ID); !ok {
+	n, ok := e.srv.fsm.State().Node(args.ID)
+	if !ok {
 		return wrpc.Errorf(wrpc.CodeNotFound, "node %s is not registered", args.ID)
+	}
+	if err := checkNodeSecret(n, args.Secret); err != nil {
+		return err
 	}
 	_, index, err := e.srv.raftApplyRequest(ctx, &args.RequestHeader, fsm.NodeStatusType, &fsm.NodeStatusRequest{
 		ID: args.ID, Epoch: args.Epoch, Status: scheduler.NodeDown, Reason: "the agent left gracefully",
@@ -70,13 +88,20 @@ func (s *Server) heartbeatSeen(id string, epoch uint64, now time.Time, load *wrp
 // Heartbeat keeps a node alive and reconciles its containers: it records
 // the opportunistic containers AMRMProxies placed there and every state
 // change, in one Raft command and only when something changed, and answers
-// with what the agent must do.
+// with what the agent must do: among that, stop the containers it runs
+// that the servers do not hold live on that node. Only the agent with the
+// node's secret is heard.
 func (e *Node) Heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply *wrpc.HeartbeatResponse) error {
 	if done, err := e.srv.forwardWrite(ctx, "Node.Heartbeat", args, reply); done {
 		return err
 	}
 	st := e.srv.fsm.State()
 	node, ok := st.Node(args.NodeID)
+	if ok {
+		if err := checkNodeSecret(node, args.Secret); err != nil {
+			return err
+		}
+	}
 	if !ok || node.Epoch != args.Epoch || node.Status == scheduler.NodeDown {
 		reply.ReRegister = true
 		return nil
@@ -105,9 +130,10 @@ func (e *Node) Heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply
 			reply.Demote = append(reply.Demote, r.ID)
 		}
 	}
-	for _, id := range refused {
+	for _, id := range append(refused, strayContainers(st, args)...) {
 		reply.Kill = append(reply.Kill, wrpc.KillOrder{ID: id, Reason: scheduler.ReasonKilled})
 	}
+	ring := keyringOf(st)
 	for _, c := range st.NodeLiveContainers(args.NodeID) {
 		switch {
 		case c.KillRequested:
@@ -119,8 +145,16 @@ func (e *Node) Heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply
 			}
 			info := wrpc.NewContainerInfo(c, node.Address)
 			info.User = app.Spec.User
-			reply.LaunchAMs = append(reply.LaunchAMs, wrpc.AMLaunch{Container: info, AppName: app.Spec.Name, AMType: app.Spec.AMType, Token: c.ID})
+			tok, err := amToken(ring, c, app.Spec.User, now)
+			if err != nil {
+				e.srv.logger.Warn("cannot launch an AM yet", "app", c.AppID, "error", err)
+				continue
+			}
+			reply.LaunchAMs = append(reply.LaunchAMs, wrpc.AMLaunch{Container: info, AppName: app.Spec.Name, AMType: app.Spec.AMType, Token: tok})
 		}
+	}
+	if newest := newestKeyID(st); newest != args.WorkloadKeyID {
+		reply.WorkloadKeys = wireKeys(st)
 	}
 	reply.Servers = e.srv.serverAddrs()
 	e.srv.opportunisticView(st, now, args.LeastLoadedAt, reply)
@@ -156,6 +190,30 @@ func newOpportunistic(st *fsm.State, args *wrpc.HeartbeatRequest) (records []fsm
 		records = append(records, rec)
 	}
 	return records, refused
+}
+
+// strayContainers returns the live containers a node reports that the
+// servers do not hold live on that node: ones they completed (released,
+// expired, lost) or place elsewhere, and guaranteed ones they never heard
+// of. Every container an agent may start carries a token the servers or an
+// AMRMProxy minted, so such a container has no business running: its agent
+// must stop it. (Unknown opportunistic ones are recorded or refused by
+// newOpportunistic.)
+func strayContainers(st *fsm.State, args *wrpc.HeartbeatRequest) []string {
+	var out []string
+	for _, r := range args.Containers {
+		if !r.State.Live() {
+			continue
+		}
+		c, known := st.Container(r.ID)
+		switch {
+		case !known && r.ExecutionType != string(scheduler.Opportunistic):
+			out = append(out, r.ID)
+		case known && (!c.State.Live() || c.NodeID != args.NodeID):
+			out = append(out, r.ID)
+		}
+	}
+	return out
 }
 
 // containerUpdates compares an agent's report with the replicated state and

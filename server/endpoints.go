@@ -19,6 +19,7 @@ func (s *Server) registerEndpoints() {
 
 	wrpc.Register(r, "Operator.RaftGetConfiguration", wrpc.CapOperatorRead, op.RaftGetConfiguration)
 	wrpc.Register(r, "Operator.RaftRemovePeer", wrpc.CapOperatorWrite, op.RaftRemovePeer)
+	wrpc.Register(r, "Operator.WorkloadKeyRotate", wrpc.CapOperatorWrite, op.WorkloadKeyRotate)
 
 	wrpc.Register(r, "Queue.Apply", wrpc.CapOperatorWrite, queue.Apply)
 	wrpc.Register(r, "Queue.List", wrpc.CapQueueRead, queue.List)
@@ -27,6 +28,7 @@ func (s *Server) registerEndpoints() {
 	wrpc.Register(r, "Node.Register", wrpc.CapAgent, node.Register)
 	wrpc.Register(r, "Node.Heartbeat", wrpc.CapAgent, node.Heartbeat)
 	wrpc.Register(r, "Node.Deregister", wrpc.CapAgent, node.Deregister)
+	wrpc.Register(r, "Node.ResetSecret", wrpc.CapNodeWrite, node.ResetSecret)
 	wrpc.Register(r, "Node.List", wrpc.CapNodeRead, node.List)
 	wrpc.Register(r, "Node.Status", wrpc.CapNodeRead, node.Status)
 

@@ -45,7 +45,7 @@ func (s *Server) forwardTo(ctx context.Context, method string, args, reply any, 
 			switch {
 			case !needReady:
 				return false, nil
-			case !s.leaderReady.Load():
+			case !s.leaderReady.Load() || s.fsm.HaltErr() != nil:
 				lastErr = wrpc.ErrNotReady
 			case s.verifyLeader(ctx) == nil:
 				return false, nil
@@ -154,8 +154,12 @@ func (s *Server) apply(ctx context.Context, buf []byte) (any, uint64, error) {
 	return res, index, nil
 }
 
-// rejection gives an FSM rejection the code its kind maps to.
+// rejection gives an FSM rejection the code its kind maps to, and a halt
+// (the FSM stopped before the entry) CodeUnavailable.
 func rejection(err error) error {
+	if h, ok := haltAnswer(err); ok {
+		return h
+	}
 	var r *fsm.Rejection
 	if !errors.As(err, &r) {
 		return err

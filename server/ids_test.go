@@ -29,7 +29,7 @@ func TestIDsFromOutsideAreValidatedBeforeTheyAreRecorded(t *testing.T) {
 		}
 	}
 	var reg wrpc.NodeRegisterResponse
-	if err := c.call(l, "Node.Register", &wrpc.NodeRegisterRequest{ID: "n1", Address: "127.0.0.1:1",
+	if err := c.call(l, "Node.Register", &wrpc.NodeRegisterRequest{ID: "n1", Address: "127.0.0.1:1", Secret: nodeSecret("n1"),
 		Capacity: scheduler.Resources{MemoryMB: 4096, Vcores: 4}}, &reg); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestIDsFromOutsideAreValidatedBeforeTheyAreRecorded(t *testing.T) {
 		reports = append(reports, report(id))
 	}
 	var hb wrpc.HeartbeatResponse
-	if err := c.call(l, "Node.Heartbeat", &wrpc.HeartbeatRequest{NodeID: "n1", Epoch: reg.Epoch, Containers: reports}, &hb); err != nil {
+	if err := c.call(l, "Node.Heartbeat", &wrpc.HeartbeatRequest{NodeID: "n1", Epoch: reg.Epoch, Secret: nodeSecret("n1"), Containers: reports}, &hb); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := l.State().Container("o-n1-1-1"); !ok {

@@ -86,6 +86,7 @@ func (s *Server) leaderLoop(ctx context.Context) {
 		}
 	}
 	s.livenessMu.Unlock()
+	s.ensureWorkloadKey(ctx)
 	s.leaderReady.Store(true)
 	s.logger.Info("leader is ready", "index", s.fsm.State().Index())
 

@@ -62,11 +62,12 @@ func (s *Server) promote(ctx context.Context, app *scheduler.App, attempt int, i
 		}
 		reply.Promoted = append(reply.Promoted, grant[i])
 		c, _ := after.Container(grant[i])
-		if n, ok := after.Node(c.NodeID); ok {
+		tok, err := s.relayToken(after, c) // a token of c as it is now: guaranteed
+		if n, ok := after.Node(c.NodeID); ok && err == nil {
 			told.Add(1)
 			go func() {
 				defer told.Done()
-				s.tellNodePromoted(tellCtx, n.Address, c.ID)
+				s.tellNodePromoted(tellCtx, n.Address, c.ID, tok)
 			}()
 		}
 	}
@@ -75,9 +76,10 @@ func (s *Server) promote(ctx context.Context, app *scheduler.App, attempt int, i
 	return nil
 }
 
-// tellNodePromoted tells a container's agent it is now guaranteed.
-func (s *Server) tellNodePromoted(ctx context.Context, addr, id string) {
-	if err := s.agentPool.Call(ctx, addr, "Container.Promote", &wrpc.ContainerIDRequest{ID: id}, &struct{}{}); err != nil {
+// tellNodePromoted tells a container's agent it is now guaranteed; token
+// is a container token of it as guaranteed, which only servers mint.
+func (s *Server) tellNodePromoted(ctx context.Context, addr, id, token string) {
+	if err := s.agentPool.Call(ctx, addr, "Container.Promote", &wrpc.ContainerIDRequest{ID: id, Token: token}, &struct{}{}); err != nil {
 		s.logger.Warn("could not tell the node of a promotion; its next heartbeat will", "container", id, "error", err)
 	}
 }

@@ -70,7 +70,14 @@ type Server struct {
 	shutdownMu sync.Mutex
 	shutdown   bool
 	shutdownCh chan struct{}
+	stoppedCh  chan struct{} // closed once stop has torn everything down
 	wg         sync.WaitGroup
+
+	// haltedCh is closed (after haltErr is set) when the server stopped
+	// because its FSM halted, haltLinger after it did.
+	haltedCh   chan struct{}
+	haltErr    error
+	haltLinger time.Duration
 }
 
 // New starts a server: it opens the stores in the data dir, starts Raft,
@@ -89,10 +96,16 @@ func New(config *Config) (*Server, error) {
 		liveness:     newLiveness(config.NodeTTL, config.NodeGossipGrace),
 		waits:        scheduler.NewLocalityWaits(),
 		shutdownCh:   make(chan struct{}),
+		stoppedCh:    make(chan struct{}),
+		haltedCh:     make(chan struct{}),
 		pool:         wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleServer),
 		agentPool:    wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleAgent),
 	}
-	s.fsm = fsm.New(config.Logger)
+	s.fsm = fsm.New(config.Logger, fsm.WithSkipIndex(config.RaftSkipIndex))
+	if config.RaftSkipIndex != 0 {
+		s.logger.Warn("raft_skip_index is set: the entry at that index is skipped if it cannot be applied; every server must run with the same value",
+			"raft_skip_index", config.RaftSkipIndex)
+	}
 	if err := os.MkdirAll(config.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
@@ -124,6 +137,7 @@ func New(config *Config) (*Server, error) {
 	}
 	s.goFunc(s.serfEventLoop)
 	s.goFunc(s.monitorLeadership)
+	s.goFunc(s.watchHalt)
 	if len(config.Join) > 0 {
 		s.goFunc(func() { s.joinLoop(config.Join) })
 	}
@@ -146,6 +160,7 @@ func (s *Server) setupRaft() error {
 	conf.Logger = s.config.Logger.Named("raft")
 	conf.NotifyCh = s.raftNotifyCh
 	conf.BatchApplyCh = true
+	s.haltLinger = 2 * conf.HeartbeatTimeout
 
 	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
 	if err != nil {
@@ -275,10 +290,21 @@ func (s *Server) awaitRemoval(timeout time.Duration) {
 
 // Shutdown stops the server without leaving: its peers see it fail.
 func (s *Server) Shutdown() error {
+	s.stop()
+	s.wg.Wait()
+	s.logger.Info("server stopped")
+	return nil
+}
+
+// stop tears the server down without waiting for its goroutines (one of
+// them may be the caller). Only the first call does it; later ones wait
+// until it is done.
+func (s *Server) stop() {
 	s.shutdownMu.Lock()
 	if s.shutdown {
 		s.shutdownMu.Unlock()
-		return nil
+		<-s.stoppedCh
+		return
 	}
 	s.shutdown = true
 	close(s.shutdownCh)
@@ -299,9 +325,7 @@ func (s *Server) Shutdown() error {
 	s.rpcConns.Close()
 	s.pool.Shutdown()
 	s.agentPool.Shutdown()
-	s.wg.Wait()
-	s.logger.Info("server stopped")
-	return nil
+	close(s.stoppedCh)
 }
 
 // goFunc runs f in a goroutine the server owns: Shutdown waits for it, so

@@ -193,21 +193,22 @@ func TestRaftWithAClientCertificateIsRefused(t *testing.T) {
 func TestNodeEndpointsNeedAnAgentCertificate(t *testing.T) {
 	c := startThreeTLS(t)
 	l, f := c.waitForLeader(), c.follower()
+	secret := strings.Repeat("5e", 32) // the node's secret: a valid one, so only the certificate decides
 	reg := func() *wrpc.NodeRegisterRequest {
-		return &wrpc.NodeRegisterRequest{ID: "n1", Address: "127.0.0.1:1", Capacity: scheduler.Resources{MemoryMB: 1 << 40, Vcores: 1 << 20}}
+		return &wrpc.NodeRegisterRequest{ID: "n1", Address: "127.0.0.1:1", Capacity: scheduler.Resources{MemoryMB: 1 << 40, Vcores: 1 << 20}, Secret: secret}
 	}
 	for _, role := range []wrpc.Role{wrpc.RoleClient, wrpc.RoleRouter} {
 		for _, s := range []*Server{l, f} {
 			var resp wrpc.NodeRegisterResponse
 			err := c.callAs(role, s, "Node.Register", reg(), &resp)
-			if !errors.Is(err, wrpc.ErrPermissionDenied) {
+			if !errors.Is(err, wrpc.ErrPermissionDenied) || !strings.Contains(err.Error(), "needs a certificate of role agent or server") {
 				t.Fatalf("Node.Register with a %s certificate on %s: %v", role, s.NodeID(), err)
 			}
 			var hb wrpc.HeartbeatResponse
-			if err := c.callAs(role, s, "Node.Heartbeat", &wrpc.HeartbeatRequest{NodeID: "n1", Epoch: 1}, &hb); !errors.Is(err, wrpc.ErrPermissionDenied) {
+			if err := c.callAs(role, s, "Node.Heartbeat", &wrpc.HeartbeatRequest{NodeID: "n1", Epoch: 1, Secret: secret}, &hb); !errors.Is(err, wrpc.ErrPermissionDenied) {
 				t.Fatalf("Node.Heartbeat with a %s certificate: %v", role, err)
 			}
-			if err := c.callAs(role, s, "Node.Deregister", &wrpc.NodeDeregisterRequest{ID: "n1", Epoch: 1}, &wrpc.WriteResponse{}); !errors.Is(err, wrpc.ErrPermissionDenied) {
+			if err := c.callAs(role, s, "Node.Deregister", &wrpc.NodeDeregisterRequest{ID: "n1", Epoch: 1, Secret: secret}, &wrpc.WriteResponse{}); !errors.Is(err, wrpc.ErrPermissionDenied) {
 				t.Fatalf("Node.Deregister with a %s certificate: %v", role, err)
 			}
 		}
@@ -222,7 +223,7 @@ func TestNodeEndpointsNeedAnAgentCertificate(t *testing.T) {
 		t.Fatalf("Node.Register with an agent certificate: %v, %+v", err, resp)
 	}
 	var hb wrpc.HeartbeatResponse
-	if err := c.callAs(wrpc.RoleAgent, f, "Node.Heartbeat", &wrpc.HeartbeatRequest{NodeID: "n1", Epoch: resp.Epoch}, &hb); err != nil {
+	if err := c.callAs(wrpc.RoleAgent, f, "Node.Heartbeat", &wrpc.HeartbeatRequest{NodeID: "n1", Epoch: resp.Epoch, Secret: secret}, &hb); err != nil {
 		t.Fatalf("Node.Heartbeat with an agent certificate: %v", err)
 	}
 	if _, ok := l.State().Node("n1"); !ok {

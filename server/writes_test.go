@@ -53,7 +53,7 @@ func TestSubmitRefusesAnAppNoNodeCanHold(t *testing.T) {
 		mem int64
 	}{{"small", 2048}, {"big", 4096}} {
 		if err := c.call(l, "Node.Register", &wrpc.NodeRegisterRequest{ID: n.id, Address: "127.0.0.1:1",
-			Capacity: scheduler.Resources{MemoryMB: n.mem, Vcores: 4}}, &reg); err != nil {
+			Capacity: scheduler.Resources{MemoryMB: n.mem, Vcores: 4}, Secret: nodeSecret(n.id)}, &reg); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -90,7 +90,7 @@ func TestKillOfAnEndedAppSaysItEnded(t *testing.T) {
 	ctx := context.Background()
 	var reg wrpc.NodeRegisterResponse
 	if err := c.call(l, "Node.Register", &wrpc.NodeRegisterRequest{ID: "n1", Address: "127.0.0.1:1",
-		Capacity: scheduler.Resources{MemoryMB: 4096, Vcores: 4}}, &reg); err != nil {
+		Capacity: scheduler.Resources{MemoryMB: 4096, Vcores: 4}, Secret: nodeSecret("n1")}, &reg); err != nil {
 		t.Fatal(err)
 	}
 	submit := func(name string) string {
@@ -139,11 +139,11 @@ func TestDeregisteredNodeIsDownAtOnce(t *testing.T) {
 	l := c.leader()
 	var reg wrpc.NodeRegisterResponse
 	if err := c.call(l, "Node.Register", &wrpc.NodeRegisterRequest{ID: "n1", Address: "127.0.0.1:1",
-		Capacity: scheduler.Resources{MemoryMB: 4096, Vcores: 4}}, &reg); err != nil {
+		Capacity: scheduler.Resources{MemoryMB: 4096, Vcores: 4}, Secret: nodeSecret("n1")}, &reg); err != nil {
 		t.Fatal(err)
 	}
 	var wr wrpc.WriteResponse
-	if err := c.call(c.follower(), "Node.Deregister", &wrpc.NodeDeregisterRequest{ID: "n1", Epoch: reg.Epoch}, &wr); err != nil {
+	if err := c.call(c.follower(), "Node.Deregister", &wrpc.NodeDeregisterRequest{ID: "n1", Epoch: reg.Epoch, Secret: nodeSecret("n1")}, &wr); err != nil {
 		t.Fatal(err)
 	}
 	n, _ := l.State().Node("n1")
@@ -151,13 +151,13 @@ func TestDeregisteredNodeIsDownAtOnce(t *testing.T) {
 		t.Fatalf("node after deregistration: %s (%s)", n.Status, n.StatusReason)
 	}
 	var hb wrpc.HeartbeatResponse
-	if err := c.call(l, "Node.Heartbeat", &wrpc.HeartbeatRequest{NodeID: "n1", Epoch: reg.Epoch}, &hb); err != nil || !hb.ReRegister {
+	if err := c.call(l, "Node.Heartbeat", &wrpc.HeartbeatRequest{NodeID: "n1", Epoch: reg.Epoch, Secret: nodeSecret("n1")}, &hb); err != nil || !hb.ReRegister {
 		t.Fatalf("heartbeat of a deregistered node: %v re_register=%v", err, hb.ReRegister)
 	}
-	if err := c.call(l, "Node.Register", &wrpc.NodeRegisterRequest{ID: "bad id", Capacity: scheduler.Resources{MemoryMB: 1, Vcores: 1}}, &reg); !errors.Is(err, wrpc.ErrBadRequest) {
+	if err := c.call(l, "Node.Register", &wrpc.NodeRegisterRequest{ID: "bad id", Capacity: scheduler.Resources{MemoryMB: 1, Vcores: 1}, Secret: nodeSecret("x")}, &reg); !errors.Is(err, wrpc.ErrBadRequest) {
 		t.Fatalf("registration under a bad node ID answered %v", err)
 	}
-	if err := c.call(l, "Node.Register", &wrpc.NodeRegisterRequest{ID: "n2", Capacity: scheduler.Resources{Vcores: 1}}, &reg); !errors.Is(err, wrpc.ErrBadRequest) || !strings.Contains(err.Error(), "memory_mb") {
+	if err := c.call(l, "Node.Register", &wrpc.NodeRegisterRequest{ID: "n2", Capacity: scheduler.Resources{Vcores: 1}, Secret: nodeSecret("n2")}, &reg); !errors.Is(err, wrpc.ErrBadRequest) || !strings.Contains(err.Error(), "memory_mb") {
 		t.Fatalf("registration without memory answered %v", err)
 	}
 }

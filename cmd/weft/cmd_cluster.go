@@ -99,6 +99,9 @@ func runOperator(args []string) error {
 				"remove-peer": runRaftRemovePeer,
 			})
 		},
+		"workload-key": func(args []string) error {
+			return subcommand("operator workload-key", args, map[string]func([]string) error{"rotate": runWorkloadKeyRotate})
+		},
 	})
 }
 

@@ -116,5 +116,5 @@ Stop with Ctrl-C.
 	if os.Geteuid() == 0 {
 		fmt.Fprintln(stdout, "\nYou run weft dev as root, so its containers run as root: anyone who can reach "+addr+" runs commands as root here. Run it as an ordinary user.")
 	}
-	return waitForSignal(logger, stopAll, stopAll)
+	return waitForSignalOrStop(logger, stopAll, stopAll, srv.Halted(), srv.HaltError)
 }

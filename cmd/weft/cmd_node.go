@@ -9,8 +9,9 @@ import (
 
 func runNode(args []string) error {
 	return subcommand("node", args, map[string]func([]string) error{
-		"list":   runNodeList,
-		"status": runNodeStatus,
+		"list":         runNodeList,
+		"status":       runNodeStatus,
+		"reset-secret": runNodeResetSecret,
 	})
 }
 

@@ -56,12 +56,13 @@ func runServer(args []string) error {
 		Logger:          logger,
 		TLS:             tc,
 		ACLEnabled:      cfg.ACL != nil && cfg.ACL.Enabled,
+		RaftSkipIndex:   cfg.RaftSkipIndex,
 	})
 	if err != nil {
 		return err
 	}
 	defer reloadOnSIGHUP(logger, tc)()
-	return waitForSignal(logger, srv.Leave, srv.Shutdown)
+	return waitForSignalOrStop(logger, srv.Leave, srv.Shutdown, srv.Halted(), srv.HaltError)
 }
 
 // warnInsecure logs warning (if not empty) now and, for a process open
@@ -130,9 +131,22 @@ func loadConfig(fs *flag.FlagSet, cfg processConfig, args []string, name string)
 // waitForSignal blocks until SIGINT or SIGTERM, then runs graceful; a second
 // signal during it runs hard.
 func waitForSignal(logger hclog.Logger, graceful, hard func() error) error {
+	return waitForSignalOrStop(logger, graceful, hard, nil, nil)
+}
+
+// waitForSignalOrStop is waitForSignal for a process that may also stop by
+// itself: when stopped is closed first, it runs hard (which waits for the
+// stop to finish) and returns why().
+func waitForSignalOrStop(logger hclog.Logger, graceful, hard func() error, stopped <-chan struct{}, why func() error) error {
 	sigCh := make(chan os.Signal, 2)
 	signal.Notify(sigCh, syscall.SIGINT, syscall.SIGTERM)
-	sig := <-sigCh
+	var sig os.Signal
+	select {
+	case sig = <-sigCh:
+	case <-stopped:
+		hard()
+		return why()
+	}
 	logger.Info("caught signal; leaving gracefully (signal again to stop at once)", "signal", sig.String())
 	done := make(chan error, 1)
 	go func() { done <- graceful() }()

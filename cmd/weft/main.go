@@ -10,6 +10,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/weft-sched/weft/fsm"
 )
 
 // version is stamped by the Makefile (-ldflags "-X main.version=...").
@@ -77,8 +79,18 @@ func run(args []string) int {
 	if errors.As(err, &ue) {
 		return 2
 	}
+	var halt *fsm.HaltError
+	if errors.As(err, &halt) {
+		return exitHalted
+	}
 	return 1
 }
+
+// exitHalted is the exit code of a server that stopped on a committed Raft
+// entry it cannot apply: restarting it as it is stops it again at the same
+// entry, so supervisors should not (systemd: RestartPreventExitStatus=3).
+// The recovery is in docs/operations.md, "Unknown Raft entries".
+const exitHalted = 3
 
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")

@@ -28,6 +28,8 @@ func RegisterFlags(fs *flag.FlagSet, cfg any) {
 			fs.StringVar(p, name, *p, help)
 		case *int:
 			fs.IntVar(p, name, *p, help)
+		case *uint64:
+			fs.Uint64Var(p, name, *p, help)
 		case *bool:
 			fs.BoolVar(p, name, *p, help)
 		case *[]string:

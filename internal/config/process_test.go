@@ -162,3 +162,26 @@ func TestSecureByDefault(t *testing.T) {
 		t.Fatalf("a secure agent lacks %v (agents have no ACL block)", g)
 	}
 }
+
+func TestRaftSkipIndexFromFileAndFlag(t *testing.T) {
+	cfg := DefaultServer()
+	if err := MergeFile(cfg, "s.hcl", []byte("data_dir = \"/d\"\nraft_skip_index = 1234\n"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RaftSkipIndex != 1234 {
+		t.Fatalf("raft_skip_index from the file = %d", cfg.RaftSkipIndex)
+	}
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	flagged := DefaultServer()
+	RegisterFlags(fs, flagged)
+	if err := fs.Parse([]string{"-raft-skip-index", "77"}); err != nil || flagged.RaftSkipIndex != 77 {
+		t.Fatalf("-raft-skip-index: %v, %d", err, flagged.RaftSkipIndex)
+	}
+	if err := fs.Parse([]string{"-raft-skip-index", "-1"}); err == nil {
+		t.Fatalf("a negative index was accepted")
+	}
+	if DefaultServer().RaftSkipIndex != 0 {
+		t.Fatalf("the default skips an entry")
+	}
+}

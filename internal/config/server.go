@@ -28,6 +28,10 @@ type Server struct {
 	TLS             *TLS     `hcl:"tls,block"`
 	ACL             *ACL     `hcl:"acl,block"`
 	Limits          *Limits  `hcl:"limits,block"`
+	// RaftSkipIndex is the escape hatch from a server that stopped on a
+	// committed entry no weft can apply (docs/operations.md, "Unknown
+	// Raft entries"). Every server must be given the same value.
+	RaftSkipIndex uint64 `hcl:"raft_skip_index,optional" flag:"raft-skip-index" help:"skip the committed Raft entry at this index if no weft can apply it; give every server the same value (see docs/operations.md)"`
 }
 
 // Server and agent defaults (SPEC §2).

@@ -1,0 +1,207 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/weft-sched/weft/fsm"
+	"github.com/weft-sched/weft/internal/identity"
+	wrpc "github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
+)
+
+// Workload identity on servers (SPEC §15): the leader creates the
+// cluster's signing key, servers mint AM tokens (for AM launches) and
+// container tokens (for allocations handed to AMs, and to relay calls to
+// agents), verify AM tokens on the AM protocol, and check node secrets.
+
+// keyringOf returns the workload keyring the replicated state holds; nil
+// (which verifies nothing and signs nothing) before the first key.
+func keyringOf(st *fsm.State) *identity.Keyring {
+	keys := st.WorkloadKeys()
+	if len(keys) == 0 {
+		return nil
+	}
+	ks := make([]identity.Key, len(keys))
+	for i, k := range keys {
+		ks[i] = identity.Key{ID: k.ID, Secret: k.Secret}
+	}
+	r, err := identity.NewKeyring(ks, keys[len(keys)-1].ID)
+	if err != nil {
+		return nil // the FSM's invariants make this impossible
+	}
+	return r
+}
+
+// newestKeyID returns the ID of the active workload key (0: none), which
+// names the whole key set.
+func newestKeyID(st *fsm.State) uint32 {
+	keys := st.WorkloadKeys()
+	if len(keys) == 0 {
+		return 0
+	}
+	return keys[len(keys)-1].ID
+}
+
+// wireKeys returns the workload keys as agents receive them.
+func wireKeys(st *fsm.State) []wrpc.WorkloadKey {
+	keys := st.WorkloadKeys()
+	out := make([]wrpc.WorkloadKey, len(keys))
+	for i, k := range keys {
+		out[i] = wrpc.WorkloadKey{ID: k.ID, Secret: k.Secret}
+	}
+	return out
+}
+
+// claimsOf are the claims of a token about container c.
+func claimsOf(kind identity.Kind, c *scheduler.Container, user string, expiry int64) identity.Claims {
+	return identity.Claims{Kind: kind, AppID: c.AppID, Attempt: c.Attempt, ContainerID: c.ID, NodeID: c.NodeID,
+		Resources: c.Resources, ExecutionType: c.ExecutionType, User: user, Expiry: expiry}
+}
+
+// containerToken mints the container token of an allocation: valid until
+// its start deadline (with room for clock skew), after which the servers
+// reclaim it anyway.
+func containerToken(ring *identity.Keyring, c *scheduler.Container, user string) (string, error) {
+	return ring.Sign(claimsOf(identity.KindContainer, c, user, c.AllocatedAt+int64(identity.ContainerTokenLifetime)))
+}
+
+// amToken mints the AM token of the AM container c of an app of user.
+func amToken(ring *identity.Keyring, c *scheduler.Container, user string, now time.Time) (string, error) {
+	return ring.Sign(claimsOf(identity.KindAM, c, user, now.Add(identity.AMTokenLifetime).UnixNano()))
+}
+
+// relayToken mints a short-lived container token for c that lets a server
+// relay a call to c's agent (a log read, a promotion).
+func (s *Server) relayToken(st *fsm.State, c *scheduler.Container) (string, error) {
+	user := ""
+	if a, ok := st.App(c.AppID); ok {
+		user = a.Spec.User
+	}
+	return keyringOf(st).Sign(claimsOf(identity.KindContainer, c, user, s.clock.Now().Add(identity.RelayTokenLifetime).UnixNano()))
+}
+
+// noKey is the answer while the cluster has no signing key yet (the new
+// leader creates one first thing).
+func noKey(err error) error {
+	return wrpc.Errorf(wrpc.CodeUnavailable, "cannot mint workload tokens yet: %v", err)
+}
+
+// amAttempt authenticates an AM protocol call: token must be a valid AM
+// token of (appID, attempt); the attempt must be the app's current, placed
+// one (ErrStale if not) and the token that of its AM container. The app is
+// returned with ErrStale too (it may have finished); the claims only when
+// the call is allowed.
+func (s *Server) amAttempt(st *fsm.State, appID string, attempt int, token string) (*scheduler.App, *identity.Claims, error) {
+	claims, err := keyringOf(st).Verify(token, s.clock.Now().UnixNano())
+	if err != nil {
+		return nil, nil, wrpc.Errorf(wrpc.CodePermissionDenied, "app %s attempt %d: AM token: %v", appID, attempt, err)
+	}
+	if claims.Kind != identity.KindAM || claims.AppID != appID || claims.Attempt != attempt {
+		return nil, nil, wrpc.Errorf(wrpc.CodePermissionDenied, "app %s attempt %d: the token is a %s token of app %s attempt %d",
+			appID, attempt, claims.Kind, claims.AppID, claims.Attempt)
+	}
+	app, ok := st.App(appID)
+	if !ok {
+		return nil, nil, wrpc.Errorf(wrpc.CodeNotFound, "app %s not found", appID)
+	}
+	if app.AMPending || attempt != app.CurrentAttempt() {
+		return app, nil, wrpc.Errorf(wrpc.CodeStale, "app %s attempt %d is not the app's current AM attempt (current is %d)", appID, attempt, app.CurrentAttempt())
+	}
+	if am := app.Attempts[len(app.Attempts)-1].ContainerID; claims.ContainerID != am {
+		return nil, nil, wrpc.Errorf(wrpc.CodePermissionDenied, "app %s attempt %d: the AM token is for container %s, not the attempt's AM container %s",
+			appID, attempt, claims.ContainerID, am)
+	}
+	return app, claims, nil
+}
+
+// renewAMToken returns a fresh AM token for claims when half its life has
+// passed or a newer key signs now, else "".
+func (s *Server) renewAMToken(st *fsm.State, claims *identity.Claims) string {
+	ring := keyringOf(st)
+	now := s.clock.Now()
+	if claims.KeyID == ring.ActiveID() && time.Duration(claims.Expiry-now.UnixNano()) > identity.AMTokenLifetime/2 {
+		return ""
+	}
+	renewed := *claims
+	renewed.Expiry = now.Add(identity.AMTokenLifetime).UnixNano()
+	tok, err := ring.Sign(renewed)
+	if err != nil {
+		s.logger.Warn("could not renew an AM token", "app", claims.AppID, "error", err)
+		return ""
+	}
+	return tok
+}
+
+// checkNodeSecret admits a call about node n only with n's secret. A node
+// with no secret yet (registered before secrets existed, or reset by an
+// operator) admits any.
+func checkNodeSecret(n *scheduler.Node, secret string) error {
+	if len(n.SecretHash) == 0 || identity.NodeSecretMatches(n.SecretHash, secret) {
+		return nil
+	}
+	return wrpc.Errorf(wrpc.CodePermissionDenied, "node %s: the node secret does not match the one it registered with; "+
+		"if its agent lost its data dir, stop the agent, wait until the node is DOWN and run `weft node reset-secret %s`", n.ID, n.ID)
+}
+
+// ensureWorkloadKey creates the cluster's first workload signing key, when
+// the replicated state holds none, as a new leader's first write. It
+// retries until it succeeds or leadership ends.
+func (s *Server) ensureWorkloadKey(ctx context.Context) {
+	for len(s.fsm.State().WorkloadKeys()) == 0 {
+		secret, err := identity.NewKeySecret()
+		if err == nil {
+			_, _, err = s.raftApply(ctx, fsm.WorkloadKeyType, &fsm.WorkloadKeyRequest{Secret: secret, IfNone: true,
+				RetainRetired: int64(identity.MaxTokenLifetime), Now: s.clock.Now().UnixNano()})
+		}
+		if err == nil {
+			s.logger.Info("created the cluster's workload signing key", "key_id", newestKeyID(s.fsm.State()))
+			return
+		}
+		s.logger.Error("could not create the workload signing key; retrying", "error", err)
+		select {
+		case <-s.clock.After(time.Second):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// WorkloadKeyRotate installs a new workload signing key (`weft operator
+// workload-key rotate`). Tokens signed by the previous keys stay valid
+// until they expire; AMs get renewed tokens in their next AM.Allocate
+// answers, and agents learn the new key from their next heartbeat.
+func (e *Operator) WorkloadKeyRotate(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.WorkloadKeyRotateResponse) error {
+	if done, err := e.srv.forwardWrite(ctx, "Operator.WorkloadKeyRotate", args, reply); done {
+		return err
+	}
+	secret, err := identity.NewKeySecret()
+	if err != nil {
+		return err
+	}
+	res, index, err := e.srv.raftApplyRequest(ctx, args, fsm.WorkloadKeyType, &fsm.WorkloadKeyRequest{Secret: secret,
+		RetainRetired: int64(identity.MaxTokenLifetime), Now: e.srv.clock.Now().UnixNano()})
+	if err != nil {
+		return err
+	}
+	reply.Index, reply.KeyID, reply.NumKeys = index, uint32(res.(uint64)), len(e.srv.fsm.State().WorkloadKeys())
+	e.srv.logger.Info("rotated the workload signing key", "key_id", reply.KeyID, "keys_kept", reply.NumKeys)
+	return nil
+}
+
+// ResetSecret forgets a DOWN node's secret, so that an agent that lost its
+// data dir can register under the node's name again (`weft node
+// reset-secret`). A node that is not DOWN is refused: its agent may still
+// be running.
+func (e *Node) ResetSecret(ctx context.Context, args *wrpc.NodeResetSecretRequest, reply *wrpc.WriteResponse) error {
+	if done, err := e.srv.forwardWrite(ctx, "Node.ResetSecret", args, reply); done {
+		return err
+	}
+	_, index, err := e.srv.raftApplyRequest(ctx, &args.RequestHeader, fsm.NodeSecretResetType,
+		&fsm.NodeSecretResetRequest{ID: args.ID, Now: e.srv.clock.Now().UnixNano()})
+	reply.Index = index
+	if err == nil {
+		e.srv.logger.Warn("node secret reset by an operator: the next registration under its name sets a new one", "node", args.ID)
+	}
+	return err
+}
