@@ -1,0 +1,361 @@
+package gossip
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/memberlist"
+)
+
+// The budget for undelivered gossip state: over all plaintext streams at
+// once, and over those from any one IP address, the bytes memberlist may
+// allocate on the word of headers whose data has not arrived yet. A stream
+// whose header would exceed either is refused, so a flood of headers that
+// each declare the most allowed and then send nothing holds at most
+// pushPullBudget however many connections it opens, and a flood from one
+// address leaves the rest of the budget to everyone else.
+const (
+	pushPullBudget      = 64 << 20
+	pushPullBudgetPerIP = 16 << 20
+)
+
+// inspectTimeout bounds how long an inbound stream may take to deliver the
+// head of its first message (memberlist's own TCP timeout is 10 s).
+const inspectTimeout = 10 * time.Second
+
+// guard is memberlist's network transport with every inbound stream, every
+// reply read from an outbound stream and every packet inspected before
+// memberlist decodes it (inspectStream, inspectPacket). It is the
+// transport of every weft member, encrypted or not.
+type guard struct {
+	*memberlist.NetTransport
+	encrypted bool
+	logger    *refusalLog
+	budget    *budget
+
+	streamCh chan net.Conn
+	packetCh chan *memberlist.Packet
+	// stopping is closed when Shutdown begins: nothing more is delivered,
+	// but what the listeners hand over is still taken (and dropped) until
+	// they have stopped, closing listenersDone.
+	stopping      chan struct{}
+	listenersDone chan struct{}
+	once          sync.Once
+	wg            sync.WaitGroup
+
+	mu      sync.Mutex
+	pending map[net.Conn]struct{} // inbound streams being inspected; nil once stopped
+}
+
+// newGuard binds memberlist's TCP and UDP listeners on addr:port (port 0
+// picks a free one, the same for both) and starts inspecting what arrives.
+func newGuard(addr string, port int, encrypted bool, logger hclog.Logger) (*guard, error) {
+	std := logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
+	nc := &memberlist.NetTransportConfig{BindAddrs: []string{addr}, BindPort: port, Logger: std}
+	// Binding TCP and UDP on one free port races other processes; retry
+	// as memberlist does.
+	tries := 1
+	if port == 0 {
+		tries = 10
+	}
+	var nt *memberlist.NetTransport
+	var err error
+	for i := 0; i < tries; i++ {
+		if nt, err = memberlist.NewNetTransport(nc); err == nil || !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bind gossip listeners on %s: %w", net.JoinHostPort(addr, fmt.Sprint(port)), err)
+	}
+	g := &guard{
+		NetTransport:  nt,
+		encrypted:     encrypted,
+		logger:        &refusalLog{logger: logger},
+		budget:        &budget{limit: pushPullBudget, perIP: pushPullBudgetPerIP, held: map[string]int64{}},
+		streamCh:      make(chan net.Conn),
+		packetCh:      make(chan *memberlist.Packet),
+		stopping:      make(chan struct{}),
+		listenersDone: make(chan struct{}),
+		pending:       map[net.Conn]struct{}{},
+	}
+	g.wg.Add(2)
+	go g.acceptStreams()
+	go g.acceptPackets()
+	return g, nil
+}
+
+// StreamCh delivers the inbound streams that passed inspection.
+func (g *guard) StreamCh() <-chan net.Conn { return g.streamCh }
+
+// PacketCh delivers the packets that passed inspection.
+func (g *guard) PacketCh() <-chan *memberlist.Packet { return g.packetCh }
+
+// DialTimeout opens an outbound stream whose reply is inspected before
+// memberlist reads it.
+func (g *guard) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
+	conn, err := g.NetTransport.DialTimeout(addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &replyConn{Conn: conn, g: g}, nil
+}
+
+// DialAddressTimeout is DialTimeout for memberlist's node-aware calls.
+func (g *guard) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
+	return g.DialTimeout(a.Addr, timeout)
+}
+
+// Shutdown closes the listeners and every stream still being inspected.
+func (g *guard) Shutdown() error {
+	var err error
+	g.once.Do(func() {
+		close(g.stopping)
+		err = g.NetTransport.Shutdown()
+		close(g.listenersDone)
+		g.mu.Lock()
+		for conn := range g.pending {
+			conn.Close()
+		}
+		g.pending = nil
+		g.mu.Unlock()
+		g.wg.Wait()
+	})
+	return err
+}
+
+func (g *guard) acceptStreams() {
+	defer g.wg.Done()
+	in := g.NetTransport.StreamCh()
+	for {
+		select {
+		case conn := <-in:
+			if !g.track(conn) {
+				conn.Close()
+				continue
+			}
+			g.wg.Add(1)
+			go func() {
+				defer g.wg.Done()
+				g.admit(conn)
+			}()
+		case <-g.listenersDone:
+			return
+		}
+	}
+}
+
+// track records conn as being inspected, or reports false once stopping.
+func (g *guard) track(conn net.Conn) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.pending == nil {
+		return false
+	}
+	select {
+	case <-g.stopping:
+		return false
+	default:
+	}
+	g.pending[conn] = struct{}{}
+	return true
+}
+
+func (g *guard) untrack(conn net.Conn) {
+	g.mu.Lock()
+	if g.pending != nil {
+		delete(g.pending, conn)
+	}
+	g.mu.Unlock()
+}
+
+// admit inspects an inbound stream and hands it to memberlist, or closes it.
+func (g *guard) admit(conn net.Conn) {
+	conn.SetDeadline(time.Now().Add(inspectTimeout))
+	checked, err := g.check(conn)
+	g.untrack(conn)
+	if err != nil {
+		conn.Close()
+		if err != io.EOF {
+			g.logger.refused("stream", conn.RemoteAddr(), err)
+		}
+		return
+	}
+	select {
+	case g.streamCh <- checked:
+	case <-g.stopping:
+		checked.Close()
+	}
+}
+
+// check inspects the first message of conn and returns a connection that
+// replays what inspection read, holding the bytes memberlist will allocate
+// for it against the budget until it is closed.
+func (g *guard) check(conn net.Conn) (*replayConn, error) {
+	br := bufio.NewReader(conn)
+	var seen bytes.Buffer
+	cost, err := inspectStream(io.TeeReader(br, &seen), g.encrypted)
+	if err != nil {
+		return nil, err
+	}
+	ip := remoteIP(conn)
+	if !g.budget.take(ip, cost) {
+		return nil, fmt.Errorf("%d bytes declared while other streams hold the budget for undelivered gossip state (%d MiB, %d MiB from one address)",
+			cost, pushPullBudget>>20, pushPullBudgetPerIP>>20)
+	}
+	return &replayConn{Conn: conn, r: io.MultiReader(&seen, br), release: func() { g.budget.give(ip, cost) }}, nil
+}
+
+func remoteIP(conn net.Conn) string {
+	if a, ok := conn.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	return addrString(conn.RemoteAddr())
+}
+
+func (g *guard) acceptPackets() {
+	defer g.wg.Done()
+	in := g.NetTransport.PacketCh()
+	for {
+		select {
+		case p := <-in:
+			if err := inspectPacket(p.Buf, g.encrypted); err != nil {
+				g.logger.refused("packet", p.From, err)
+				continue
+			}
+			select {
+			case g.packetCh <- p:
+			case <-g.stopping:
+			}
+		case <-g.listenersDone:
+			return
+		}
+	}
+}
+
+// replayConn is a connection whose first bytes, read by the guard, are
+// read again from r. Closing it gives its bytes back to the budget.
+type replayConn struct {
+	net.Conn
+	r       io.Reader
+	release func()
+	once    sync.Once
+}
+
+func (c *replayConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+func (c *replayConn) Close() error {
+	c.once.Do(c.release)
+	return c.Conn.Close()
+}
+
+// replyConn is an outbound stream: the first time memberlist reads the
+// reply, the guard inspects it.
+type replyConn struct {
+	net.Conn
+	g       *guard
+	mu      sync.Mutex // held while inspecting: memberlist reads from one goroutine
+	checked *replayConn
+	err     error
+}
+
+func (c *replyConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	if c.checked == nil && c.err == nil {
+		c.checked, c.err = c.g.check(c.Conn)
+		if c.err != nil && c.err != io.EOF {
+			c.g.logger.refused("reply", c.Conn.RemoteAddr(), c.err)
+		}
+	}
+	checked, err := c.checked, c.err
+	c.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	return checked.Read(p)
+}
+
+// Close closes the connection first, which ends an inspection under way,
+// then gives back what the reply held of the budget.
+func (c *replyConn) Close() error {
+	err := c.Conn.Close()
+	c.mu.Lock()
+	checked := c.checked
+	c.mu.Unlock()
+	if checked != nil {
+		checked.once.Do(checked.release)
+	}
+	return err
+}
+
+// budget counts bytes held at once, in all and per remote IP.
+type budget struct {
+	mu    sync.Mutex
+	limit int64
+	perIP int64
+	total int64
+	held  map[string]int64
+}
+
+func (b *budget) take(ip string, n int64) bool {
+	if n == 0 {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.total+n > b.limit || b.held[ip]+n > b.perIP {
+		return false
+	}
+	b.total += n
+	b.held[ip] += n
+	return true
+}
+
+func (b *budget) give(ip string, n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.total -= n
+	if b.held[ip] -= n; b.held[ip] == 0 {
+		delete(b.held, ip)
+	}
+}
+
+// refusalLog logs refused gossip at most once a second, counting what it
+// did not log, so a flood of refusals does not become a flood of log lines.
+type refusalLog struct {
+	logger     hclog.Logger
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+func (l *refusalLog) refused(what string, from net.Addr, err error) {
+	l.mu.Lock()
+	now := time.Now()
+	if now.Sub(l.last) < time.Second {
+		l.suppressed++
+		l.mu.Unlock()
+		return
+	}
+	n := l.suppressed
+	l.last, l.suppressed = now, 0
+	l.mu.Unlock()
+	l.logger.Warn("refused gossip "+what+" before decoding it", "from", addrString(from), "error", err, "refused_since_last_line", n)
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return "unknown"
+	}
+	return a.String()
+}
