@@ -28,7 +28,7 @@ func runAgent(args []string) error {
 	a, err := agent.New(&agent.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, BindAddr: cfg.Bind, RPCPort: cfg.RPCPort, SerfPort: cfg.SerfPort,
 		Join: cfg.Join, Resources: cfg.NodeCapacity(), Rack: cfg.Rack, OpportunisticQueueLength: cfg.OpportunisticQueueLength,
-		LazyHeartbeats: cfg.LazyHeartbeats, Build: version, Logger: logger,
+		LazyHeartbeats: cfg.LazyHeartbeats, Encrypt: cfg.Encrypt, Build: version, Logger: logger,
 	})
 	if err != nil {
 		return err
