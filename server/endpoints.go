@@ -18,6 +18,10 @@ func (s *Server) registerEndpoints() {
 
 	wrpc.Register(r, "Operator.RaftGetConfiguration", op.RaftGetConfiguration)
 	wrpc.Register(r, "Operator.RaftRemovePeer", op.RaftRemovePeer)
+	wrpc.Register(r, "Operator.KeyringList", op.KeyringList)
+	wrpc.Register(r, "Operator.KeyringInstall", op.KeyringInstall)
+	wrpc.Register(r, "Operator.KeyringUse", op.KeyringUse)
+	wrpc.Register(r, "Operator.KeyringRemove", op.KeyringRemove)
 
 	wrpc.Register(r, "Queue.Apply", queue.Apply)
 	wrpc.Register(r, "Queue.List", queue.List)

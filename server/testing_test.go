@@ -33,7 +33,8 @@ type testCluster struct {
 	servers map[string]*Server
 	configs map[string]*Config
 	pool    *wrpc.Pool
-	clock   clock.Clock // if set, the servers' clock
+	clock   clock.Clock       // if set, the servers' clock
+	encrypt map[string]string // gossip key of each server ID that has one, when first started
 }
 
 func newTestCluster(t *testing.T) *testCluster {
@@ -64,6 +65,7 @@ func (c *testCluster) start(id string, expect int, join ...string) *Server {
 			ReconcileInterval: 500 * time.Millisecond,
 			JoinRetryInterval: 100 * time.Millisecond,
 			SerfFastGossip:    true,
+			Encrypt:           c.encrypt[id],
 		}
 		c.configs[id] = cfg
 	}
