@@ -183,9 +183,7 @@ func (g *guard) admit(conn net.Conn) {
 	g.untrack(conn)
 	if err != nil {
 		conn.Close()
-		if err != io.EOF {
-			g.logger.refused("stream", conn.RemoteAddr(), err)
-		}
+		g.logger.failed("stream", conn.RemoteAddr(), err)
 		return
 	}
 	select {
@@ -207,7 +205,7 @@ func (g *guard) check(conn net.Conn) (*replayConn, error) {
 	}
 	ip := remoteIP(conn)
 	if !g.budget.take(ip, cost) {
-		return nil, fmt.Errorf("%d bytes declared while other streams hold the budget for undelivered gossip state (%d MiB, %d MiB from one address)",
+		return nil, refuse("%d bytes declared while other streams hold the budget for undelivered gossip state (%d MiB, %d MiB from one address)",
 			cost, pushPullBudget>>20, pushPullBudgetPerIP>>20)
 	}
 	return &replayConn{Conn: conn, r: io.MultiReader(&seen, br), release: func() { g.budget.give(ip, cost) }}, nil
@@ -227,7 +225,7 @@ func (g *guard) acceptPackets() {
 		select {
 		case p := <-in:
 			if err := inspectPacket(p.Buf, g.encrypted); err != nil {
-				g.logger.refused("packet", p.From, err)
+				g.logger.failed("packet", p.From, err)
 				continue
 			}
 			select {
@@ -270,8 +268,8 @@ func (c *replyConn) Read(p []byte) (int, error) {
 	c.mu.Lock()
 	if c.checked == nil && c.err == nil {
 		c.checked, c.err = c.g.check(c.Conn)
-		if c.err != nil && c.err != io.EOF {
-			c.g.logger.refused("reply", c.Conn.RemoteAddr(), c.err)
+		if c.err != nil {
+			c.g.logger.failed("reply", c.Conn.RemoteAddr(), c.err)
 		}
 	}
 	checked, err := c.checked, c.err
@@ -332,6 +330,8 @@ func (b *budget) give(ip string, n int64) {
 
 // refusalLog logs refused gossip at most once a second, counting what it
 // did not log, so a flood of refusals does not become a flood of log lines.
+// A stream that could not be read (the peer hung up or timed out) is
+// logged at debug level only, as memberlist would have met the same.
 type refusalLog struct {
 	logger     hclog.Logger
 	mu         sync.Mutex
@@ -339,7 +339,13 @@ type refusalLog struct {
 	suppressed int
 }
 
-func (l *refusalLog) refused(what string, from net.Addr, err error) {
+func (l *refusalLog) failed(what string, from net.Addr, err error) {
+	if !isRefusal(err) {
+		if err != io.EOF {
+			l.logger.Debug("could not read the head of a gossip "+what, "from", addrString(from), "error", err)
+		}
+		return
+	}
 	l.mu.Lock()
 	now := time.Now()
 	if now.Sub(l.last) < time.Second {

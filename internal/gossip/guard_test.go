@@ -3,6 +3,8 @@ package gossip
 import (
 	"bufio"
 	"encoding/base64"
+	"encoding/binary"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -241,5 +243,36 @@ func TestBudget(t *testing.T) {
 	}
 	if b.total != 100 || len(b.held) != 3 {
 		t.Fatalf("total %d, held %v", b.total, b.held)
+	}
+}
+
+// TestKeylessFloodHoldsOneShare: with a key, memberlist buffers a stream's
+// whole ciphertext before it can authenticate it. Streams that declare the
+// largest ciphertext and send none of it are held only up to one address's
+// share of the budget; the rest are refused at once.
+func TestKeylessFloodHoldsOneShare(t *testing.T) {
+	s, logs := member(t, "a", newKey(t), t.TempDir())
+	attacker := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	const flood = 8
+	var refused atomic.Int32
+	for i := 0; i < flood; i++ {
+		conn, err := attacker.Dial("tcp", Addr(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		head := binary.BigEndian.AppendUint32([]byte{mlEncryptMsg}, MaxEncryptedStream)
+		conn.Write(head)
+		go func() {
+			conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+			if _, err := io.ReadAll(conn); err == nil {
+				refused.Add(1) // closed by the member before memberlist's timeout
+			}
+		}()
+	}
+	held := int32(pushPullBudgetPerIP / MaxEncryptedStream)
+	testutil.WaitFor(t, 10*time.Second, func() bool { return refused.Load() == flood-held })
+	if !logs.Contains("hold the budget") {
+		t.Fatal("the refusals were not logged")
 	}
 }

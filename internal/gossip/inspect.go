@@ -1,6 +1,7 @@
 package gossip
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -36,6 +37,10 @@ const (
 	// MaxStreamUserMsg bounds a user message sent over a stream. serf never
 	// sends one; memberlist v0.6 does not bound it at all.
 	MaxStreamUserMsg = 64 << 10
+	// MaxEncryptedStream bounds the ciphertext of an encrypted stream: as
+	// much as the largest plaintext push/pull above (memberlist allows
+	// 20 MiB).
+	MaxEncryptedStream = MaxPushPullNodes*nodeSlotCost + MaxPushPullUserState
 )
 
 // nodeSlotCost is what memberlist allocates per node a push/pull header
@@ -50,9 +55,22 @@ const maxHeaderBytes = 4096
 // never nests them.
 const maxCompoundDepth = 4
 
+// refusal is the guard's verdict against a message, as opposed to a
+// failure to read one (a timeout, a reset, a malformed header), which
+// memberlist would have met as well.
+type refusal struct{ error }
+
+func refuse(format string, a ...any) error { return refusal{fmt.Errorf(format, a...)} }
+
+// isRefusal reports whether err is the guard's verdict.
+func isRefusal(err error) bool {
+	var r refusal
+	return errors.As(err, &r)
+}
+
 var (
-	errCompressed  = errors.New("compressed gossip message refused: weft members never compress, and what one decompresses to is unbounded")
-	errUnencrypted = errors.New("unencrypted gossip stream refused: this member has a gossip key")
+	errCompressed  = refuse("compressed gossip message refused: weft members never compress, and what one decompresses to is unbounded")
+	errUnencrypted = refuse("unencrypted gossip stream refused: this member has a gossip key")
 )
 
 // pushPullHeader and userMsgHeader mirror memberlist's headers, field for
@@ -71,11 +89,13 @@ type userMsgHeader struct {
 // inspectStream reads the head of a stream's first message from r and
 // decides whether memberlist may read it. It returns how many bytes
 // memberlist will allocate on the header's word alone (before reading what
-// the header announces), or an error saying why the stream is refused.
+// the header announces), or an error: a refusal saying why the stream is
+// refused, or the failure to read its head.
 //
-// With encrypted set, only an encrypted message passes: memberlist
-// authenticates it before decoding anything, and refuses anything else
-// itself. Without, the message is plaintext and anyone may have sent it: a
+// With encrypted set, only an encrypted message passes, its ciphertext no
+// longer than MaxEncryptedStream: memberlist buffers it whole, then
+// authenticates it before decoding anything (and refuses anything else
+// itself). Without, the message is plaintext and anyone may have sent it: a
 // compressed message is refused, and a push/pull or user-message header
 // must declare no more than the bounds above.
 func inspectStream(r io.Reader, encrypted bool) (cost int64, err error) {
@@ -99,7 +119,17 @@ func inspectStream(r io.Reader, encrypted bool) (cost int64, err error) {
 		if t != mlEncryptMsg {
 			return 0, errUnencrypted
 		}
-		return 0, nil
+		// memberlist buffers the whole ciphertext, up to what its length
+		// word declares, before it can authenticate any of it.
+		var n [4]byte
+		if _, err := io.ReadFull(r, n[:]); err != nil {
+			return 0, err
+		}
+		l := int64(binary.BigEndian.Uint32(n[:]))
+		if l > MaxEncryptedStream {
+			return 0, refuse("encrypted stream declares %d bytes; at most %d are accepted", l, MaxEncryptedStream)
+		}
+		return l, nil
 	}
 	switch t {
 	case mlCompressMsg:
@@ -110,10 +140,10 @@ func inspectStream(r io.Reader, encrypted bool) (cost int64, err error) {
 			return 0, fmt.Errorf("push/pull header: %w", err)
 		}
 		if h.Nodes < 0 || h.Nodes > MaxPushPullNodes {
-			return 0, fmt.Errorf("push/pull header declares %d members; at most %d are accepted", h.Nodes, MaxPushPullNodes)
+			return 0, refuse("push/pull header declares %d members; at most %d are accepted", h.Nodes, MaxPushPullNodes)
 		}
 		if h.UserStateLen < 0 || h.UserStateLen > MaxPushPullUserState {
-			return 0, fmt.Errorf("push/pull header declares %d bytes of state; at most %d are accepted", h.UserStateLen, MaxPushPullUserState)
+			return 0, refuse("push/pull header declares %d bytes of state; at most %d are accepted", h.UserStateLen, MaxPushPullUserState)
 		}
 		return int64(h.Nodes)*nodeSlotCost + int64(h.UserStateLen), nil
 	case mlUserMsg:
@@ -122,7 +152,7 @@ func inspectStream(r io.Reader, encrypted bool) (cost int64, err error) {
 			return 0, fmt.Errorf("user message header: %w", err)
 		}
 		if h.UserMsgLen < 0 || h.UserMsgLen > MaxStreamUserMsg {
-			return 0, fmt.Errorf("user message header declares %d bytes; at most %d are accepted", h.UserMsgLen, MaxStreamUserMsg)
+			return 0, refuse("user message header declares %d bytes; at most %d are accepted", h.UserMsgLen, MaxStreamUserMsg)
 		}
 		return int64(h.UserMsgLen), nil
 	}
@@ -158,7 +188,7 @@ func decodeHeader(r io.Reader, out any) error {
 func inspectPacket(buf []byte, encrypted bool) error {
 	if len(buf) > 0 && buf[0] == mlHasLabelMsg {
 		if len(buf) < 2 || len(buf) < 2+int(buf[1]) {
-			return errors.New("truncated label header")
+			return refuse("truncated label header")
 		}
 		buf = buf[2+int(buf[1]):]
 	}
@@ -182,7 +212,7 @@ func inspectCommand(buf []byte, depth int) error {
 		return errCompressed
 	case mlCompoundMsg:
 		if depth >= maxCompoundDepth {
-			return fmt.Errorf("compound messages nested more than %d deep", maxCompoundDepth)
+			return refuse("compound messages nested more than %d deep", maxCompoundDepth)
 		}
 		buf = buf[1:]
 		if len(buf) < 1 {

@@ -80,8 +80,10 @@ func TestInspectStream(t *testing.T) {
 		{"a ping over TCP", msg(t, 0, struct{ SeqNo uint32 }{7}), false, 0, ""},
 		{"encrypted, in plaintext mode (memberlist refuses it)", []byte{mlEncryptMsg}, false, 0, ""},
 		{"not a msgpack header", []byte{mlPushPullMsg, 0xc1}, false, 0, "push/pull header"},
-		{"encrypted, with a key", []byte{mlEncryptMsg, 0, 0, 0, 9}, true, 0, ""},
-		{"encrypted behind a label, with a key", label("l", []byte{mlEncryptMsg}), true, 0, ""},
+		{"encrypted, with a key", []byte{mlEncryptMsg, 0, 0, 0, 9}, true, 9, ""},
+		{"encrypted behind a label, with a key", label("l", []byte{mlEncryptMsg, 0, 1, 0, 0}), true, 1 << 16, ""},
+		{"the largest encrypted stream", []byte{mlEncryptMsg, 1, 0, 0, 0}, true, MaxEncryptedStream, ""},
+		{"a larger encrypted stream", []byte{mlEncryptMsg, 1, 0, 0, 1}, true, 0, "encrypted stream declares 16777217 bytes"},
 		{"plaintext push/pull, with a key", pp(1, 0), true, 0, "unencrypted"},
 		{"compressed, with a key", []byte{mlCompressMsg}, true, 0, "unencrypted"},
 	}
@@ -107,6 +109,12 @@ func TestInspectStreamTruncated(t *testing.T) {
 	for n := 0; n < len(full); n++ {
 		if _, err := inspectStream(bytes.NewReader(full[:n]), false); err == nil {
 			t.Fatalf("a stream cut after %d bytes passed", n)
+		}
+	}
+	enc := []byte{mlEncryptMsg, 0, 0, 1, 0}
+	for n := 0; n < len(enc); n++ {
+		if _, err := inspectStream(bytes.NewReader(enc[:n]), true); err == nil {
+			t.Fatalf("an encrypted stream cut after %d bytes passed", n)
 		}
 	}
 	if _, err := inspectStream(bytes.NewReader(nil), false); err != io.EOF {
@@ -163,5 +171,19 @@ func TestInspectPacket(t *testing.T) {
 				t.Fatalf("inspectPacket = %v, want refused %v", err, tt.refused)
 			}
 		})
+	}
+}
+
+// Only the guard's verdicts are logged as refusals; a stream that could not
+// be read is memberlist's ordinary failure.
+func TestRefusalsAreTellable(t *testing.T) {
+	_, verdict := inspectStream(&exactReader{msg(t, mlPushPullMsg, pushPullHeader{Nodes: 1 << 30})}, false)
+	_, malformed := inspectStream(&exactReader{[]byte{mlPushPullMsg, 0xc1}}, false)
+	_, cut := inspectStream(bytes.NewReader([]byte{mlPushPullMsg, 0x83}), false)
+	if !isRefusal(verdict) || !isRefusal(errCompressed) || !isRefusal(inspectPacket([]byte{mlCompressMsg}, false)) {
+		t.Fatalf("verdicts not told as refusals: %v", verdict)
+	}
+	if isRefusal(malformed) || isRefusal(cut) || isRefusal(io.EOF) {
+		t.Fatalf("read failures told as refusals: %v, %v", malformed, cut)
 	}
 }
