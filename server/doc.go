@@ -8,7 +8,9 @@
 // recording what agents report (including the opportunistic containers
 // AMRMProxies allocated), the least-loaded node list and queue limit pushed
 // to agents, centralized opportunistic allocation and promotions. The
-// duties run under a context per leadership, on an injected clock.
+// duties run under a context per leadership, on an injected clock. Any
+// server rotates the gossip keys of the whole pool over serf, no leader
+// needed.
 //
 // The server is plumbing around fsm and scheduler: every decision about
 // resources belongs to the scheduler package, and every change to the
