@@ -26,6 +26,14 @@ const (
 	pushPullBudgetPerIP = 16 << 20
 )
 
+// maxStreamsPerAddress bounds the inbound gossip streams one remote IP
+// address may hold open at once, from accept to close, so a flood of idle
+// connections from one address costs a bounded number of goroutines and
+// descriptors. Members open a stream for a push/pull or a probe and close
+// it within a TCP timeout; even a whole weft dev pool on one loopback
+// address stays far below it.
+const maxStreamsPerAddress = 128
+
 // inspectTimeout bounds how long an inbound stream may take to deliver the
 // head of its first message (memberlist's own TCP timeout is 10 s).
 const inspectTimeout = 10 * time.Second
@@ -52,6 +60,7 @@ type guard struct {
 
 	mu      sync.Mutex
 	pending map[net.Conn]struct{} // inbound streams being inspected; nil once stopped
+	open    map[string]int        // inbound streams open, per remote IP
 }
 
 // newGuard binds memberlist's TCP and UDP listeners on addr:port (port 0
@@ -85,6 +94,7 @@ func newGuard(addr string, port int, encrypted bool, logger hclog.Logger) (*guar
 		stopping:      make(chan struct{}),
 		listenersDone: make(chan struct{}),
 		pending:       map[net.Conn]struct{}{},
+		open:          map[string]int{},
 	}
 	g.wg.Add(2)
 	go g.acceptStreams()
@@ -137,14 +147,16 @@ func (g *guard) acceptStreams() {
 	for {
 		select {
 		case conn := <-in:
-			if !g.track(conn) {
+			ip := remoteIP(conn)
+			if err := g.track(conn, ip); err != nil {
 				conn.Close()
+				g.logger.failed("stream", conn.RemoteAddr(), err)
 				continue
 			}
 			g.wg.Add(1)
 			go func() {
 				defer g.wg.Done()
-				g.admit(conn)
+				g.admit(conn, ip)
 			}()
 		case <-g.listenersDone:
 			return
@@ -152,23 +164,29 @@ func (g *guard) acceptStreams() {
 	}
 }
 
-// track records conn as being inspected, or reports false once stopping.
-func (g *guard) track(conn net.Conn) bool {
+// track records conn as open and being inspected. It fails once stopping,
+// and with a refusal when ip already holds maxStreamsPerAddress streams.
+func (g *guard) track(conn net.Conn, ip string) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.pending == nil {
-		return false
+		return net.ErrClosed
 	}
 	select {
 	case <-g.stopping:
-		return false
+		return net.ErrClosed
 	default:
 	}
+	if g.open[ip] >= maxStreamsPerAddress {
+		return refuse("%s already holds %d gossip streams open", ip, maxStreamsPerAddress)
+	}
+	g.open[ip]++
 	g.pending[conn] = struct{}{}
-	return true
+	return nil
 }
 
-func (g *guard) untrack(conn net.Conn) {
+// inspected records that conn's inspection is over.
+func (g *guard) inspected(conn net.Conn) {
 	g.mu.Lock()
 	if g.pending != nil {
 		delete(g.pending, conn)
@@ -176,15 +194,30 @@ func (g *guard) untrack(conn net.Conn) {
 	g.mu.Unlock()
 }
 
+// closed records that a stream from ip was closed.
+func (g *guard) closed(ip string) {
+	g.mu.Lock()
+	if g.open[ip]--; g.open[ip] <= 0 {
+		delete(g.open, ip)
+	}
+	g.mu.Unlock()
+}
+
 // admit inspects an inbound stream and hands it to memberlist, or closes it.
-func (g *guard) admit(conn net.Conn) {
+func (g *guard) admit(conn net.Conn, ip string) {
 	conn.SetDeadline(time.Now().Add(inspectTimeout))
 	checked, err := g.check(conn)
-	g.untrack(conn)
+	g.inspected(conn)
 	if err != nil {
 		conn.Close()
+		g.closed(ip)
 		g.logger.failed("stream", conn.RemoteAddr(), err)
 		return
+	}
+	giveBudget := checked.release
+	checked.release = func() {
+		giveBudget()
+		g.closed(ip)
 	}
 	select {
 	case g.streamCh <- checked:

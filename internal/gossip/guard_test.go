@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -274,5 +275,70 @@ func TestKeylessFloodHoldsOneShare(t *testing.T) {
 	testutil.WaitFor(t, 10*time.Second, func() bool { return refused.Load() == flood-held })
 	if !logs.Contains("hold the budget") {
 		t.Fatal("the refusals were not logged")
+	}
+}
+
+// TestStreamsPerAddressAreCapped: idle connections from one address are
+// refused past maxStreamsPerAddress, and another address is served
+// meanwhile; once they close, the address may open streams again.
+func TestStreamsPerAddressAreCapped(t *testing.T) {
+	logger, logs := testutil.Logger(t, hclog.Info)
+	g, err := newGuard("127.0.0.1", 0, false, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Shutdown()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(g.GetAutoBindPort()))
+	from := func(ip net.IP) net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}
+		conn, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	attacker := net.IPv4(127, 0, 0, 2)
+	var idle []net.Conn
+	for i := 0; i < maxStreamsPerAddress; i++ {
+		idle = append(idle, from(attacker))
+	}
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.open[attacker.String()] == maxStreamsPerAddress
+	})
+	extra := from(attacker)
+	extra.SetReadDeadline(time.Now().Add(inspectTimeout / 2))
+	if _, err := io.ReadAll(extra); err != nil {
+		t.Fatalf("a stream past the cap was not closed at once: %v", err)
+	}
+	if !logs.Contains("already holds 128 gossip streams open") {
+		t.Fatal("the refusal was not logged")
+	}
+
+	ping := msg(t, 0, struct{ SeqNo uint32 }{1})
+	from(net.IPv4(127, 0, 0, 1)).Write(ping)
+	select {
+	case conn := <-g.StreamCh():
+		conn.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("a stream from another address was not served")
+	}
+
+	for _, c := range idle {
+		c.Close()
+	}
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return len(g.open) == 0
+	})
+	from(attacker).Write(ping)
+	select {
+	case conn := <-g.StreamCh():
+		conn.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("the address was not served again after its streams closed")
 	}
 }
