@@ -14,9 +14,11 @@ import (
 	"github.com/hashicorp/memberlist"
 )
 
-// The budget for undelivered gossip state: over all plaintext streams at
-// once, and over those from any one IP address, the bytes memberlist may
-// allocate on the word of headers whose data has not arrived yet. A stream
+// The budget for undelivered gossip state: over all streams at once, and
+// over those from any one IP address, the bytes memberlist may allocate on
+// the word of headers whose data has not arrived yet (a plaintext header's
+// declared members and state, an encrypted stream's declared ciphertext,
+// which memberlist buffers before it can authenticate it). A stream
 // whose header would exceed either is refused, so a flood of headers that
 // each declare the most allowed and then send nothing holds at most
 // pushPullBudget however many connections it opens, and a flood from one
