@@ -14,18 +14,18 @@ import (
 	"github.com/hashicorp/memberlist"
 )
 
-// The budget for undelivered gossip state: over all streams at once, and
-// over those from any one IP address, the bytes memberlist may allocate on
-// the word of headers whose data has not arrived yet (a plaintext header's
-// declared members and state, an encrypted stream's declared ciphertext,
-// which memberlist buffers before it can authenticate it). A stream
-// whose header would exceed either is refused, so a flood of headers that
-// each declare the most allowed and then send nothing holds at most
-// pushPullBudget however many connections it opens, and a flood from one
-// address leaves the rest of the budget to everyone else.
+// The budget for gossip streams in flight: over all inbound streams and
+// replies at once, and over those from any one IP address, the bytes the
+// guard holds of first messages still arriving, plus, once one has arrived
+// whole, what memberlist will allocate to decode it, until memberlist
+// closes the stream. A stream that would exceed either is refused, so a
+// flood of streams holds at most pushPullBudget however many connections it
+// opens, holds only as much as it has actually sent until its messages are
+// whole, and a flood from one address leaves the rest of the budget to
+// everyone else.
 const (
 	pushPullBudget      = 64 << 20
-	pushPullBudgetPerIP = 16 << 20
+	pushPullBudgetPerIP = 32 << 20
 )
 
 // maxStreamsPerAddress bounds the inbound gossip streams one remote IP
@@ -151,8 +151,8 @@ func (g *guard) acceptStreams() {
 		case conn := <-in:
 			ip := remoteIP(conn)
 			if err := g.track(conn, ip); err != nil {
-				conn.Close()
 				g.logger.failed("stream", conn.RemoteAddr(), err)
+				conn.Close()
 				continue
 			}
 			g.wg.Add(1)
@@ -211,9 +211,9 @@ func (g *guard) admit(conn net.Conn, ip string) {
 	checked, err := g.check(conn)
 	g.inspected(conn)
 	if err != nil {
+		g.logger.failed("stream", conn.RemoteAddr(), err)
 		conn.Close()
 		g.closed(ip)
-		g.logger.failed("stream", conn.RemoteAddr(), err)
 		return
 	}
 	giveBudget := checked.release
@@ -228,22 +228,108 @@ func (g *guard) admit(conn net.Conn, ip string) {
 	}
 }
 
-// check inspects the first message of conn and returns a connection that
-// replays what inspection read, holding the bytes memberlist will allocate
-// for it against the budget until it is closed.
+// check reads and inspects the first message of conn and returns a
+// connection that replays what was read, holding what it read and what
+// memberlist will allocate for it against the budget until it is closed.
 func (g *guard) check(conn net.Conn) (*replayConn, error) {
+	ip := remoteIP(conn)
+	seen := &meteredBuffer{take: func(n int64) bool { return g.budget.take(ip, n) }}
+	giveBack := func(extra int64) func() {
+		return func() { g.budget.give(ip, seen.taken+extra) }
+	}
 	br := bufio.NewReader(conn)
-	var seen bytes.Buffer
-	cost, err := inspectStream(io.TeeReader(br, &seen), g.encrypted)
+	cost, err := inspectStream(&teeScanner{br: br, seen: seen}, g.encrypted)
+	if err == nil && !seen.flush() {
+		err = io.ErrShortWrite
+	}
+	if seen.over {
+		err = refuse("more gossip in flight than the budget holds (%d MiB, %d MiB from one address)", pushPullBudget>>20, pushPullBudgetPerIP>>20)
+	}
 	if err != nil {
+		giveBack(0)()
 		return nil, err
 	}
-	ip := remoteIP(conn)
-	if !g.budget.take(ip, cost) {
-		return nil, refuse("%d bytes declared while other streams hold the budget for undelivered gossip state (%d MiB, %d MiB from one address)",
-			cost, pushPullBudget>>20, pushPullBudgetPerIP>>20)
+	// memberlist decodes its own copy of the message, plus what the
+	// header made it allocate.
+	extra := int64(seen.Len()) + cost
+	if !g.budget.take(ip, extra) {
+		giveBack(0)()
+		return nil, refuse("a %d-byte gossip message needs %d bytes more to decode, more than the budget has left (%d MiB, %d MiB from one address)",
+			seen.Len(), extra, pushPullBudget>>20, pushPullBudgetPerIP>>20)
 	}
-	return &replayConn{Conn: conn, r: io.MultiReader(&seen, br), release: func() { g.budget.give(ip, cost) }}, nil
+	return &replayConn{Conn: conn, r: io.MultiReader(&seen.Buffer, br), release: giveBack(extra)}, nil
+}
+
+// meteredBuffer holds the bytes the guard has read of a stream, taking
+// them from the budget as they arrive (a few KiB at a time, then the rest
+// by flush) and refusing to grow past it.
+type meteredBuffer struct {
+	bytes.Buffer
+	take  func(int64) bool
+	taken int64
+	over  bool
+}
+
+// meterStep is how many bytes a stream may hold beyond what it has taken
+// from the budget.
+const meterStep = 4 << 10
+
+func (m *meteredBuffer) Write(p []byte) (int, error) {
+	n, _ := m.Buffer.Write(p)
+	if int64(m.Len())-m.taken >= meterStep && !m.flush() {
+		return 0, io.ErrShortWrite
+	}
+	return n, nil
+}
+
+// flush takes what the buffer holds beyond what it has taken, and reports
+// whether the budget had it.
+func (m *meteredBuffer) flush() bool {
+	if need := int64(m.Len()) - m.taken; need > 0 {
+		if !m.take(need) {
+			m.over = true
+			return false
+		}
+		m.taken += need
+	}
+	return true
+}
+
+// teeScanner reads a stream through a buffered reader and keeps what it
+// reads in seen. It is an io.ByteScanner, so the msgpack decoder reads
+// from it byte by byte without reading ahead of the message.
+type teeScanner struct {
+	br   *bufio.Reader
+	seen *meteredBuffer
+}
+
+func (t *teeScanner) Read(p []byte) (int, error) {
+	n, err := t.br.Read(p)
+	if n > 0 {
+		if _, werr := t.seen.Write(p[:n]); werr != nil {
+			return n, werr
+		}
+	}
+	return n, err
+}
+
+func (t *teeScanner) ReadByte() (byte, error) {
+	b, err := t.br.ReadByte()
+	if err != nil {
+		return 0, err
+	}
+	if _, err := t.seen.Write([]byte{b}); err != nil {
+		return 0, err
+	}
+	return b, nil
+}
+
+func (t *teeScanner) UnreadByte() error {
+	if err := t.br.UnreadByte(); err != nil {
+		return err
+	}
+	t.seen.Truncate(t.seen.Len() - 1)
+	return nil
 }
 
 func remoteIP(conn net.Conn) string {

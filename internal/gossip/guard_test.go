@@ -2,8 +2,10 @@ package gossip
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -163,7 +165,7 @@ func TestReplyIsInspected(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	var sawCost atomic.Int64
+	var sawCost, sawBytes atomic.Int64
 	go func() {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -172,9 +174,11 @@ func TestReplyIsInspected(t *testing.T) {
 		defer conn.Close()
 		// What a real member sends when it joins: a push/pull carrying
 		// itself and serf's state. The guard reads the same.
-		cost, err := inspectStream(bufio.NewReader(conn), false)
+		var seen bytes.Buffer
+		cost, err := inspectStream(io.TeeReader(bufio.NewReader(conn), &seen), false)
 		if err == nil {
 			sawCost.Store(cost)
+			sawBytes.Store(int64(seen.Len()))
 		}
 		conn.Write(msg(t, mlPushPullMsg, pushPullHeader{Nodes: 1<<20 - 1}))
 	}()
@@ -182,8 +186,10 @@ func TestReplyIsInspected(t *testing.T) {
 	if _, err := s.Join([]string{ln.Addr().String()}, true); err == nil {
 		t.Fatal("join through a peer that answered with a million-member header succeeded")
 	}
-	if c := sawCost.Load(); c <= nodeSlotCost {
-		t.Fatalf("a joining member's push/pull inspected as costing %d bytes; want one member and some serf state", c)
+	// A real push/pull passes the guard whole: one member (the joiner) and
+	// serf's state, a few hundred bytes.
+	if c, n := sawCost.Load(), sawBytes.Load(); c != nodeSlotCost || n < 100 {
+		t.Fatalf("a joining member's push/pull inspected as %d bytes costing %d; want one member and serf's state", n, c)
 	}
 	testutil.WaitFor(t, 5*time.Second, func() bool { return logs.Contains("refused gossip reply") })
 	if got := aliveNames(s); len(got) != 1 || !got["a"] {
@@ -247,35 +253,91 @@ func TestBudget(t *testing.T) {
 	}
 }
 
-// TestKeylessFloodHoldsOneShare: with a key, memberlist buffers a stream's
-// whole ciphertext before it can authenticate it. Streams that declare the
-// largest ciphertext and send none of it are held only up to one address's
-// share of the budget; the rest are refused at once.
-func TestKeylessFloodHoldsOneShare(t *testing.T) {
-	s, logs := member(t, "a", newKey(t), t.TempDir())
-	attacker := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
-	const flood = 8
-	var refused atomic.Int32
-	for i := 0; i < flood; i++ {
-		conn, err := attacker.Dial("tcp", Addr(s))
+// TestBudgetHoldsWhatArrived: with a key, memberlist buffers a stream's
+// whole ciphertext before it can authenticate it, so the guard reads it
+// first. A stream that declares the largest ciphertext and sends none holds
+// nothing; streams that send part of it hold what they sent, up to one
+// address's share of the budget, past which they are refused; another
+// address is served meanwhile, and closing them gives everything back.
+func TestBudgetHoldsWhatArrived(t *testing.T) {
+	logger, logs := testutil.Logger(t, hclog.Info)
+	g, err := newGuard("127.0.0.1", 0, true, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Shutdown()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(g.GetAutoBindPort()))
+	var conns []net.Conn
+	from := func(ip net.IP) net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}
+		conn, err := d.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { conn.Close() })
-		head := binary.BigEndian.AppendUint32([]byte{mlEncryptMsg}, MaxEncryptedStream)
-		conn.Write(head)
+		conns = append(conns, conn)
+		return conn
+	}
+	held := func(ip string) int64 {
+		g.budget.mu.Lock()
+		defer g.budget.mu.Unlock()
+		return g.budget.held[ip]
+	}
+	head := binary.BigEndian.AppendUint32([]byte{mlEncryptMsg}, MaxEncryptedStream)
+	attacker := net.IPv4(127, 0, 0, 2)
+
+	for i := 0; i < 8; i++ {
+		from(attacker).Write(head)
+	}
+	// They hold at most the bytes they sent, not what they declared.
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.open[attacker.String()] == 8
+	})
+	if h := held(attacker.String()); h > int64(8*len(head)) {
+		t.Fatalf("streams that sent %d bytes in all hold %d", 8*len(head), h)
+	}
+
+	const part = 1 << 20
+	const flood = pushPullBudgetPerIP/part + 8
+	var refused atomic.Int32
+	for i := 0; i < flood; i++ {
+		conn := from(attacker)
 		go func() {
-			conn.SetReadDeadline(time.Now().Add(20 * time.Second))
-			if _, err := io.ReadAll(conn); err == nil {
-				refused.Add(1) // closed by the member before memberlist's timeout
+			conn.Write(append(head, make([]byte, part)...))
+			conn.SetReadDeadline(time.Now().Add(inspectTimeout))
+			_, err := io.ReadAll(conn)
+			var ne net.Error
+			if !(errors.As(err, &ne) && ne.Timeout()) {
+				refused.Add(1)
 			}
 		}()
 	}
-	held := int32(pushPullBudgetPerIP / MaxEncryptedStream)
-	testutil.WaitFor(t, 10*time.Second, func() bool { return refused.Load() == flood-held })
-	if !logs.Contains("hold the budget") {
+	testutil.WaitFor(t, 10*time.Second, func() bool { return refused.Load() >= flood-pushPullBudgetPerIP/part })
+	if h := held(attacker.String()); h > pushPullBudgetPerIP {
+		t.Fatalf("one address holds %d bytes, past its share", h)
+	}
+	if !logs.Contains("more gossip in flight than the budget holds") {
 		t.Fatal("the refusals were not logged")
 	}
+
+	// Another address's whole message passes meanwhile.
+	from(net.IPv4(127, 0, 0, 1)).Write(append(binary.BigEndian.AppendUint32([]byte{mlEncryptMsg}, 16), make([]byte, 16)...))
+	select {
+	case conn := <-g.StreamCh():
+		conn.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("a stream from another address was not served")
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	testutil.WaitFor(t, 5*time.Second, func() bool {
+		g.budget.mu.Lock()
+		defer g.budget.mu.Unlock()
+		return g.budget.total == 0
+	})
 }
 
 // TestStreamsPerAddressAreCapped: idle connections from one address are
