@@ -128,21 +128,17 @@ func New(config *Config) (*Agent, error) {
 	}
 	a.goFunc(func() { a.rpcConns.Serve(ln) })
 
-	conf, err := gossip.Serf(gossip.Config{
+	a.serf, err = gossip.Create(gossip.Config{
 		NodeID: config.NodeID, BindAddr: config.BindAddr, Port: port(config.SerfPort), DataDir: config.DataDir,
 		Tags: map[string]string{
 			gossip.TagRole: gossip.RoleAgent, gossip.TagRPCAddr: a.rpcAddr, gossip.TagID: config.NodeID,
 			gossip.TagRack: config.Rack, gossip.TagBuild: config.Build,
 		},
-		Fast: config.SerfFastGossip, Logger: config.Logger.Named("serf"),
+		Fast: config.SerfFastGossip, Encrypt: config.Encrypt, Logger: config.Logger.Named("serf"),
 	})
 	if err != nil {
 		a.Shutdown()
 		return nil, err
-	}
-	if a.serf, err = serf.Create(conf); err != nil {
-		a.Shutdown()
-		return nil, fmt.Errorf("start serf: %w", err)
 	}
 	a.goFunc(func() { gossip.JoinLoop(a.serf, config.Join, config.JoinRetryInterval, a.logger, a.ctx.Done()) })
 	var runCtx context.Context

@@ -55,6 +55,10 @@ type Config struct {
 	Executable        string
 	JoinRetryInterval time.Duration
 	SerfFastGossip    bool
+	// Encrypt is the gossip encryption key (base64 of 32 bytes, SPEC §15),
+	// or "" for none. Once DataDir holds a keyring file (written at the
+	// first start with a key, rewritten on every rotation) the file wins.
+	Encrypt string
 	// CgroupRoot overrides where cgroup v2 is looked for (tests).
 	CgroupRoot string
 	Build      string

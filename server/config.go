@@ -55,6 +55,10 @@ type Config struct {
 	RaftConfig *raft.Config
 	// SerfFastGossip shortens gossip intervals (tests, weft dev).
 	SerfFastGossip bool
+	// Encrypt is the gossip encryption key (base64 of 32 bytes, SPEC §15),
+	// or "" for none. Once DataDir holds a keyring file (written at the
+	// first start with a key, rewritten on every rotation) the file wins.
+	Encrypt string
 	// Clock drives the leader's duties. Default: the real clock.
 	Clock clock.Clock
 	// ACLEnabled makes every request need an ACL token that allows it

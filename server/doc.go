@@ -15,9 +15,10 @@
 // hold workload identity (SPEC §15): the leader creates the token signing
 // key, servers mint AM and container tokens, check AM tokens on the AM
 // protocol and node secrets on registration and heartbeats.
-// A server
-// whose FSM halts on a committed entry it cannot apply stops by itself
+// A server whose FSM halts on a committed entry it cannot apply stops by itself
 // (Halted) with the entry's index and the recovery, its state intact.
+// Any server rotates the gossip keys of the whole pool over serf, no
+// leader needed.
 //
 // The server is plumbing around fsm and scheduler: every decision about
 // resources belongs to the scheduler package, and every change to the

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strconv"
 	"time"
@@ -60,18 +59,12 @@ func (s *Server) setupSerf() error {
 	if s.config.BootstrapExpect > 0 {
 		tags[TagExpect] = strconv.Itoa(s.config.BootstrapExpect)
 	}
-	conf, err := gossip.Serf(gossip.Config{
+	var err error
+	s.serf, err = gossip.Create(gossip.Config{
 		NodeID: s.config.NodeID, BindAddr: s.config.BindAddr, Port: port(s.config.SerfPort), DataDir: s.config.DataDir,
-		Tags: tags, Fast: s.config.SerfFastGossip, Logger: s.config.Logger.Named("serf"), EventCh: s.serfEventCh,
+		Tags: tags, Fast: s.config.SerfFastGossip, Encrypt: s.config.Encrypt, Logger: s.config.Logger.Named("serf"), EventCh: s.serfEventCh,
 	})
-	if err != nil {
-		return err
-	}
-	s.serf, err = serf.Create(conf)
-	if err != nil {
-		return fmt.Errorf("start serf: %w", err)
-	}
-	return nil
+	return err
 }
 
 // joinLoop joins the given serf addresses, retrying until one succeeds.

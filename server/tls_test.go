@@ -12,7 +12,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	"github.com/hashicorp/serf/serf"
 	"github.com/weft-sched/weft/internal/gossip"
 	"github.com/weft-sched/weft/internal/testutil"
 	"github.com/weft-sched/weft/internal/tlsutil"
@@ -252,12 +251,8 @@ func TestOnlyServerCertificatesBecomeRaftVoters(t *testing.T) {
 	t.Cleanup(func() { intruder.Shutdown() })
 
 	// A bare gossip member claiming to be server "impostor" at s2's address.
-	conf, err := gossip.Serf(gossip.Config{NodeID: "impostor", BindAddr: "127.0.0.1", Logger: c.logger.Named("impostor"),
+	imp, err := gossip.Create(gossip.Config{NodeID: "impostor", BindAddr: "127.0.0.1", Logger: c.logger.Named("impostor"),
 		Tags: map[string]string{TagRole: RoleServer, TagID: "impostor", TagRPCAddr: c.servers["s2"].RPCAddr()}, Fast: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	imp, err := serf.Create(conf)
 	if err != nil {
 		t.Fatal(err)
 	}

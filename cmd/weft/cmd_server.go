@@ -52,6 +52,7 @@ func runServer(args []string) error {
 		SerfPort:        cfg.SerfPort,
 		BootstrapExpect: cfg.BootstrapExpect,
 		Join:            cfg.Join,
+		Encrypt:         cfg.Encrypt,
 		Build:           version,
 		Logger:          logger,
 		TLS:             tc,
