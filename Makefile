@@ -61,7 +61,8 @@ e2e:
 bench:
 	@mkdir -p bench
 	{ $(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./scheduler/... ./fsm/... ./server/... && \
-	  $(GO) test -run '^$$' -bench OpportunisticAllocation -benchmem -benchtime 3000x ./agent/ && \
+	  $(GO) test -run '^$$' -bench 'OpportunisticAllocation$$' -benchmem -benchtime 3000x ./agent/ && \
+	  $(GO) test -run '^$$' -bench OpportunisticAllocationMTLS -benchmem -benchtime 1000x ./agent/ && \
 	  $(GO) test -run '^$$' -bench ShortTasks -benchtime 1x -timeout 30m ./agent/ ; } | tee bench/latest.txt
 
 ## fuzz: fuzz each decode path in turn, each for FUZZTIME (default 60s).
@@ -77,7 +78,9 @@ FUZZ_TARGETS := \
 	./fsm:FuzzCommandRoundTrip \
 	./internal/identity:FuzzParseToken \
 	./internal/identity:FuzzDecodeClaims \
-	./acl:FuzzParseRules
+	./acl:FuzzParseRules \
+	./internal/gossip:FuzzInspectPacket \
+	./internal/gossip:FuzzInspectStream
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  echo "== $${t#*:} ($${t%%:*}) for $(FUZZTIME)"; \

@@ -32,8 +32,10 @@ type Agent struct {
 	rpcAddr  string
 	rpcConns *wrpc.Listener
 	serf     *serf.Serf
-	client   *wrpc.Client
+	client   *wrpc.Client // to the servers
 	mgr      *manager
+	// agentPool reaches other agents (their loads, releasing containers).
+	agentPool *wrpc.Pool
 
 	epoch     atomic.Uint64
 	heartbeat chan struct{} // asks for an early heartbeat
@@ -76,7 +78,8 @@ func New(config *Config) (*Agent, error) {
 		logger:    config.Logger.Named("agent").With("node_id", config.NodeID),
 		clock:     config.Clock,
 		heartbeat: make(chan struct{}, 1),
-		client:    wrpc.NewClient(nil, nil),
+		client:    wrpc.NewClient(nil, wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleServer)),
+		agentPool: wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleAgent),
 		runDone:   make(chan struct{}),
 		// A list's loads may miss a container its AM is still starting
 		// (allow half a second) and its node has not reported yet (up to
@@ -119,23 +122,23 @@ func New(config *Config) (*Agent, error) {
 	}
 	a.listener, a.rpcAddr = ln, ln.Addr().String()
 	a.rpcConns = wrpc.NewListener(a.registerEndpoints(), a.logger, nil, wrpc.WithLimits(config.Limits))
+	if config.TLS != nil {
+		// AMs have no certificate: they are authorized by their tokens.
+		a.rpcConns.UseTLS(config.TLS, wrpc.OptionalClientCert)
+	}
 	a.goFunc(func() { a.rpcConns.Serve(ln) })
 
-	conf, err := gossip.Serf(gossip.Config{
+	a.serf, err = gossip.Create(gossip.Config{
 		NodeID: config.NodeID, BindAddr: config.BindAddr, Port: port(config.SerfPort), DataDir: config.DataDir,
 		Tags: map[string]string{
 			gossip.TagRole: gossip.RoleAgent, gossip.TagRPCAddr: a.rpcAddr, gossip.TagID: config.NodeID,
 			gossip.TagRack: config.Rack, gossip.TagBuild: config.Build,
 		},
-		Fast: config.SerfFastGossip, Logger: config.Logger.Named("serf"),
+		Fast: config.SerfFastGossip, Encrypt: config.Encrypt, Logger: config.Logger.Named("serf"),
 	})
 	if err != nil {
 		a.Shutdown()
 		return nil, err
-	}
-	if a.serf, err = serf.Create(conf); err != nil {
-		a.Shutdown()
-		return nil, fmt.Errorf("start serf: %w", err)
 	}
 	a.goFunc(func() { gossip.JoinLoop(a.serf, config.Join, config.JoinRetryInterval, a.logger, a.ctx.Done()) })
 	var runCtx context.Context
@@ -146,7 +149,8 @@ func New(config *Config) (*Agent, error) {
 	})
 	a.goFunc(a.renewLoop)
 	a.logger.Info("agent started", "rpc_addr", a.rpcAddr, "serf_addr", gossip.Addr(a.serf),
-		"resources", config.Resources.String(), "rack", config.Rack, "opportunistic_queue_length", config.OpportunisticQueueLength)
+		"resources", config.Resources.String(), "rack", config.Rack, "opportunistic_queue_length", config.OpportunisticQueueLength,
+		"tls", config.TLS != nil)
 	return a, nil
 }
 
@@ -381,14 +385,15 @@ func (a *Agent) launchAM(l wrpc.AMLaunch) {
 		a.logger.Error("unknown AM type; cannot launch", "app", l.Container.AppID, "am_type", l.AMType)
 		return
 	}
-	a.mgr.start(l.Container, wrpc.LaunchSpec{
-		Command: []string{a.config.Executable, "am", "dshell"},
-		Env: map[string]string{
-			wrpc.EnvAppAttempt: strconv.Itoa(l.Container.Attempt),
-			wrpc.EnvAMRMAddr:   a.rpcAddr,
-			wrpc.EnvAMToken:    l.Token,
-		},
-	})
+	env := map[string]string{
+		wrpc.EnvAppAttempt: strconv.Itoa(l.Container.Attempt),
+		wrpc.EnvAMRMAddr:   a.rpcAddr,
+		wrpc.EnvAMToken:    l.Token,
+	}
+	if tc := a.config.TLS; tc != nil {
+		env[wrpc.EnvCACert], env[wrpc.EnvRegion] = tc.CAFile(), tc.Region()
+	}
+	a.mgr.start(l.Container, wrpc.LaunchSpec{Command: []string{a.config.Executable, "am", "dshell"}, Env: env})
 }
 
 // leaveTimeout bounds the final report and deregistration of Leave.
@@ -438,6 +443,7 @@ func (a *Agent) Shutdown() error {
 		a.listener.Close()
 		a.rpcConns.Close()
 		a.client.Close()
+		a.agentPool.Shutdown()
 		a.wg.Wait()
 		a.logger.Info("agent stopped")
 	})

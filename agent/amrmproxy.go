@@ -328,7 +328,7 @@ func (p *amrmProxy) allocateLocal(at *proxyAttempt, args *wrpc.AMAllocateRequest
 func (p *amrmProxy) stopOnNode(at *proxyAttempt, addr, id, amToken string) {
 	ctx, cancel := context.WithTimeout(p.a.ctx, relayTimeout)
 	defer cancel()
-	if err := p.a.client.Pool().Call(ctx, addr, "Container.Stop", &wrpc.ContainerIDRequest{ID: id, Token: amToken}, &struct{}{}); err != nil {
+	if err := p.a.agentPool.Call(ctx, addr, "Container.Stop", &wrpc.ContainerIDRequest{ID: id, Token: amToken}, &struct{}{}); err != nil {
 		p.a.logger.Warn("could not stop a released opportunistic container on its node; the AM may release it again", "container", id, "node", addr, "error", err)
 		return
 	}

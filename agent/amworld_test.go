@@ -27,10 +27,18 @@ type amWorld struct {
 	amID   string // the AM container
 	home   *Agent // the agent running the AM container
 	am     *rpc.AMClient
-	tokens string // where stand-in AMs write their tokens
+	tokens string        // where stand-in AMs write their tokens
+	pki    *testutil.PKI // TLS on when set
 }
 
 func startAMWorld(t testing.TB, n int, shape func(*Config)) *amWorld {
+	t.Helper()
+	return startAMWorldTLS(t, n, nil, shape)
+}
+
+// startAMWorldTLS is startAMWorld with mutual TLS on when pki is not nil;
+// the test's AM clients then hold the CA and no certificate, as AMs do.
+func startAMWorldTLS(t testing.TB, n int, pki *testutil.PKI, shape func(*Config)) *amWorld {
 	t.Helper()
 	dir := t.TempDir()
 	standIn := filepath.Join(dir, "stand-in-am")
@@ -39,13 +47,13 @@ func startAMWorld(t testing.TB, n int, shape func(*Config)) *amWorld {
 	if err := os.WriteFile(standIn, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	srv, agents, c := clusterWith(t, n, func(cfg *Config) {
+	srv, agents, c := clusterTLS(t, n, pki, func(cfg *Config) {
 		cfg.Executable = standIn
 		if shape != nil {
 			shape(cfg)
 		}
 	})
-	w := &amWorld{t: t, srv: srv, agents: agents, c: c, tokens: dir}
+	w := &amWorld{t: t, srv: srv, agents: agents, c: c, tokens: dir, pki: pki}
 	w.app, w.amID, w.home, w.am = w.submitStandIn()
 	return w
 }
@@ -76,7 +84,11 @@ func (w *amWorld) submitStandIn() (app, amID string, home *Agent, am *rpc.AMClie
 		token, err = os.ReadFile(filepath.Join(w.tokens, "token-"+app))
 		return err == nil
 	})
-	am = rpc.NewAMClient(app, 1, strings.TrimSpace(string(token)), home.RPCAddr())
+	if w.pki != nil {
+		am = rpc.NewAMClientTLS(app, 1, strings.TrimSpace(string(token)), home.RPCAddr(), w.pki.Anonymous())
+	} else {
+		am = rpc.NewAMClient(app, 1, strings.TrimSpace(string(token)), home.RPCAddr())
+	}
 	w.t.Cleanup(am.Close)
 	if _, err := am.Register(context.Background()); err != nil {
 		w.t.Fatal(err)

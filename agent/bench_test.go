@@ -24,31 +24,67 @@ import (
 // figure grows with the app.
 func BenchmarkOpportunisticAllocation(b *testing.B) {
 	for _, mode := range []string{"distributed", "centralized"} {
+		b.Run(mode, func(b *testing.B) { measureAllocation(b, allocationWorld(b, mode, nil)) })
+	}
+}
+
+// mtlsRounds is how many times BenchmarkOpportunisticAllocationMTLS
+// alternates between its TLS-off and TLS-on worlds.
+const mtlsRounds = 3
+
+// BenchmarkOpportunisticAllocationMTLS is BenchmarkOpportunisticAllocation
+// with mutual TLS off and on, in one run: the AM reaches its AMRMProxy over
+// TLS (with no certificate of its own), the proxy reaches the leader with
+// its agent certificate. For each mode both worlds run side by side and
+// are measured in alternating rounds (tls-off, tls-on, tls-off#01, ...),
+// so that a noisy machine weighs on both alike and both apps grow alike.
+func BenchmarkOpportunisticAllocationMTLS(b *testing.B) {
+	for _, mode := range []string{"distributed", "centralized"} {
 		b.Run(mode, func(b *testing.B) {
-			w := startAMWorld(b, 3, func(c *Config) { c.OpportunisticQueueLength = 1 << 20 })
-			if mode == "centralized" {
-				o := scheduler.DefaultOpportunisticConfig()
-				o.Distributed = false
-				w.setOpportunistic(o)
-				testutil.WaitFor(b, 15*time.Second, func() bool { return w.home.sched.view().Centralized })
-			}
-			w.waitList(3)
-			req := rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(1, 1, true)}}
-			lat := make([]time.Duration, 0, b.N)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				start := time.Now()
-				resp, err := w.am.Allocate(context.Background(), req, time.Second)
-				lat = append(lat, time.Since(start))
-				if err != nil || len(resp.Allocated) != 1 {
-					b.Fatalf("allocation %d: %v, %d containers", i, err, len(resp.Allocated))
+			worlds := []struct {
+				name string
+				w    *amWorld
+			}{{"tls-off", allocationWorld(b, mode, nil)}, {"tls-on", allocationWorld(b, mode, testutil.NewPKI(b))}}
+			for round := 0; round < mtlsRounds; round++ {
+				for _, m := range worlds {
+					b.Run(m.name, func(b *testing.B) { measureAllocation(b, m.w) })
 				}
 			}
-			b.StopTimer()
-			reportLatency(b, lat)
 		})
 	}
+}
+
+// allocationWorld is an AM world whose nodes queue without limit,
+// allocating opportunistic containers in mode (distributed or
+// centralized), with TLS when pki is not nil.
+func allocationWorld(b *testing.B, mode string, pki *testutil.PKI) *amWorld {
+	w := startAMWorldTLS(b, 3, pki, func(c *Config) { c.OpportunisticQueueLength = 1 << 20 })
+	if mode == "centralized" {
+		o := scheduler.DefaultOpportunisticConfig()
+		o.Distributed = false
+		w.setOpportunistic(o)
+		testutil.WaitFor(b, 15*time.Second, func() bool { return w.home.sched.view().Centralized })
+	}
+	w.waitList(3)
+	return w
+}
+
+// measureAllocation allocates one opportunistic container b.N times.
+func measureAllocation(b *testing.B, w *amWorld) {
+	req := rpc.AMAllocateRequest{Asks: []scheduler.Ask{oppAsk(1, 1, true)}}
+	lat := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		resp, err := w.am.Allocate(context.Background(), req, time.Second)
+		lat = append(lat, time.Since(start))
+		if err != nil || len(resp.Allocated) != 1 {
+			b.Fatalf("allocation %d: %v, %d containers", i, err, len(resp.Allocated))
+		}
+	}
+	b.StopTimer()
+	reportLatency(b, lat)
 }
 
 func reportLatency(b *testing.B, lat []time.Duration) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/weft-sched/weft/internal/testutil"
+	"github.com/weft-sched/weft/internal/tlsutil"
 	"github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 	"github.com/weft-sched/weft/server"
@@ -60,6 +61,13 @@ func cluster(t testing.TB, n int) (*server.Server, []*Agent, *rpc.Client) {
 // clusterWith is cluster with each agent's configuration passed through
 // shape (when not nil) before the agent starts.
 func clusterWith(t testing.TB, n int, shape func(*Config)) (*server.Server, []*Agent, *rpc.Client) {
+	return clusterTLS(t, n, nil, shape)
+}
+
+// clusterTLS is clusterWith with mutual TLS on when pki is not nil: the
+// server, each agent and the returned client (a client certificate) get
+// certificates of their roles.
+func clusterTLS(t testing.TB, n int, pki *testutil.PKI, shape func(*Config)) (*server.Server, []*Agent, *rpc.Client) {
 	w := &testLog{t: t, done: make(chan struct{})}
 	t.Cleanup(func() { close(w.done) })
 	level := hclog.Info
@@ -67,8 +75,14 @@ func clusterWith(t testing.TB, n int, shape func(*Config)) (*server.Server, []*A
 		level = hclog.Error // benchmark output shows every log line
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Output: w, Level: level})
+	certFor := func(role rpc.Role) *tlsutil.Configurator {
+		if pki == nil {
+			return nil
+		}
+		return pki.Configurator(role)
+	}
 	srv, err := server.New(&server.Config{NodeID: "s1", DataDir: t.TempDir(), RPCPort: -1, SerfPort: -1,
-		BootstrapExpect: 1, SerfFastGossip: true, Logger: logger.Named("s1")})
+		BootstrapExpect: 1, SerfFastGossip: true, Logger: logger.Named("s1"), TLS: certFor(rpc.RoleServer)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +96,7 @@ func clusterWith(t testing.TB, n int, shape func(*Config)) (*server.Server, []*A
 			// directories are private to it (runas_test.go covers the
 			// accounts a root agent picks).
 			AllowRoot: true,
-			Logger:    logger.Named(fmt.Sprintf("n%d", i))}
+			Logger:    logger.Named(fmt.Sprintf("n%d", i)), TLS: certFor(rpc.RoleAgent)}
 		if shape != nil {
 			shape(cfg)
 		}
@@ -93,7 +107,7 @@ func clusterWith(t testing.TB, n int, shape func(*Config)) (*server.Server, []*A
 		t.Cleanup(func() { a.Shutdown() })
 		agents = append(agents, a)
 	}
-	client := rpc.NewClient([]string{srv.RPCAddr()}, nil)
+	client := rpc.NewClient([]string{srv.RPCAddr()}, rpc.NewTLSPool(nil, certFor(rpc.RoleClient), rpc.RoleServer))
 	t.Cleanup(client.Close)
 	for _, a := range agents {
 		testutil.WaitFor(t, 15*time.Second, func() bool { return a.Epoch() > 0 })

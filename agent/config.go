@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/weft-sched/weft/internal/clock"
+	"github.com/weft-sched/weft/internal/tlsutil"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -55,6 +56,10 @@ type Config struct {
 	Executable        string
 	JoinRetryInterval time.Duration
 	SerfFastGossip    bool
+	// Encrypt is the gossip encryption key (base64 of 32 bytes, SPEC §15),
+	// or "" for none. Once DataDir holds a keyring file (written at the
+	// first start with a key, rewritten on every rotation) the file wins.
+	Encrypt string
 	// CgroupRoot overrides where cgroup v2 is looked for (tests).
 	CgroupRoot string
 	Build      string
@@ -62,6 +67,12 @@ type Config struct {
 	// Clock drives heartbeats and the distributed scheduler. Default: the
 	// real clock.
 	Clock clock.Clock
+	// TLS turns on mutual TLS (SPEC §15) with this agent's certificate,
+	// which must hold the agent role: the agent dials servers and agents
+	// over TLS, and its port takes only TLS (verifying a certificate when
+	// one is given: AMs in containers have none). AM containers get the
+	// CA file and region (rpc.EnvCACert, rpc.EnvRegion). Nil: plaintext.
+	TLS *tlsutil.Configurator
 	// Limits bound what one client may hold of the RPC port (connections,
 	// handshake and idle time, streams; SPEC §15). Zero fields take
 	// rpc.DefaultLimits.
@@ -130,6 +141,10 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
+	}
+	if c.TLS != nil && c.TLS.Role() != tlsutil.RoleAgent {
+		return fmt.Errorf("tls: an agent needs a certificate of role agent (%s), not %q; make one with 'weft tls cert create -agent'",
+			tlsutil.RoleName(tlsutil.RoleAgent, c.TLS.Region()), c.TLS.Role())
 	}
 	return nil
 }

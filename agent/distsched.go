@@ -219,7 +219,7 @@ func (a *Agent) pollLoads(agents []gossip.Agent, timeout time.Duration) []schedu
 				return
 			}
 			var resp wrpc.AgentLoadResponse
-			err := a.client.Pool().Call(ctx, ag.RPCAddr, "Agent.Load", &wrpc.RequestHeader{}, &resp)
+			err := a.agentPool.Call(ctx, ag.RPCAddr, "Agent.Load", &wrpc.RequestHeader{}, &resp)
 			answers <- answer{ag, resp, err == nil}
 		}()
 	}

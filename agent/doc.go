@@ -10,7 +10,9 @@
 // built-in AMs live in package am). It verifies workload tokens with the
 // keys the servers send it (SPEC §15): a container starts only with a
 // container token for exactly it on this node, and the AM protocol and
-// container calls serve an app only with its AM token. A graceful stop (Leave) stops
+// container calls serve an app only with its AM token. With TLS configured
+// it speaks mutual TLS to servers and agents, and its port verifies a
+// certificate when one is given (AMs have none). A graceful stop (Leave) stops
 // heartbeating first, then every container, reports their ends and takes
 // the node out of service before it leaves the pool.
 //

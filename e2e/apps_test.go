@@ -75,6 +75,9 @@ func startWorldWith(t *testing.T, extra map[string][]string) *world {
 			// Containers run as the test's user even as root: they write
 			// into the test's private temporary directories.
 			"-allow-root"}
+		if q.sec != nil {
+			args = append(args, "-config", q.sec.config("agent", id))
+		}
 		w.agents[id] = startProc(t, id, append(args, extra[id]...)...)
 	}
 	amLogsOnFailure(t, dirs)

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/weft-sched/weft/internal/tlsutil"
 )
 
 // Environment variables an AM container is started with (SPEC §8), and
@@ -21,6 +23,12 @@ const (
 	// EnvTaskIndex is set by the dshell AM: which of its num_containers
 	// tasks a container runs (0-based; a re-run keeps its task's index).
 	EnvTaskIndex = "WEFT_TASK_INDEX"
+	// EnvCACert and EnvRegion are set by an agent with TLS on: the CA file
+	// that verifies agents' certificates and their region. An AM dials
+	// agents over TLS with them, without a certificate of its own (SPEC
+	// §15). EnvCACert is also the CLI's variable for the same file.
+	EnvCACert = "WEFT_CACERT"
+	EnvRegion = "WEFT_REGION"
 )
 
 // AMClient is the client side of the AM protocol (to the AMRMProxy on the
@@ -41,21 +49,35 @@ type AMClient struct {
 // NewAMClient returns a client for the given app attempt whose AMRMProxy is
 // at amrmAddr.
 func NewAMClient(appID string, attempt int, token, amrmAddr string) *AMClient {
-	nodes := NewPool(nil)
+	return NewAMClientTLS(appID, attempt, token, amrmAddr, nil)
+}
+
+// NewAMClientTLS is NewAMClient for a cluster with TLS on: it reaches the
+// AMRMProxy and the other agents over TLS verified with tc, which must
+// hold their CA (a certificate of its own is optional). With tc nil it is
+// NewAMClient.
+func NewAMClientTLS(appID string, attempt int, token, amrmAddr string, tc *tlsutil.Configurator) *AMClient {
+	nodes := NewTLSPool(nil, tc, RoleAgent)
 	amrm := NewClient([]string{amrmAddr}, nodes)
 	amrm.RetryBudget = time.Minute // ride out a server failover behind the proxy
 	return &AMClient{AppID: appID, Attempt: attempt, Token: token, amrm: amrm, nodes: nodes}
 }
 
 // NewAMClientFromEnv builds a client from the environment an AM container
-// is started with.
+// is started with; with EnvCACert set it speaks TLS to the agents.
 func NewAMClientFromEnv() (*AMClient, error) {
 	id, addr := os.Getenv(EnvAppID), os.Getenv(EnvAMRMAddr)
 	attempt, err := strconv.Atoi(os.Getenv(EnvAppAttempt))
 	if id == "" || addr == "" || err != nil {
 		return nil, fmt.Errorf("not running as an AM: %s, %s and %s must be set", EnvAppID, EnvAppAttempt, EnvAMRMAddr)
 	}
-	return NewAMClient(id, attempt, os.Getenv(EnvAMToken), addr), nil
+	var tc *tlsutil.Configurator
+	if ca := os.Getenv(EnvCACert); ca != "" {
+		if tc, err = tlsutil.New(ca, "", "", os.Getenv(EnvRegion)); err != nil {
+			return nil, fmt.Errorf("%s: %w", EnvCACert, err)
+		}
+	}
+	return NewAMClientTLS(id, attempt, os.Getenv(EnvAMToken), addr, tc), nil
 }
 
 // Register registers the attempt and returns the app's spec.

@@ -27,10 +27,13 @@ const (
 	CapACLWrite Capability = "acl:write"
 	// CapToken: any valid ACL token (a token asking about itself).
 	CapToken Capability = "token"
-	// CapAgent: a peer with an agent certificate (when TLS is on); the
-	// handler checks the node's secret.
+	// CapAgent: a peer with an agent certificate (when TLS is on), or a
+	// server one (a follower forwarding an agent's call, checked where it
+	// arrived); the handler checks the node's secret. The RPC server
+	// checks the certificate before any authorizer runs.
 	CapAgent Capability = "agent"
-	// CapServer: a peer with a server certificate (when TLS is on).
+	// CapServer: a peer with a server certificate (when TLS is on),
+	// checked by the RPC server before any authorizer runs.
 	CapServer Capability = "server"
 	// CapWorkload: an AM or container token in the request, which the
 	// handler verifies (the AM protocol and container management).

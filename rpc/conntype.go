@@ -11,9 +11,10 @@ const (
 	ConnRPC       ConnType = 0x01 // one msgpack RPC stream
 	ConnRaft      ConnType = 0x02 // Raft's network transport
 	ConnMultiplex ConnType = 0x03 // yamux session; every stream is msgpack RPC
-	ConnTLS       ConnType = 0x04 // TLS, then one of the above (not yet supported)
+	ConnTLS       ConnType = 0x04 // TLS, then one of the above (see Listener.UseTLS)
 )
 
-// HandshakeTimeout bounds how long a server waits for the first byte (and,
-// for multiplexed connections, the first stream) of a new connection.
+// HandshakeTimeout bounds how long a server waits for the first byte of a
+// new connection and, for ConnTLS, for the whole TLS handshake and the
+// inner type byte.
 const HandshakeTimeout = 5 * time.Second

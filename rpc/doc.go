@@ -1,7 +1,9 @@
 // Package rpc is weft's wire: the msgpack codec with its limits (a request
 // is bounded in bytes and, before it is decoded, in what decoding it would
 // allocate), the first-byte connection types that let one TCP port carry
-// RPC and Raft, the listener's limits on what one client may hold
+// RPC and Raft (in the clear, or inside mutual TLS where the peer's
+// certificate role is checked: only servers open Raft, RequireRole guards
+// endpoints), the listener's limits on what one client may hold
 // (connections per client IP, a deadline until the first whole request, an
 // idle timeout, streams per multiplexed connection), the
 // server-side dispatcher (Server: a context per request that carries its

@@ -22,7 +22,7 @@ var requestTypes = map[string]reflect.Type{}
 func init() {
 	for _, v := range []any{
 		ACLBootstrapRequest{}, ACLPolicyApplyRequest{}, ACLPolicyRequest{}, ACLTokenCreateRequest{}, ACLTokenRequest{},
-		NodeResetSecretRequest{}, AMAllocateRequest{}, AMFinishRequest{}, AMRegisterRequest{}, AppListRequest{}, AppRequest{},
+		NodeResetSecretRequest{}, KeyringRequest{}, AMAllocateRequest{}, AMFinishRequest{}, AMRegisterRequest{}, AppListRequest{}, AppRequest{},
 		AppSubmitRequest{}, ContainerIDRequest{}, ContainerListRequest{}, ContainerLogsRequest{},
 		ContainerStartRequest{}, ContainerStatusRequest{}, HeartbeatRequest{}, NodeDeregisterRequest{},
 		NodeRegisterRequest{}, NodeStatusRequest{}, QueueApplyRequest{}, QueueListRequest{},

@@ -158,16 +158,26 @@ func (l *Listener) admit(conn net.Conn) net.Conn {
 		conn.Close()
 		return nil
 	}
-	lc := &limitedConn{Conn: conn, ip: ip, clients: &l.clients}
+	lc := &limitedConn{Conn: conn, ip: ip, clients: &l.clients, deadline: time.Now().Add(l.limits.HandshakeTimeout)}
 	lc.activity = activity{conn: lc, idle: l.limits.IdleTimeout, logger: l.logger}
-	conn.SetReadDeadline(time.Now().Add(l.limits.HandshakeTimeout))
+	conn.SetReadDeadline(lc.deadline)
 	return lc
+}
+
+// handshakeDeadline is when an admitted connection's handshake ends (the
+// type byte, any TLS handshake, the first whole request).
+func handshakeDeadline(conn net.Conn) time.Time {
+	if lc := limitedConnOf(conn); lc != nil {
+		return lc.deadline
+	}
+	return time.Now().Add(HandshakeTimeout)
 }
 
 // limitedConn is an admitted connection: closing it gives its client's
 // slot back.
 type limitedConn struct {
 	net.Conn
+	deadline time.Time // of the handshake
 	ip       string
 	clients  *clientCounts
 	once     sync.Once

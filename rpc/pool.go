@@ -9,11 +9,13 @@ import (
 	"net/rpc"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	msgpackrpc "github.com/hashicorp/net-rpc-msgpackrpc/v2"
 	"github.com/hashicorp/yamux"
+	"github.com/weft-sched/weft/internal/tlsutil"
 )
 
 // DefaultCallTimeout bounds a call that is not a blocking query: enough for
@@ -42,9 +44,12 @@ func YamuxConfig() *yamux.Config {
 // streams, so a call costs neither a TCP handshake nor a new stream. A
 // session carries at most PoolMaxStreamsPerConn streams at once (servers
 // cap them, Limits.MaxStreamsPerConn); more concurrent calls to one address
-// open another session. It is safe for concurrent use.
+// open another session. With TLS (see NewTLSPool) every address it dials
+// must prove it holds one role. It is safe for concurrent use.
 type Pool struct {
 	logger hclog.Logger
+	tls    *tlsutil.Configurator // nil: plaintext
+	peer   Role                  // the role every peer must hold, with tls
 
 	mu       sync.Mutex
 	sessions map[string][]*muxSession
@@ -58,6 +63,9 @@ const PoolMaxStreamsPerConn = DefaultMaxStreamsPerConn / 2
 type muxSession struct {
 	addr    string
 	session *yamux.Session
+	// answered is set once the server at addr has answered a call on this
+	// session: a session that dies before is likely refused, not broken.
+	answered atomic.Bool
 
 	mu   sync.Mutex
 	idle []*clientStream
@@ -90,6 +98,16 @@ func NewPool(logger hclog.Logger) *Pool {
 	return &Pool{logger: logger.Named("rpc_pool"), sessions: map[string][]*muxSession{}}
 }
 
+// NewTLSPool returns an empty pool whose connections are TLS (verified
+// with tc, presenting tc's certificate) to peers that must hold a
+// certificate of role peer: a pool per role a process calls (servers
+// for the servers, agents for the agents). With tc nil it is NewPool.
+func NewTLSPool(logger hclog.Logger, tc *tlsutil.Configurator, peer Role) *Pool {
+	p := NewPool(logger)
+	p.tls, p.peer = tc, peer
+	return p
+}
+
 // Call invokes method on the server at addr and waits for the answer
 // until ctx ends or the request's own timeout (DefaultCallTimeout, or its
 // blocking wait plus that) passes, whichever comes first. The server is
@@ -117,6 +135,10 @@ func (p *Pool) Call(ctx context.Context, addr, method string, args, reply any) e
 	}
 	s, st, err := p.stream(ctx, addr)
 	if err != nil {
+		if s != nil {
+			err = s.refused(err)
+			p.drop(s)
+		}
 		return &TransportError{Addr: addr, Method: method, Err: err}
 	}
 	st.SetDeadline(deadline)
@@ -127,9 +149,11 @@ func (p *Pool) Call(ctx context.Context, addr, method string, args, reply any) e
 	var se rpc.ServerError
 	switch {
 	case err == nil && !cancelled:
+		s.answered.Store(true)
 		s.release(st)
 		return nil
 	case errors.As(err, &se) && !cancelled:
+		s.answered.Store(true)
 		s.release(st)
 		return decodeError(string(se))
 	}
@@ -140,12 +164,23 @@ func (p *Pool) Call(ctx context.Context, addr, method string, args, reply any) e
 	case !time.Now().Before(deadline):
 		err = fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
 	}
+	err = s.refused(err)
 	if !errors.Is(err, context.Canceled) {
 		// A server that did not answer in time, or broke the stream, is not
 		// trusted with the session's other calls: reconnect next time.
 		p.drop(s)
 	}
 	return &TransportError{Addr: addr, Method: method, Err: err}
+}
+
+// refused adds a likely reason to the failure of a session on which the
+// server never answered: it closed the connection at once, as a server
+// does to a peer whose TLS setting or certificate it refuses.
+func (s *muxSession) refused(err error) error {
+	if s.answered.Load() || !s.session.IsClosed() || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%w (the server closed the connection before any answer: does it need TLS, or refuse this certificate? its log says why)", err)
 }
 
 // stream returns an idle stream to addr, or a new one on a session with
@@ -174,8 +209,7 @@ func (p *Pool) stream(ctx context.Context, addr string) (*muxSession, *clientStr
 			conn, err := s.session.Open()
 			if err != nil {
 				s.unreserve()
-				p.drop(s)
-				return nil, nil, fmt.Errorf("open stream: %w", err)
+				return s, nil, fmt.Errorf("open stream: %w", err) // Call drops s
 			}
 			return s, &clientStream{Conn: conn, codec: NewClientCodec(conn), sess: s}, nil
 		}
@@ -222,8 +256,10 @@ func (p *Pool) dial(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := conn.Write([]byte{byte(ConnMultiplex)}); err != nil {
-		conn.Close()
+	hsCtx, cancel := context.WithTimeout(ctx, dialTimeout)
+	conn, err = ClientHandshake(hsCtx, conn, p.tls, p.peer, ConnMultiplex)
+	cancel()
+	if err != nil {
 		return fmt.Errorf("handshake with %s: %w", addr, err)
 	}
 	ys, err := yamux.Client(conn, YamuxConfig())

@@ -14,12 +14,14 @@ import (
 
 // Listener serves a TCP port by the first byte of each connection:
 // ConnRPC and ConnMultiplex are served by an RPC server, ConnRaft is handed
-// to Raft (when a Raft handoff is set), anything else is closed with a
-// logged reason. Malformed requests close only their own connection.
+// to Raft (when a Raft handoff is set), ConnTLS is unwrapped first (with
+// UseTLS; it is then the only type accepted), anything else is closed with
+// a logged reason. Malformed requests close only their own connection.
 type Listener struct {
 	rpc    *Server
 	logger hclog.Logger
 	raft   func(net.Conn)
+	tls    *listenerTLS    // nil: plaintext only (see UseTLS)
 	ctx    context.Context // ends when the listener closes
 	cancel context.CancelFunc
 
@@ -119,8 +121,10 @@ func (l *Listener) handle(conn net.Conn) {
 		conn.Close()
 		return
 	}
-	// The handshake deadline set by admit runs until a whole request has
-	// arrived.
+	// The read deadline set by admit (the handshake timeout) covers the
+	// type byte, for TLS the whole handshake and the inner type byte, and
+	// runs on until a whole request has arrived (limits.go).
+	deadline := handshakeDeadline(conn)
 	var b [1]byte
 	if _, err := io.ReadFull(conn, b[:]); err != nil {
 		l.logger.Debug("connection closed before its type byte", "remote", conn.RemoteAddr(), "error", err)
@@ -128,26 +132,33 @@ func (l *Listener) handle(conn net.Conn) {
 		conn.Close()
 		return
 	}
-	t := ConnType(b[0])
+	raw := conn // tracked; closing it closes a TLS connection over it too
+	conn, t, info, err := l.unwrapTLS(raw, ConnType(b[0]), deadline)
+	if err != nil {
+		l.logger.Warn("closing connection", "remote", raw.RemoteAddr(), "error", err)
+		l.untrack(raw)
+		raw.Close()
+		return
+	}
 	switch {
 	case t == ConnRaft && l.raft != nil:
-		l.untrack(conn) // Raft's transport owns it from here
+		l.untrack(raw) // Raft's transport owns it from here
 		l.raft(conn)
 	case t == ConnRPC || t == ConnMultiplex:
-		defer l.untrack(conn)
+		defer l.untrack(raw)
 		if t == ConnRPC {
-			l.serveRPC(conn)
+			l.serveRPC(conn, info)
 		} else {
-			l.serveMultiplex(conn)
+			l.serveMultiplex(conn, info)
 		}
 	default:
-		l.logger.Warn("closing connection with unknown type byte", "remote", conn.RemoteAddr(), "byte", b[0])
-		l.untrack(conn)
+		l.logger.Warn("closing connection with unknown type byte", "remote", conn.RemoteAddr(), "byte", byte(t))
+		l.untrack(raw)
 		conn.Close()
 	}
 }
 
-func (l *Listener) serveMultiplex(conn net.Conn) {
+func (l *Listener) serveMultiplex(conn net.Conn, info *ConnInfo) {
 	session, err := yamux.Server(conn, l.serverYamuxConfig())
 	if err != nil {
 		l.logger.Warn("cannot start yamux session", "remote", conn.RemoteAddr(), "error", err)
@@ -177,15 +188,17 @@ func (l *Listener) serveMultiplex(conn net.Conn) {
 		go func() {
 			defer l.wg.Done()
 			defer streams.open.Add(-1)
-			l.serveRPC(&trackedConn{Conn: stream, activity: act, stream: true})
+			l.serveRPC(&trackedConn{Conn: stream, activity: act, stream: true}, info)
 		}()
 	}
 }
 
 // serveRPC serves msgpack RPC on one connection or stream until it closes.
-func (l *Listener) serveRPC(conn net.Conn) {
+// info is the connection's; each stream gets a copy.
+func (l *Listener) serveRPC(conn net.Conn, info *ConnInfo) {
 	if _, tracked := conn.(*trackedConn); !tracked {
 		conn = &trackedConn{Conn: conn, activity: l.activityOf(conn)}
 	}
-	l.rpc.ServeConn(l.ctx, conn, &ConnInfo{RemoteAddr: conn.RemoteAddr()})
+	ci := *info
+	l.rpc.ServeConn(l.ctx, conn, &ci)
 }

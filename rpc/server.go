@@ -111,10 +111,18 @@ func (s *Server) Capabilities() map[string]Capability {
 	return out
 }
 
-// ConnInfo describes the connection a request arrived on. The security
-// layer adds the peer's verified identity here.
+// ConnInfo describes the connection a request arrived on, with the peer's
+// verified identity when it came over TLS (RequireRole checks it).
 type ConnInfo struct {
 	RemoteAddr net.Addr
+	// TLS is true for a connection that came over TLS; Role and CommonName
+	// are then those of the peer's verified certificate.
+	TLS bool
+	// Role is the role the peer's certificate holds in this region; empty
+	// without TLS or for a peer without a certificate.
+	Role Role
+	// CommonName is the subject common name of the peer's certificate.
+	CommonName string
 }
 
 type connInfoKey struct{}
@@ -239,6 +247,9 @@ func (s *Server) invoke(ctx context.Context, name string, m *method, args any) (
 			reply, err = nil, fmt.Errorf("%s: %w", name, ErrInternal)
 		}
 	}()
+	if err := requireCapabilityRole(ctx, m.capability); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	if s.Authorize != nil {
 		if ctx, err = s.Authorize(ctx, name, m.capability, args); err != nil {
 			return nil, err

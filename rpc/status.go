@@ -27,6 +27,13 @@ type LeaderResponse struct {
 	Address string `codec:"address" json:"address"`
 }
 
+// SelfResponse answers Status.Self: the answering server's own ID and RPC
+// address (a leader checks them before it makes a serf member a voter).
+type SelfResponse struct {
+	ID      string `codec:"id" json:"id"`
+	Address string `codec:"address" json:"address"`
+}
+
 // PeersResponse answers Status.Peers: the RPC addresses in the answering
 // server's Raft configuration (empty on a server that was never bootstrapped).
 type PeersResponse struct {

@@ -8,14 +8,26 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/weft-sched/weft/internal/testutil"
+	"github.com/weft-sched/weft/internal/tlsutil"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
 
 // benchCluster starts three servers with default Raft timing, as a
 // production cluster would run, and logs only errors.
-func benchCluster(b *testing.B) *testCluster {
-	c := &testCluster{t: nil, servers: map[string]*Server{}, configs: map[string]*Config{}, pool: wrpc.NewPool(nil)}
+func benchCluster(b *testing.B) *testCluster { return benchClusterTLS(b, nil) }
+
+// benchClusterTLS is benchCluster with mutual TLS on when pki is not nil:
+// servers hold server certificates, the benchmark's client a client one.
+func benchClusterTLS(b *testing.B, pki *testutil.PKI) *testCluster {
+	c := &testCluster{t: nil, servers: map[string]*Server{}, configs: map[string]*Config{}, pool: wrpc.NewPool(nil), pki: pki}
+	var serverTLS func() *tlsutil.Configurator
+	if pki != nil {
+		c.pool = wrpc.NewTLSPool(nil, pki.Configurator(wrpc.RoleClient), wrpc.RoleServer)
+		serverTLS = func() *tlsutil.Configurator { return pki.Configurator(wrpc.RoleServer) }
+	} else {
+		serverTLS = func() *tlsutil.Configurator { return nil }
+	}
 	c.logger = hclog.NewNullLogger()
 	b.Cleanup(func() {
 		c.pool.Shutdown()
@@ -27,7 +39,7 @@ func benchCluster(b *testing.B) *testCluster {
 		s, err := New(&Config{
 			NodeID: id, DataDir: b.TempDir(), BindAddr: "127.0.0.1", RPCPort: -1, SerfPort: -1,
 			BootstrapExpect: 3, Join: join, Logger: c.logger.Named(id), SerfFastGossip: true,
-			JoinRetryInterval: 100 * time.Millisecond,
+			JoinRetryInterval: 100 * time.Millisecond, TLS: serverTLS(),
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -111,4 +123,26 @@ func BenchmarkWriteToLeader(b *testing.B) {
 func BenchmarkWriteThroughFollowerParallel(b *testing.B) {
 	c := benchCluster(b)
 	benchWrite(b, c, c.follower(), true)
+}
+
+// mtlsRounds is how many times the mTLS benchmarks alternate between
+// their TLS-off and TLS-on clusters, so that both see the same machine.
+const mtlsRounds = 3
+
+// BenchmarkWriteThroughFollowerMTLS is BenchmarkWriteThroughFollower with
+// mutual TLS off and on, in one run: what TLS costs the forwarded write
+// (client→follower and follower→leader RPC, and Raft's replication). Both
+// clusters run side by side and are measured in alternating rounds
+// (tls-off, tls-on, tls-off#01, ...), so that a noisy machine (shared
+// disks, other processes) weighs on both alike.
+func BenchmarkWriteThroughFollowerMTLS(b *testing.B) {
+	clusters := []struct {
+		name string
+		c    *testCluster
+	}{{"tls-off", benchClusterTLS(b, nil)}, {"tls-on", benchClusterTLS(b, testutil.NewPKI(b))}}
+	for round := 0; round < mtlsRounds; round++ {
+		for _, m := range clusters {
+			b.Run(m.name, func(b *testing.B) { benchWrite(b, m.c, m.c.follower(), false) })
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/weft-sched/weft/internal/clock"
+	"github.com/weft-sched/weft/internal/tlsutil"
 	wrpc "github.com/weft-sched/weft/rpc"
 )
 
@@ -56,6 +57,10 @@ type Config struct {
 	RaftConfig *raft.Config
 	// SerfFastGossip shortens gossip intervals (tests, weft dev).
 	SerfFastGossip bool
+	// Encrypt is the gossip encryption key (base64 of 32 bytes, SPEC §15),
+	// or "" for none. Once DataDir holds a keyring file (written at the
+	// first start with a key, rewritten on every rotation) the file wins.
+	Encrypt string
 	// Clock drives the leader's duties. Default: the real clock.
 	Clock clock.Clock
 	// ACLEnabled makes every request need an ACL token that allows it
@@ -66,6 +71,11 @@ type Config struct {
 	// this index is skipped if this binary cannot apply it. Every server
 	// must be given the same value. 0 skips nothing.
 	RaftSkipIndex uint64
+	// TLS turns on mutual TLS (SPEC §15) for RPC and Raft with this
+	// server's certificate, which must hold the server role: the RPC port
+	// accepts only TLS peers with a certificate, Raft only from servers,
+	// and the server dials servers and agents over TLS. Nil: plaintext.
+	TLS *tlsutil.Configurator
 	// Limits bound what one client may hold of the RPC port (connections,
 	// handshake and idle time, streams; SPEC §15). Zero fields take
 	// rpc.DefaultLimits.
@@ -125,6 +135,10 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
+	}
+	if c.TLS != nil && c.TLS.Role() != tlsutil.RoleServer {
+		return fmt.Errorf("tls: a server needs a certificate of role server (%s), not %q; make one with 'weft tls cert create -server'",
+			tlsutil.RoleName(tlsutil.RoleServer, c.TLS.Region()), c.TLS.Role())
 	}
 	c.Limits = c.Limits.WithDefaults()
 	return nil

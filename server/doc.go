@@ -1,6 +1,9 @@
 // Package server is a weft server: Raft on raft-boltdb with file snapshots,
 // the serf LAN pool, the RPC listener that multiplexes msgpack RPC and Raft
-// on one port, the RPC endpoints, follower-to-leader forwarding within each
+// on one port (inside mutual TLS when configured: Raft only with server
+// certificates, node endpoints only with agent certificates, and no serf
+// member enters the Raft configuration without proving a server
+// certificate), the RPC endpoints, follower-to-leader forwarding within each
 // request's deadline, client writes proposed with their request IDs, and the
 // leader's duties: Raft membership reconciliation, the scheduling loop that
 // commits plans, preemption, node liveness (a Tick(now) state machine that
@@ -12,9 +15,10 @@
 // hold workload identity (SPEC §15): the leader creates the token signing
 // key, servers mint AM and container tokens, check AM tokens on the AM
 // protocol and node secrets on registration and heartbeats.
-// A server
-// whose FSM halts on a committed entry it cannot apply stops by itself
+// A server whose FSM halts on a committed entry it cannot apply stops by itself
 // (Halted) with the entry's index and the recovery, its state intact.
+// Any server rotates the gossip keys of the whole pool over serf, no
+// leader needed.
 //
 // The server is plumbing around fsm and scheduler: every decision about
 // resources belongs to the scheduler package, and every change to the

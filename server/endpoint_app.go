@@ -232,7 +232,7 @@ func (e *Container) Logs(ctx context.Context, args *wrpc.ContainerLogsRequest, r
 		return noKey(err)
 	}
 	args.Token = tok
-	if err := e.srv.pool.Call(ctx, n.Address, "Container.Logs", args, reply); err != nil {
+	if err := e.srv.agentPool.Call(ctx, n.Address, "Container.Logs", args, reply); err != nil {
 		if !wrpc.IsServerError(err) {
 			return wrpc.Errorf(wrpc.CodeUnavailable, "node %s (%s), which holds the logs of %s, is unreachable: %v", n.ID, n.Address, args.ID, err)
 		}

@@ -7,7 +7,8 @@ import (
 	wrpc "github.com/weft-sched/weft/rpc"
 )
 
-// Operator holds cluster-operator actions on Raft.
+// Operator holds cluster-operator actions: on Raft (here) and on the
+// gossip keyring (endpoint_keyring.go).
 type Operator struct{ srv *Server }
 
 // RaftGetConfiguration lists the Raft peers (`weft operator raft list-peers`).

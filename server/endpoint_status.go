@@ -30,6 +30,13 @@ func (e *Status) Leader(ctx context.Context, args *wrpc.RequestHeader, reply *wr
 	return nil
 }
 
+// Self names the answering server: its ID and RPC address. Servers ask it
+// of a serf member before they trust it with Raft (verifyServerPeer).
+func (e *Status) Self(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.SelfResponse) error {
+	reply.ID, reply.Address = e.srv.config.NodeID, e.srv.rpcAddr
+	return nil
+}
+
 // Peers returns the addresses in this server's Raft configuration.
 func (e *Status) Peers(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.PeersResponse) error {
 	f := e.srv.raft.GetConfiguration()

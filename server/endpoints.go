@@ -15,10 +15,15 @@ func (s *Server) registerEndpoints() {
 	wrpc.Register(r, "Status.Members", wrpc.CapOperatorRead, status.Members)
 	wrpc.Register(r, "Status.Cluster", wrpc.CapOperatorRead, status.Cluster)
 	wrpc.Register(r, "Status.Raft", wrpc.CapOperatorRead, status.Raft)
+	wrpc.Register(r, "Status.Self", wrpc.CapServer, status.Self)
 
 	wrpc.Register(r, "Operator.RaftGetConfiguration", wrpc.CapOperatorRead, op.RaftGetConfiguration)
 	wrpc.Register(r, "Operator.RaftRemovePeer", wrpc.CapOperatorWrite, op.RaftRemovePeer)
 	wrpc.Register(r, "Operator.WorkloadKeyRotate", wrpc.CapOperatorWrite, op.WorkloadKeyRotate)
+	wrpc.Register(r, "Operator.KeyringList", wrpc.CapOperatorRead, op.KeyringList)
+	wrpc.Register(r, "Operator.KeyringInstall", wrpc.CapOperatorWrite, op.KeyringInstall)
+	wrpc.Register(r, "Operator.KeyringUse", wrpc.CapOperatorWrite, op.KeyringUse)
+	wrpc.Register(r, "Operator.KeyringRemove", wrpc.CapOperatorWrite, op.KeyringRemove)
 
 	wrpc.Register(r, "Queue.Apply", wrpc.CapOperatorWrite, queue.Apply)
 	wrpc.Register(r, "Queue.List", wrpc.CapQueueRead, queue.List)

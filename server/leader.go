@@ -158,14 +158,23 @@ func (s *Server) addRaftPeer(p serverMember) {
 		s.logger.Error("read raft configuration", "error", err)
 		return
 	}
-	for _, srv := range f.Configuration().Servers {
+	servers := f.Configuration().Servers
+	for _, srv := range servers {
+		if srv.ID == raft.ServerID(p.ID) && srv.Address == raft.ServerAddress(p.RPCAddr) && srv.Suffrage == raft.Voter {
+			return
+		}
+	}
+	// A change: first make sure p is that server (with TLS on), so a
+	// gossip member cannot remove a peer or become a voter.
+	if err := s.verifyServerPeer(p); err != nil {
+		s.logger.Warn("not reconciling a serf member into raft: it did not prove it is that server", "id", p.ID, "address", p.RPCAddr, "error", err)
+		return
+	}
+	for _, srv := range servers {
 		sameID, sameAddr := srv.ID == raft.ServerID(p.ID), srv.Address == raft.ServerAddress(p.RPCAddr)
 		switch {
 		case sameID && sameAddr:
-			if srv.Suffrage != raft.Voter {
-				break
-			}
-			return
+			// a non-voter: AddVoter below promotes it
 		case sameID || sameAddr:
 			// A server came back with a new address, or a new server took
 			// an old one's address: drop the stale entry first.

@@ -79,7 +79,7 @@ func (s *Server) promote(ctx context.Context, app *scheduler.App, attempt int, i
 // tellNodePromoted tells a container's agent it is now guaranteed; token
 // is a container token of it as guaranteed, which only servers mint.
 func (s *Server) tellNodePromoted(ctx context.Context, addr, id, token string) {
-	if err := s.pool.Call(ctx, addr, "Container.Promote", &wrpc.ContainerIDRequest{ID: id, Token: token}, &struct{}{}); err != nil {
+	if err := s.agentPool.Call(ctx, addr, "Container.Promote", &wrpc.ContainerIDRequest{ID: id, Token: token}, &struct{}{}); err != nil {
 		s.logger.Warn("could not tell the node of a promotion; its next heartbeat will", "container", id, "error", err)
 	}
 }

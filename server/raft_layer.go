@@ -1,19 +1,24 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/weft-sched/weft/internal/tlsutil"
 	wrpc "github.com/weft-sched/weft/rpc"
 )
 
 // raftLayer is Raft's StreamLayer on the shared RPC port: the listener hands
-// it connections whose first byte was ConnRaft, and Dial writes that byte.
+// it connections whose first byte was ConnRaft (inside TLS from a server
+// certificate, with TLS on), and Dial writes that byte (inside TLS to a
+// peer that proves it is a server, with TLS on).
 type raftLayer struct {
 	addr      net.Addr
+	tls       *tlsutil.Configurator // nil: plaintext
 	connCh    chan net.Conn
 	handshake time.Duration // the listener's handshake timeout
 
@@ -23,8 +28,8 @@ type raftLayer struct {
 
 var _ raft.StreamLayer = (*raftLayer)(nil)
 
-func newRaftLayer(addr net.Addr, handshake time.Duration) *raftLayer {
-	return &raftLayer{addr: addr, handshake: handshake, connCh: make(chan net.Conn), closed: make(chan struct{})}
+func newRaftLayer(addr net.Addr, tc *tlsutil.Configurator, handshake time.Duration) *raftLayer {
+	return &raftLayer{addr: addr, tls: tc, handshake: handshake, connCh: make(chan net.Conn), closed: make(chan struct{})}
 }
 
 // handoff gives an accepted Raft connection to the transport, bounding
@@ -55,13 +60,12 @@ func (l *raftLayer) Close() error {
 func (l *raftLayer) Addr() net.Addr { return l.addr }
 
 func (l *raftLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	conn, err := net.DialTimeout("tcp", string(address), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", string(address))
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.Write([]byte{byte(wrpc.ConnRaft)}); err != nil {
-		conn.Close()
-		return nil, err
-	}
-	return conn, nil
+	return wrpc.ClientHandshake(ctx, conn, l.tls, wrpc.RoleServer, wrpc.ConnRaft)
 }

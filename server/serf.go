@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strconv"
 	"time"
@@ -60,18 +59,12 @@ func (s *Server) setupSerf() error {
 	if s.config.BootstrapExpect > 0 {
 		tags[TagExpect] = strconv.Itoa(s.config.BootstrapExpect)
 	}
-	conf, err := gossip.Serf(gossip.Config{
+	var err error
+	s.serf, err = gossip.Create(gossip.Config{
 		NodeID: s.config.NodeID, BindAddr: s.config.BindAddr, Port: port(s.config.SerfPort), DataDir: s.config.DataDir,
-		Tags: tags, Fast: s.config.SerfFastGossip, Logger: s.config.Logger.Named("serf"), EventCh: s.serfEventCh,
+		Tags: tags, Fast: s.config.SerfFastGossip, Encrypt: s.config.Encrypt, Logger: s.config.Logger.Named("serf"), EventCh: s.serfEventCh,
 	})
-	if err != nil {
-		return err
-	}
-	s.serf, err = serf.Create(conf)
-	if err != nil {
-		return fmt.Errorf("start serf: %w", err)
-	}
-	return nil
+	return err
 }
 
 // joinLoop joins the given serf addresses, retrying until one succeeds.
@@ -159,6 +152,10 @@ func (s *Server) maybeBootstrap() {
 	for _, p := range servers {
 		if p.ID == s.config.NodeID {
 			continue
+		}
+		if err := s.verifyServerPeer(p); err != nil {
+			s.logger.Warn("not bootstrapping with a serf member that did not prove it is that server; will retry", "peer", p.ID, "error", err)
+			return
 		}
 		var resp wrpc.PeersResponse
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -46,7 +46,8 @@ type Server struct {
 	rpcAddr   string
 	rpcServer *wrpc.Server
 	rpcConns  *wrpc.Listener
-	pool      *wrpc.Pool
+	pool      *wrpc.Pool // to servers
+	agentPool *wrpc.Pool // to agents
 
 	// livenessMu guards liveness: heartbeats and gossip arrive from many
 	// goroutines, the leader's duties tick it from one.
@@ -97,7 +98,8 @@ func New(config *Config) (*Server, error) {
 		shutdownCh:   make(chan struct{}),
 		stoppedCh:    make(chan struct{}),
 		haltedCh:     make(chan struct{}),
-		pool:         wrpc.NewPool(config.Logger),
+		pool:         wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleServer),
+		agentPool:    wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleAgent),
 	}
 	s.fsm = fsm.New(config.Logger, fsm.WithSkipIndex(config.RaftSkipIndex))
 	if config.RaftSkipIndex != 0 {
@@ -117,13 +119,16 @@ func New(config *Config) (*Server, error) {
 	s.rpcServer = wrpc.NewServer(s.logger.Named("rpc"))
 	s.rpcServer.Authorize = s.authorize
 	s.registerEndpoints()
-	s.raftLayer = newRaftLayer(ln.Addr(), config.Limits.HandshakeTimeout)
+	s.raftLayer = newRaftLayer(ln.Addr(), config.TLS, config.Limits.HandshakeTimeout)
 
 	if err := s.setupRaft(); err != nil {
 		ln.Close()
 		return nil, err
 	}
 	s.rpcConns = wrpc.NewListener(s.rpcServer, s.logger, s.raftLayer.handoff, wrpc.WithLimits(config.Limits))
+	if config.TLS != nil {
+		s.rpcConns.UseTLS(config.TLS, wrpc.RequireClientCert)
+	}
 	s.goFunc(func() { s.rpcConns.Serve(ln) })
 
 	if err := s.setupSerf(); err != nil {
@@ -137,7 +142,7 @@ func New(config *Config) (*Server, error) {
 		s.goFunc(func() { s.joinLoop(config.Join) })
 	}
 	s.logger.Info("server started", "rpc_addr", s.rpcAddr, "serf_addr", s.SerfAddr(),
-		"bootstrap_expect", config.BootstrapExpect, "raft_state_on_disk", s.hadRaftState)
+		"bootstrap_expect", config.BootstrapExpect, "raft_state_on_disk", s.hadRaftState, "tls", config.TLS != nil)
 	return s, nil
 }
 
@@ -320,6 +325,7 @@ func (s *Server) stop() {
 	s.listener.Close()
 	s.rpcConns.Close()
 	s.pool.Shutdown()
+	s.agentPool.Shutdown()
 	close(s.stoppedCh)
 }
 

@@ -35,6 +35,9 @@ type testCluster struct {
 	pool    *wrpc.Pool
 	clock   clock.Clock // if set, the servers' clock
 	acl     bool        // ACLs on for servers started from now on
+	// pki, if set, turns TLS on: each server gets a server certificate.
+	pki     *testutil.PKI
+	encrypt map[string]string // gossip key of each server ID that has one, when first started
 }
 
 func newTestCluster(t *testing.T) *testCluster {
@@ -66,6 +69,10 @@ func (c *testCluster) start(id string, expect int, join ...string) *Server {
 			JoinRetryInterval: 100 * time.Millisecond,
 			SerfFastGossip:    true,
 			ACLEnabled:        c.acl,
+			Encrypt:           c.encrypt[id],
+		}
+		if c.pki != nil {
+			cfg.TLS = c.pki.Configurator(wrpc.RoleServer)
 		}
 		c.configs[id] = cfg
 	}

@@ -30,6 +30,8 @@ type clientFlags struct {
 	json    bool
 	stale   bool
 	prog    progress // what the client has said while it waits
+	// TLS files (cmd_tls.go); TLS is on with caCert.
+	caCert, clientCert, clientKey string
 }
 
 // newFlagSet returns a flag set that stays quiet on errors (parseArgs
@@ -50,6 +52,7 @@ func (c *clientFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.token, "token", os.Getenv("WEFT_TOKEN"), "ACL token `SECRET` sent with every request (env WEFT_TOKEN)")
 	fs.BoolVar(&c.json, "json", false, "print JSON")
 	fs.BoolVar(&c.stale, "stale", false, "let any server answer from its local state, which may be slightly behind the leader")
+	c.registerTLS(fs)
 }
 
 func (c *clientFlags) header() rpc.RequestHeader { return rpc.RequestHeader{AllowStale: c.stale} }
@@ -102,7 +105,11 @@ func (c *clientFlags) client() (*rpc.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl := rpc.NewClient(addrs, nil)
+	pool, err := c.pool()
+	if err != nil {
+		return nil, err
+	}
+	cl := rpc.NewClient(addrs, pool)
 	cl.Token = c.token
 	p := &c.prog
 	cl.OnRetry = func(elapsed time.Duration, tried []rpc.ServerOutcome) {

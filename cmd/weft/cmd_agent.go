@@ -29,17 +29,22 @@ func runAgent(args []string) error {
 	if err != nil {
 		return err
 	}
+	tc, err := tlsConfigurator(cfg.TLS, cfg.Region)
+	if err != nil {
+		return err
+	}
 	stopWarning := warnInsecure(logger, warning)
 	defer stopWarning()
 	a, err := agent.New(&agent.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, BindAddr: cfg.Bind, RPCPort: cfg.RPCPort, SerfPort: cfg.SerfPort,
 		Join: cfg.Join, Resources: cfg.NodeCapacity(), Rack: cfg.Rack, OpportunisticQueueLength: cfg.OpportunisticQueueLength,
-		LazyHeartbeats: cfg.LazyHeartbeats, AllowRoot: cfg.AllowRoot, RunAsUser: cfg.RunAsUser, Build: version, Logger: logger,
+		LazyHeartbeats: cfg.LazyHeartbeats, AllowRoot: cfg.AllowRoot, RunAsUser: cfg.RunAsUser, Encrypt: cfg.Encrypt, Build: version, Logger: logger, TLS: tc,
 		Limits: rpcLimits(cfg.Limits),
 	})
 	if err != nil {
 		return err
 	}
+	defer reloadOnSIGHUP(logger, tc)()
 	return waitForSignal(logger, a.Leave, a.Shutdown)
 }
 

@@ -93,6 +93,10 @@ func runStatus(args []string) error {
 
 func runOperator(args []string) error {
 	return subcommand("operator", args, map[string]func([]string) error{
+		"keygen": runKeygen,
+		"gossip": func(args []string) error {
+			return subcommand("operator gossip", args, map[string]func([]string) error{"keyring": runGossipKeyring})
+		},
 		"raft": func(args []string) error {
 			return subcommand("operator raft", args, map[string]func([]string) error{
 				"list-peers":  runRaftListPeers,

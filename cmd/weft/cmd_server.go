@@ -38,6 +38,10 @@ func runServer(args []string) error {
 	if err != nil {
 		return err
 	}
+	tc, err := tlsConfigurator(cfg.TLS, cfg.Region)
+	if err != nil {
+		return err
+	}
 	stopWarning := warnInsecure(logger, warning)
 	defer stopWarning()
 	srv, err := server.New(&server.Config{
@@ -48,8 +52,10 @@ func runServer(args []string) error {
 		SerfPort:        cfg.SerfPort,
 		BootstrapExpect: cfg.BootstrapExpect,
 		Join:            cfg.Join,
+		Encrypt:         cfg.Encrypt,
 		Build:           version,
 		Logger:          logger,
+		TLS:             tc,
 		ACLEnabled:      cfg.ACL != nil && cfg.ACL.Enabled,
 		RaftSkipIndex:   cfg.RaftSkipIndex,
 		Limits:          rpcLimits(cfg.Limits),
@@ -57,6 +63,7 @@ func runServer(args []string) error {
 	if err != nil {
 		return err
 	}
+	defer reloadOnSIGHUP(logger, tc)()
 	return waitForSignalOrStop(logger, srv.Leave, srv.Shutdown, srv.Halted(), srv.HaltError)
 }
 

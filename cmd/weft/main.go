@@ -32,7 +32,7 @@ func init() {
 		"dev":       {"run a one-process development cluster on 127.0.0.1", runDev},
 		"members":   {"list the members of the gossip pool", runMembers},
 		"status":    {"summarise the cluster", runStatus},
-		"operator":  {"operator actions (raft list-peers, raft remove-peer)", runOperator},
+		"operator":  {"operator actions (raft list-peers|remove-peer, keygen, gossip keyring)", runOperator},
 		"queue":     {"apply, list and inspect queues", runQueue},
 		"version":   {"print the version", runVersion},
 		"agent":     {"run a weft agent (a node that runs containers)", runAgent},
@@ -41,6 +41,7 @@ func init() {
 		"node":      {"list and inspect agent nodes", runNode},
 		"am":        {"run a built-in application master (used by agents)", runAM},
 		"acl":       {"bootstrap ACLs; manage tokens and policies", runACL},
+		"tls":       {"make a CA and certificates for mutual TLS (ca create, cert create)", runTLS},
 	}
 }
 
@@ -106,7 +107,8 @@ func printUsage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].synopsis)
 	}
-	fmt.Fprintln(w, "\nClient commands take -address HOST:PORT (or WEFT_ADDR), -json and -stale.")
+	fmt.Fprintln(w, "\nClient commands take -address HOST:PORT (or WEFT_ADDR), -json and -stale,")
+	fmt.Fprintln(w, "and -ca-cert, -client-cert, -client-key (or WEFT_CACERT, WEFT_CLIENT_CERT, WEFT_CLIENT_KEY) for TLS.")
 	fmt.Fprintln(w, "Run 'weft COMMAND -h' for a command's flags.")
 }
 

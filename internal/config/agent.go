@@ -70,6 +70,9 @@ func (c *Agent) Validate() error {
 	if err := validateSecurity(c.Region, c.TLS, c.Limits); err != nil {
 		return err
 	}
+	if err := validateEncrypt(c.Encrypt); err != nil {
+		return err
+	}
 	return validateCommon(c.NodeID, c.Bind, c.LogLevel, map[string]int{"rpc_port": c.RPCPort, "serf_port": c.SerfPort}, c.Join)
 }
 

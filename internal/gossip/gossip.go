@@ -35,13 +35,44 @@ type Config struct {
 	DataDir  string
 	Tags     map[string]string
 	// Fast shortens gossip intervals (tests, weft dev).
-	Fast    bool
+	Fast bool
+	// Encrypt is the gossip key given at start (base64 of KeySize bytes),
+	// or "" for none. A keyring file in DataDir wins over it (openKeyring).
+	Encrypt string
 	Logger  hclog.Logger
 	EventCh chan serf.Event
 }
 
-// Serf builds the serf configuration for a member.
-func Serf(c Config) (*serf.Config, error) {
+// Create starts a member: it opens the keyring, binds the guarded gossip
+// transport and starts serf. With a key, every packet and stream must be
+// encrypted and authenticated with a key of the keyring before anything in
+// it is decoded; without, the guard bounds what memberlist decodes.
+func Create(c Config) (*serf.Serf, error) {
+	conf, err := serfConfig(c)
+	if err != nil {
+		return nil, err
+	}
+	ml := conf.MemberlistConfig
+	t, err := newGuard(ml.BindAddr, ml.BindPort, ml.Keyring != nil, c.Logger.Named("guard"))
+	if err != nil {
+		return nil, err
+	}
+	if ml.BindPort == 0 {
+		ml.BindPort = t.GetAutoBindPort()
+		ml.AdvertisePort = ml.BindPort
+	}
+	ml.Transport = t
+	s, err := serf.Create(conf)
+	if err != nil {
+		t.Shutdown()
+		return nil, fmt.Errorf("start serf: %w", err)
+	}
+	return s, nil
+}
+
+// serfConfig builds the serf configuration for a member, without a
+// transport.
+func serfConfig(c Config) (*serf.Config, error) {
 	conf := serf.DefaultConfig()
 	conf.Init()
 	conf.NodeName = c.NodeID
@@ -64,6 +95,9 @@ func Serf(c Config) (*serf.Config, error) {
 		ml.SuspicionMult = 2
 		conf.ReapInterval = time.Second
 	}
+	// weft members never compress, so the guard can refuse every
+	// compressed message: what one decompresses to is unbounded.
+	ml.EnableCompression = false
 	conf.MemberlistConfig = ml
 	if c.DataDir != "" {
 		dir := filepath.Join(c.DataDir, "serf")
@@ -71,6 +105,18 @@ func Serf(c Config) (*serf.Config, error) {
 			return nil, fmt.Errorf("create serf dir: %w", err)
 		}
 		conf.SnapshotPath = filepath.Join(dir, "local.snapshot")
+		conf.KeyringFile = KeyringFile(c.DataDir) // serf rewrites it on every keyring change
+	}
+	keyring, err := openKeyring(c)
+	if err != nil {
+		return nil, err
+	}
+	if keyring != nil {
+		ml.Keyring = keyring
+		// Send only encrypted messages, and drop any that is not
+		// encrypted with a key of the keyring before decoding it.
+		ml.GossipVerifyIncoming = true
+		ml.GossipVerifyOutgoing = true
 	}
 	return conf, nil
 }

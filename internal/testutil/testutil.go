@@ -1,6 +1,7 @@
 // Package testutil holds the helpers weft's tests share: waiting for a
 // condition instead of sleeping, a logger that writes to the test's log,
-// and building the weft binary once for tests that start real processes.
+// building the weft binary once for tests that start real processes, and
+// a throwaway certificate authority for tests of mutual TLS (PKI).
 //
 // It is imported only by _test.go files; production code must never import
 // it.

@@ -1,0 +1,40 @@
+package rpc
+
+// KeyringRequest names a gossip encryption key (SPEC §15) for
+// Operator.KeyringInstall, Operator.KeyringUse and Operator.KeyringRemove;
+// Operator.KeyringList takes it with Key empty.
+type KeyringRequest struct {
+	RequestHeader
+	// Key is a gossip key: the base64 of 32 bytes.
+	Key string `codec:"key" json:"-"`
+}
+
+// GossipKey is one gossip encryption key and how many members hold it.
+type GossipKey struct {
+	Key string `codec:"key" json:"key"`
+	// Members is how many members have the key in their keyring.
+	Members int `codec:"members" json:"members"`
+	// PrimaryMembers is how many members encrypt what they send with it.
+	PrimaryMembers int `codec:"primary_members" json:"primary_members"`
+}
+
+// KeyringResponse answers every Operator.Keyring method with what the
+// members of the gossip pool (servers and agents) answered the broadcast.
+// A member that failed is counted and named here; the call itself fails
+// only when the broadcast could not be made.
+type KeyringResponse struct {
+	// Keys lists every key some member holds, sorted (KeyringList only).
+	Keys []GossipKey `codec:"keys" json:"keys"`
+	// Members is how many live members the answering server knew of.
+	Members int `codec:"members" json:"members"`
+	// Responses is how many members answered before the broadcast timed
+	// out.
+	Responses int `codec:"responses" json:"responses"`
+	// Failed is how many of them answered with an error.
+	Failed int `codec:"failed" json:"failed"`
+	// Messages maps a member's name to the error, or warning, it answered.
+	Messages map[string]string `codec:"messages" json:"messages,omitempty"`
+}
+
+// Complete reports whether every member answered and none failed.
+func (r *KeyringResponse) Complete() bool { return r.Failed == 0 && r.Responses >= r.Members }
