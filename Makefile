@@ -76,7 +76,9 @@ FUZZ_TARGETS := \
 	./fsm:FuzzCommandRoundTrip \
 	./internal/identity:FuzzParseToken \
 	./internal/identity:FuzzDecodeClaims \
-	./acl:FuzzParseRules
+	./acl:FuzzParseRules \
+	./internal/gossip:FuzzInspectPacket \
+	./internal/gossip:FuzzInspectStream
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  echo "== $${t#*:} ($${t%%:*}) for $(FUZZTIME)"; \

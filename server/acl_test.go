@@ -26,7 +26,7 @@ var wantCapabilities = map[string]wrpc.Capability{
 	"Operator.RaftGetConfiguration": wrpc.CapOperatorRead,
 	"Operator.RaftRemovePeer":       wrpc.CapOperatorWrite,
 	"Operator.WorkloadKeyRotate":    wrpc.CapOperatorWrite,
-	"Operator.KeyringList":          wrpc.CapOperatorRead,
+	"Operator.KeyringList":          wrpc.CapOperatorWrite,
 	"Operator.KeyringInstall":       wrpc.CapOperatorWrite,
 	"Operator.KeyringUse":           wrpc.CapOperatorWrite,
 	"Operator.KeyringRemove":        wrpc.CapOperatorWrite,
