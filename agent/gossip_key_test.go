@@ -36,7 +36,7 @@ func TestAgentsGossipWithTheKey(t *testing.T) {
 		a, err := New(&Config{NodeID: id, DataDir: t.TempDir(), RPCPort: -1, SerfPort: -1,
 			Join: []string{srv.SerfAddr()}, Resources: scheduler.Resources{MemoryMB: 2048, Vcores: 4},
 			OpportunisticQueueLength: -1, SerfFastGossip: true, Executable: weftBin, JoinRetryInterval: 100 * time.Millisecond,
-			Encrypt: key, Logger: logger.Named(id)})
+			Encrypt: key, AllowRoot: true, Logger: logger.Named(id)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -111,7 +111,7 @@ func waitExit(t *testing.T, p *proc, timeout time.Duration) int {
 // after a restart, and comes back with -raft-skip-index on all three,
 // holding the state it had.
 func TestInjectedUnknownEntryStopsEveryServerCleanly(t *testing.T) {
-	q := startQuorum(t)
+	q := startOpenQuorum(t)
 	leader := q.waitForLeader("s1", 30*time.Second, "")
 	if out, errOut, code := cli(t, "queue", "apply", "-address", q.rpcAddr(leader), writeQueueFile(t, 3)); code != 0 {
 		t.Fatalf("queue apply: exit %d: %s %s", code, out, errOut)
@@ -177,5 +177,37 @@ func TestInjectedUnknownEntryStopsEveryServerCleanly(t *testing.T) {
 	}
 	if out, errOut, code := cli(t, "queue", "apply", "-address", q.rpcAddr(leader), writeQueueFile(t, 5)); code != 0 {
 		t.Fatalf("queue apply after recovery: exit %d: %s %s", code, out, errOut)
+	}
+}
+
+// With TLS on, the same attacker cannot even open Raft: a plaintext Raft
+// connection is closed before a byte of it is read as Raft, and the
+// cluster goes on as before.
+func TestRaftIsClosedToOutsidersOnASecureCluster(t *testing.T) {
+	q := startQuorum(t)
+	leader := q.waitForLeader("s1", 30*time.Second, "")
+	var before []peer
+	var err error
+	if before, err = q.peers(leader); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"s1", "s2", "s3"} {
+		c, err := net.DialTimeout("tcp", q.rpcAddr(id), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte{byte(wrpc.ConnRaft)})
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if n, err := c.Read(make([]byte, 1)); err == nil || n != 0 {
+			t.Fatalf("%s answered a plaintext Raft connection (%d bytes, %v)", id, n, err)
+		}
+		c.Close()
+	}
+	if out, errOut, code := cli(t, "queue", "apply", "-address", q.rpcAddr(leader), writeQueueFile(t, 3)); code != 0 {
+		t.Fatalf("the cluster stopped serving writes: exit %d: %s %s", code, out, errOut)
+	}
+	after, err := q.peers(leader)
+	if err != nil || !reflect.DeepEqual(before, after) {
+		t.Fatalf("peers changed: %+v -> %+v (%v)", before, after, err)
 	}
 }

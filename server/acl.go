@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -69,7 +70,13 @@ func (s *Server) resolveToken(ctx context.Context, secret string) (*caller, erro
 	}
 	tok, ok := st.ACLTokenBySecret(secret)
 	if !ok && !s.IsLeader() {
-		tok, ok = s.tokenFromLeader(ctx, secret)
+		var err error
+		if tok, ok, err = s.tokenFromLeader(ctx, secret); err != nil {
+			// Not known here, and no leader to ask (a server that has
+			// just restarted, say, before it has replayed its log): the
+			// client tries another server rather than hear "not found".
+			return nil, fmt.Errorf("cannot check the ACL token: %w", err)
+		}
 	}
 	if !ok {
 		return nil, fmt.Errorf("%w: ACL token not found", wrpc.ErrPermissionDenied)
@@ -103,20 +110,25 @@ func anonymousACL(st *fsm.State) *acl.ACL {
 }
 
 // tokenFromLeader asks the leader for the token whose secret is secret.
-func (s *Server) tokenFromLeader(ctx context.Context, secret string) (*acl.Token, bool) {
+// It reports false when the leader knows no such token, and an error
+// (retryable) when there is no leader to ask or it did not answer.
+func (s *Server) tokenFromLeader(ctx context.Context, secret string) (*acl.Token, bool, error) {
 	addr, _ := s.raft.LeaderWithID()
 	if addr == "" || string(addr) == s.rpcAddr {
-		return nil, false
+		return nil, false, wrpc.ErrNoLeader
 	}
 	ctx, cancel := context.WithTimeout(ctx, tokenLookupTimeout)
 	defer cancel()
 	var resp wrpc.ACLTokenResponse
 	if err := s.pool.Call(ctx, string(addr), "ACL.TokenSelf", &wrpc.RequestHeader{AuthToken: secret}, &resp); err != nil {
-		return nil, false
+		if errors.Is(err, wrpc.ErrPermissionDenied) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("%w: asking the leader: %v", wrpc.ErrUnavailable, err)
 	}
 	v := resp.Token
 	return &acl.Token{AccessorID: v.AccessorID, Name: v.Name, Type: v.Type, Policies: v.Policies, ExpiresAt: v.ExpiresAt,
-		CreateTime: v.CreateTime, CreateIndex: v.CreateIndex, ModifyIndex: v.ModifyIndex, SecretHash: acl.HashSecret(secret)}, true
+		CreateTime: v.CreateTime, CreateIndex: v.CreateIndex, ModifyIndex: v.ModifyIndex, SecretHash: acl.HashSecret(secret)}, true, nil
 }
 
 // authorize is the RPC server's authorizer: it resolves the request's

@@ -2,6 +2,9 @@ package server
 
 import (
 	"errors"
+	"time"
+
+	"github.com/weft-sched/weft/internal/testutil"
 	"reflect"
 	"sort"
 	"strings"
@@ -26,7 +29,7 @@ var wantCapabilities = map[string]wrpc.Capability{
 	"Operator.RaftGetConfiguration": wrpc.CapOperatorRead,
 	"Operator.RaftRemovePeer":       wrpc.CapOperatorWrite,
 	"Operator.WorkloadKeyRotate":    wrpc.CapOperatorWrite,
-	"Operator.KeyringList":          wrpc.CapOperatorRead,
+	"Operator.KeyringList":          wrpc.CapOperatorWrite,
 	"Operator.KeyringInstall":       wrpc.CapOperatorWrite,
 	"Operator.KeyringUse":           wrpc.CapOperatorWrite,
 	"Operator.KeyringRemove":        wrpc.CapOperatorWrite,
@@ -248,5 +251,21 @@ func TestACLsOnAThreeServerCluster(t *testing.T) {
 		if tok.SecretID != "" {
 			t.Fatal("a token list shows a secret")
 		}
+	}
+
+	// A server that cannot check a token it does not know (no leader to
+	// ask) says so, retryably, rather than call the token unknown.
+	last := followers[1]
+	for id, srv := range c.servers {
+		if srv != last {
+			c.stop(id)
+		}
+	}
+	testutil.WaitFor(t, 15*time.Second, func() bool {
+		err := aclClient{c: c, secret: "not-a-token"}.call(last, "App.List", &wrpc.AppListRequest{}, &wrpc.AppListResponse{})
+		return wrpc.IsRetryable(err) && !errors.Is(err, wrpc.ErrPermissionDenied)
+	})
+	if err := mgmt.call(last, "ACL.TokenList", &wrpc.RequestHeader{AllowStale: true}, &tokens); err != nil {
+		t.Fatalf("a token the server knows still works for a stale read without a leader: %v", err)
 	}
 }

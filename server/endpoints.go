@@ -20,7 +20,7 @@ func (s *Server) registerEndpoints() {
 	wrpc.Register(r, "Operator.RaftGetConfiguration", wrpc.CapOperatorRead, op.RaftGetConfiguration)
 	wrpc.Register(r, "Operator.RaftRemovePeer", wrpc.CapOperatorWrite, op.RaftRemovePeer)
 	wrpc.Register(r, "Operator.WorkloadKeyRotate", wrpc.CapOperatorWrite, op.WorkloadKeyRotate)
-	wrpc.Register(r, "Operator.KeyringList", wrpc.CapOperatorRead, op.KeyringList)
+	wrpc.Register(r, "Operator.KeyringList", wrpc.CapOperatorWrite, op.KeyringList)
 	wrpc.Register(r, "Operator.KeyringInstall", wrpc.CapOperatorWrite, op.KeyringInstall)
 	wrpc.Register(r, "Operator.KeyringUse", wrpc.CapOperatorWrite, op.KeyringUse)
 	wrpc.Register(r, "Operator.KeyringRemove", wrpc.CapOperatorWrite, op.KeyringRemove)

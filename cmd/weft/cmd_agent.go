@@ -10,6 +10,7 @@ import (
 	"github.com/weft-sched/weft/agent"
 	"github.com/weft-sched/weft/am"
 	"github.com/weft-sched/weft/internal/config"
+	"github.com/weft-sched/weft/internal/gossip"
 	"github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -21,7 +22,7 @@ func runAgent(args []string) error {
 	if err := loadConfig(fs, cfg, args, "agent"); err != nil {
 		return err
 	}
-	warning, err := config.CheckSecure("agent", cfg.Bind, cfg.SecurityGaps(), cfg.Insecure)
+	warning, err := config.CheckSecure("agent", cfg.Bind, cfg.SecurityGaps(fileExists(gossip.KeyringFile(cfg.DataDir))), cfg.Insecure)
 	if err != nil {
 		return usagef("%v", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/weft-sched/weft/internal/config"
+	"github.com/weft-sched/weft/internal/gossip"
 	"github.com/weft-sched/weft/server"
 )
 
@@ -30,7 +31,7 @@ func runServer(args []string) error {
 	if err := loadConfig(fs, cfg, args, "server"); err != nil {
 		return err
 	}
-	warning, err := config.CheckSecure("server", cfg.Bind, cfg.SecurityGaps(), cfg.Insecure)
+	warning, err := config.CheckSecure("server", cfg.Bind, cfg.SecurityGaps(fileExists(gossip.KeyringFile(cfg.DataDir))), cfg.Insecure)
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -65,6 +66,12 @@ func runServer(args []string) error {
 	}
 	defer reloadOnSIGHUP(logger, tc)()
 	return waitForSignalOrStop(logger, srv.Leave, srv.Shutdown, srv.Halted(), srv.HaltError)
+}
+
+// fileExists reports whether path names an existing file.
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // warnInsecure logs warning (if not empty) now and, for a process open

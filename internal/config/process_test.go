@@ -136,7 +136,7 @@ func TestSecurityBlocksMerge(t *testing.T) {
 
 func TestSecureByDefault(t *testing.T) {
 	open := DefaultServer()
-	gaps := open.SecurityGaps()
+	gaps := open.SecurityGaps(false)
 	if len(gaps) != 3 {
 		t.Fatalf("an open server lacks %v, want TLS, gossip key and ACLs", gaps)
 	}
@@ -153,12 +153,15 @@ func TestSecureByDefault(t *testing.T) {
 	secure.TLS = &TLS{CAFile: "ca", CertFile: "c", KeyFile: "k"}
 	secure.Encrypt = "key"
 	secure.ACL = &ACL{Enabled: true}
-	if g := secure.SecurityGaps(); len(g) != 0 {
+	if g := secure.SecurityGaps(false); len(g) != 0 {
 		t.Fatalf("a secure server lacks %v", g)
+	}
+	if g := open.SecurityGaps(true); len(g) != 2 || strings.Contains(strings.Join(g, ","), "gossip") {
+		t.Fatalf("a keyring file in the data dir is a gossip key: %v", g)
 	}
 	agent := DefaultAgent()
 	agent.TLS, agent.Encrypt = secure.TLS, "key"
-	if g := agent.SecurityGaps(); len(g) != 0 {
+	if g := agent.SecurityGaps(false); len(g) != 0 {
 		t.Fatalf("a secure agent lacks %v (agents have no ACL block)", g)
 	}
 }

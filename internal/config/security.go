@@ -139,12 +139,14 @@ func validateSecurity(region string, t *TLS, l *Limits) error {
 }
 
 // SecurityGaps lists what of SPEC §15's secure setup the server lacks.
-func (c *Server) SecurityGaps() []string {
+// haveKeyring says whether its data dir holds a gossip keyring (which wins
+// over encrypt).
+func (c *Server) SecurityGaps(haveKeyring bool) []string {
 	var gaps []string
 	if !c.TLS.Enabled() {
 		gaps = append(gaps, "TLS (tls { ca_file, cert_file, key_file })")
 	}
-	if c.Encrypt == "" {
+	if c.Encrypt == "" && !haveKeyring {
 		gaps = append(gaps, "a gossip key (encrypt / -encrypt)")
 	}
 	if c.ACL == nil || !c.ACL.Enabled {
@@ -153,13 +155,14 @@ func (c *Server) SecurityGaps() []string {
 	return gaps
 }
 
-// SecurityGaps lists what of SPEC §15's secure setup the agent lacks.
-func (c *Agent) SecurityGaps() []string {
+// SecurityGaps lists what of SPEC §15's secure setup the agent lacks;
+// haveKeyring as for the server's.
+func (c *Agent) SecurityGaps(haveKeyring bool) []string {
 	var gaps []string
 	if !c.TLS.Enabled() {
 		gaps = append(gaps, "TLS (tls { ca_file, cert_file, key_file })")
 	}
-	if c.Encrypt == "" {
+	if c.Encrypt == "" && !haveKeyring {
 		gaps = append(gaps, "a gossip key (encrypt / -encrypt)")
 	}
 	return gaps
