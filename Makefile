@@ -12,7 +12,7 @@ LDFLAGS := -X main.version=$(VERSION)
 BIN     := bin/weft
 
 # Packages with concurrency run under the race detector.
-RACE_PKGS := ./scheduler/... ./fsm/... ./rpc/... ./server/... ./agent/... ./am/... ./internal/... ./cmd/...
+RACE_PKGS := ./acl/... ./scheduler/... ./fsm/... ./rpc/... ./server/... ./agent/... ./am/... ./internal/... ./cmd/...
 
 .PHONY: all build dev test lint unit e2e stress cc bench fuzz clean
 

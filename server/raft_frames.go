@@ -8,7 +8,6 @@ import (
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/weft-sched/weft/internal/msgpackscan"
-	wrpc "github.com/weft-sched/weft/rpc"
 )
 
 // Raft message bounds (SPEC §15). hashicorp/raft's network transport reads
@@ -18,25 +17,26 @@ import (
 // transport streams to the snapshot store. So every message a server
 // accepts is bounded by what weft itself writes:
 //
-//   - a command is at most raftMaxCommand bytes: a request is at most
-//     rpc.MaxRequestSize, the command built from it a little more, and
-//     Server.apply refuses a bigger one with ErrTooLarge before it reaches
-//     the log;
-//   - an AppendEntries message carries at most raftMaxAppendEntries entries
-//     (Raft's MaxAppendEntries, lowered from its default of 64 to keep the
-//     bound small), each a command and some framing;
+//   - a command is at most raftMaxCommand (2 MiB) bytes: Server.apply
+//     refuses a bigger one with ErrTooLarge before it reaches the log. That
+//     is far above any command weft makes (a plan of 4,096 placements is
+//     about 0.5 MB; an AM.Allocate would need some 13,000 distinct asks),
+//     though below the 8 MiB a request may be;
+//   - an AppendEntries message carries at most raftMaxAppendEntries (32)
+//     entries (Raft's MaxAppendEntries, lowered from its default of 64 to
+//     keep the bound small), each a command and some framing;
 //   - an InstallSnapshot header carries the configuration, a few kilobytes.
 //
 // A message past its bound closes the connection before the transport has
-// read all of it: raftMaxMessage is about 73 MiB, where before any length
-// was accepted. MaxAppendEntries is also Raft's group commit size, so 8
-// costs concurrent writes throughput (docs/benchmarks.md); the same bound
-// with 32 entries would need commands of at most 2 MiB. Any change must
-// keep raftMaxAppendEntries × raftMaxCommand within the bound, or a batch
-// of large entries could never replicate.
+// read all of it: raftMaxMessage is about 65 MiB, where before any length
+// was accepted. MaxAppendEntries is also Raft's group commit size, which
+// is why it is 32 with 2 MiB commands rather than 8 with 9 MiB ones (8
+// cost concurrent writes 40% of their throughput; docs/benchmarks.md). Any
+// change must keep raftMaxAppendEntries × raftMaxCommand within the bound,
+// or a batch of large entries could never replicate.
 const (
-	raftMaxAppendEntries  = 8
-	raftMaxCommand        = wrpc.MaxRequestSize + 1<<20
+	raftMaxAppendEntries  = 32
+	raftMaxCommand        = 2 << 20
 	raftEntryOverhead     = 4 << 10 // index, term, type, extensions, timestamp and framing
 	raftMaxMessage        = raftMaxAppendEntries*(raftMaxCommand+raftEntryOverhead) + 1<<20
 	raftMaxSnapshotHeader = 1 << 20
