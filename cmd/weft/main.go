@@ -32,7 +32,7 @@ func init() {
 		"dev":       {"run a one-process development cluster on 127.0.0.1", runDev},
 		"members":   {"list the members of the gossip pool", runMembers},
 		"status":    {"summarise the cluster", runStatus},
-		"operator":  {"operator actions (raft list-peers|remove-peer, keygen, gossip keyring)", runOperator},
+		"operator":  {"operator actions (raft list-peers|remove-peer, keygen, gossip keyring, workload-key rotate)", runOperator},
 		"queue":     {"apply, list and inspect queues", runQueue},
 		"version":   {"print the version", runVersion},
 		"agent":     {"run a weft agent (a node that runs containers)", runAgent},
