@@ -171,20 +171,24 @@ func exitedZero(c containerInfo) bool {
 func TestAgentsRunAppsThroughFailures(t *testing.T) {
 	w := startWorld(t)
 
-	// Six members alive: three servers, three agents (joined to s1 only).
-	var members []member
-	if err := cliJSON(t, &members, "members", "-address", w.rpcAddr("s3")); err != nil {
-		t.Fatal(err)
-	}
-	roles := map[string]int{}
-	for _, m := range members {
-		if m.Status == "alive" {
-			roles[m.Role]++
+	// Six members alive in s3's view too: three servers, three agents
+	// (joined to s1 only; gossip brings them to s3, eventually).
+	waitFor(t, 30*time.Second, "s3 to see six members alive", func() error {
+		var members []member
+		if err := cliJSON(t, &members, "members", "-address", w.rpcAddr("s3")); err != nil {
+			return err
 		}
-	}
-	if roles["server"] != 3 || roles["agent"] != 3 {
-		t.Fatalf("members: %+v", members)
-	}
+		roles := map[string]int{}
+		for _, m := range members {
+			if m.Status == "alive" {
+				roles[m.Role]++
+			}
+		}
+		if roles["server"] != 3 || roles["agent"] != 3 {
+			return fmt.Errorf("members: %+v", members)
+		}
+		return nil
+	})
 
 	t.Run("six sleep containers finish", func(t *testing.T) {
 		w.t = t
