@@ -53,7 +53,12 @@ type Pool struct {
 
 	mu       sync.Mutex
 	sessions map[string][]*muxSession
-	closed   bool
+	// dialing holds, per address, a channel closed when the dial in
+	// flight there ends: callers that find no room wait for it rather
+	// than each open a connection (a burst of calls would otherwise open
+	// one each, past the servers' per-client limit).
+	dialing map[string]chan struct{}
+	closed  bool
 }
 
 // PoolMaxStreamsPerConn is the most streams a Pool opens on one
@@ -95,7 +100,7 @@ func NewPool(logger hclog.Logger) *Pool {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	return &Pool{logger: logger.Named("rpc_pool"), sessions: map[string][]*muxSession{}}
+	return &Pool{logger: logger.Named("rpc_pool"), sessions: map[string][]*muxSession{}, dialing: map[string]chan struct{}{}}
 }
 
 // NewTLSPool returns an empty pool whose connections are TLS (verified
@@ -213,10 +218,34 @@ func (p *Pool) stream(ctx context.Context, addr string) (*muxSession, *clientStr
 			}
 			return s, &clientStream{Conn: conn, codec: NewClientCodec(conn), sess: s}, nil
 		}
-		if err := p.dial(ctx, addr); err != nil {
+		if err := p.dialOnce(ctx, addr); err != nil {
 			return nil, nil, err
 		}
 	}
+}
+
+// dialOnce opens a new session to addr, or waits for the dial already in
+// flight there to end; either way the caller looks for room again.
+func (p *Pool) dialOnce(ctx context.Context, addr string) error {
+	p.mu.Lock()
+	if wait, ok := p.dialing[addr]; ok {
+		p.mu.Unlock()
+		select {
+		case <-wait:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	done := make(chan struct{})
+	p.dialing[addr] = done
+	p.mu.Unlock()
+	err := p.dial(ctx, addr)
+	p.mu.Lock()
+	delete(p.dialing, addr)
+	p.mu.Unlock()
+	close(done)
+	return err
 }
 
 // take returns an idle stream, or reserves room for a new one (reserved),
