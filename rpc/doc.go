@@ -3,7 +3,8 @@
 // allocate), the first-byte connection types that let one TCP port carry
 // RPC and Raft (in the clear, or inside mutual TLS where the peer's
 // certificate role is checked: only servers open Raft, RequireRole guards
-// endpoints), the listener's limits on what one client may hold
+// endpoints), the capability every method declares and the hook that
+// authorizes it (Capability, Server.Authorize), the listener's limits on what one client may hold
 // (connections per client IP, a deadline until the first whole request, an
 // idle timeout, streams per multiplexed connection), the
 // server-side dispatcher (Server: a context per request that carries its

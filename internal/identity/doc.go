@@ -4,8 +4,9 @@
 // secrets that bind a node's name to the agent that first registered it.
 //
 // A token is HMAC-SHA256 over a canonical binary encoding of its claims
-// (kind, app, attempt, container, node, resources, execution type, expiry
-// and the ID of the key that signed it), encoded base64url with its MAC.
+// (kind, app, attempt, container, node, resources, execution type, user,
+// expiry and the ID of the key that signed it), encoded base64url with its
+// MAC.
 // Parsing is bounded by MaxTokenLength and verification compares MACs in
 // constant time.
 //
