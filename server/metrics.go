@@ -10,7 +10,8 @@ import (
 
 // metricsSample is what this server reports to a scrape (internal/metrics):
 // the queues and nodes of its state, while it leads and has applied its
-// barrier. It costs one fair-share computation, as Queue.List does.
+// barrier. It costs one fair-share computation, as Queue.List does:
+// O(queues + active apps), plus O(nodes) to count them by state.
 func (s *Server) metricsSample() (metrics.ServerSample, bool) {
 	if !s.IsLeader() || !s.leaderReady.Load() {
 		return metrics.ServerSample{}, false
