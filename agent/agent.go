@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/serf/serf"
 	"github.com/weft-sched/weft/internal/clock"
 	"github.com/weft-sched/weft/internal/gossip"
+	"github.com/weft-sched/weft/internal/metrics"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -64,6 +65,8 @@ type Agent struct {
 
 	shutdownOnce sync.Once
 	wg           sync.WaitGroup
+	// unregisterMetrics takes this agent out of metrics scrapes.
+	unregisterMetrics func()
 }
 
 // New starts an agent: it stops containers a previous run left behind,
@@ -148,6 +151,7 @@ func New(config *Config) (*Agent, error) {
 		a.run(runCtx)
 	})
 	a.goFunc(a.renewLoop)
+	a.unregisterMetrics = metrics.RegisterAgent(a.metricsSample)
 	a.logger.Info("agent started", "rpc_addr", a.rpcAddr, "serf_addr", gossip.Addr(a.serf),
 		"resources", config.Resources.String(), "rack", config.Rack, "opportunistic_queue_length", config.OpportunisticQueueLength,
 		"tls", config.TLS != nil)
@@ -436,6 +440,9 @@ func (a *Agent) Leave() error {
 // signal); the servers see the node fail.
 func (a *Agent) Shutdown() error {
 	a.shutdownOnce.Do(func() {
+		if a.unregisterMetrics != nil {
+			a.unregisterMetrics()
+		}
 		a.cancel()
 		if a.serf != nil {
 			a.serf.Shutdown()

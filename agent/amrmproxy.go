@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weft-sched/weft/internal/identity"
+	"github.com/weft-sched/weft/internal/metrics"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -123,6 +124,8 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 	if err := p.checkAM(ctx, args.AppID, args.Attempt, args.Token); err != nil {
 		return err
 	}
+	began, served := metrics.Start(), metrics.ServedServers
+	defer func() { metrics.AMRMProxyAllocate(began, served) }()
 	for i := range args.Asks {
 		if args.Asks[i].ExecutionType == "" {
 			args.Asks[i].ExecutionType = scheduler.Guaranteed
@@ -197,9 +200,11 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 		p.mu.Unlock()
 		p.keep(at, fwd.Releases)
 		*reply = wrpc.AMAllocateResponse{Index: args.MinQueryIndex, Allocated: local, Partial: true, AMToken: p.takeRenewed(at)}
+		served = metrics.ServedLocal
 		return nil
 	}
 	if len(local) > 0 {
+		served = metrics.ServedLocal
 		// The AM gets its containers now; what the servers must hear is
 		// relayed in the background, and the AM's next call (its index
 		// unchanged) brings back what that produced.

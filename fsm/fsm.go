@@ -18,6 +18,8 @@ type FSM struct {
 	// skipIndex is the one index whose entry is skipped if it cannot be
 	// applied (WithSkipIndex); 0 for none.
 	skipIndex uint64
+	// applyTimer, if set, times each command applied (WithApplyTimer).
+	applyTimer ApplyTimer
 	// halt is set, and haltCh closed, when an entry cannot be applied.
 	halt   atomic.Pointer[HaltError]
 	haltCh chan struct{}
@@ -119,7 +121,7 @@ func (f *FSM) decodeEntry(l *raft.Log) (func(*txn) any, *HaltError) {
 		if err != nil {
 			return nil, haltFor(l.Index, msgType, err, false)
 		}
-		return run, nil
+		return f.timed(msgType, run), nil
 	}
 	env := new(RequestEnvelope)
 	if err := decode(body, env); err != nil {
@@ -132,7 +134,7 @@ func (f *FSM) decodeEntry(l *raft.Log) (func(*txn) any, *HaltError) {
 			return nil, haltFor(l.Index, env.Type, err, true)
 		}
 	}
-	return func(t *txn) any { return f.applyRequest(t, l.Index, env, inner) }, nil
+	return f.timed(env.Type, func(t *txn) any { return f.applyRequest(t, l.Index, env, inner) }), nil
 }
 
 // decodeCommand decodes a command of type msgType, applied at index, into a

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/weft-sched/weft/internal/metrics"
 )
 
 // Server dispatches msgpack RPC requests (net/rpc framing: a request
@@ -238,6 +239,7 @@ func (noTracker) requestEnd()   {}
 // invoke runs one handler under the request's deadline, turning a panic
 // into ErrInternal.
 func (s *Server) invoke(ctx context.Context, name string, m *method, args any) (reply any, err error) {
+	defer observe(name, metrics.Start(), &err) // runs last: sees the panic's ErrInternal too
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout(args))
 	defer cancel()
 	defer func() {
@@ -260,6 +262,16 @@ func (s *Server) invoke(ctx context.Context, name string, m *method, args any) (
 		err = fmt.Errorf("%s: %w", name, ErrTimeout)
 	}
 	return reply, err
+}
+
+// observe records a request to a registered method (never an unknown
+// name: those are answered before invoke) with its answer's code.
+func observe(name string, t metrics.Timer, err *error) {
+	code := "ok"
+	if *err != nil {
+		code = string(ErrorCode(*err))
+	}
+	metrics.RPC(name, code, t)
 }
 
 func (s *Server) respond(sc *ServerCodec, req *rpc.Request, reply any, err error) {

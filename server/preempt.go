@@ -95,7 +95,9 @@ func (s *Server) preemptTick(ctx context.Context, now time.Time, clocks *schedul
 		Marks: marks, KillAt: now.Add(wait).UnixNano(), Now: now.UnixNano(),
 	}); err != nil {
 		s.logger.Error("mark preempted containers", "error", err)
+		return
 	}
+	countPreemptions(plan)
 }
 
 // unstartedExpired returns the allocations of st not started within

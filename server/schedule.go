@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/weft-sched/weft/fsm"
+	"github.com/weft-sched/weft/internal/metrics"
 	"github.com/weft-sched/weft/scheduler"
 )
 
@@ -26,7 +27,9 @@ func (s *Server) scheduleLoop(ctx context.Context) {
 		tables := [4]uint64{st.TableIndex(fsm.TableQueues), st.TableIndex(fsm.TableNodes), st.TableIndex(fsm.TableApps), st.TableIndex(fsm.TableContainers)}
 		if tables != refusedAt {
 			s.waitsMu.Lock()
+			pass := metrics.Start()
 			plan := scheduler.Schedule(st, s.clock.Now(), s.waits, scheduler.DefaultMaxPlacements).Placements
+			metrics.SchedulingPass(pass)
 			s.waitsMu.Unlock()
 			if len(plan) > 0 {
 				placed, err := s.commitPlan(ctx, plan)
@@ -58,11 +61,13 @@ func (s *Server) scheduleLoop(ctx context.Context) {
 // commitPlan applies a plan through Raft and returns how many placements
 // the FSM accepted.
 func (s *Server) commitPlan(ctx context.Context, plan []scheduler.Placement) (int, error) {
+	proposed := metrics.Start()
 	res, _, err := s.raftApply(ctx, fsm.PlanApplyType, &fsm.PlanApplyRequest{Placements: plan, Now: s.clock.Now().UnixNano()})
 	if err != nil {
 		return 0, err
 	}
 	r := res.(*fsm.PlanResult)
+	metrics.PlanCommitted(proposed, len(plan)-len(r.Refused), len(r.Refused))
 	for _, why := range r.Refused {
 		s.logger.Debug("placement refused", "reason", why)
 	}

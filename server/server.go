@@ -17,6 +17,7 @@ import (
 	"github.com/weft-sched/weft/fsm"
 	"github.com/weft-sched/weft/internal/clock"
 	"github.com/weft-sched/weft/internal/gossip"
+	"github.com/weft-sched/weft/internal/metrics"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -73,6 +74,9 @@ type Server struct {
 	stoppedCh  chan struct{} // closed once stop has torn everything down
 	wg         sync.WaitGroup
 
+	// unregisterMetrics takes this server out of metrics scrapes.
+	unregisterMetrics func()
+
 	// haltedCh is closed (after haltErr is set) when the server stopped
 	// because its FSM halted, haltLinger after it did.
 	haltedCh   chan struct{}
@@ -101,7 +105,7 @@ func New(config *Config) (*Server, error) {
 		pool:         wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleServer),
 		agentPool:    wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleAgent),
 	}
-	s.fsm = fsm.New(config.Logger, fsm.WithSkipIndex(config.RaftSkipIndex))
+	s.fsm = fsm.New(config.Logger, fsm.WithSkipIndex(config.RaftSkipIndex), fsm.WithApplyTimer(metrics.FSMApply))
 	if config.RaftSkipIndex != 0 {
 		s.logger.Warn("raft_skip_index is set: the entry at that index is skipped if it cannot be applied; every server must run with the same value",
 			"raft_skip_index", config.RaftSkipIndex)
@@ -135,6 +139,7 @@ func New(config *Config) (*Server, error) {
 		s.Shutdown()
 		return nil, err
 	}
+	s.unregisterMetrics = metrics.RegisterServer(s.metricsSample)
 	s.goFunc(s.serfEventLoop)
 	s.goFunc(s.monitorLeadership)
 	s.goFunc(s.watchHalt)
@@ -310,6 +315,10 @@ func (s *Server) stop() {
 	s.shutdown = true
 	close(s.shutdownCh)
 	s.shutdownMu.Unlock()
+
+	if s.unregisterMetrics != nil {
+		s.unregisterMetrics()
+	}
 
 	if s.serf != nil {
 		s.serf.Shutdown()

@@ -11,6 +11,7 @@ import (
 	"github.com/weft-sched/weft/am"
 	"github.com/weft-sched/weft/internal/config"
 	"github.com/weft-sched/weft/internal/gossip"
+	"github.com/weft-sched/weft/internal/metrics"
 	"github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -36,6 +37,9 @@ func runAgent(args []string) error {
 	}
 	stopWarning := warnInsecure(logger, warning)
 	defer stopWarning()
+	if err := metrics.Init(); err != nil {
+		return err
+	}
 	a, err := agent.New(&agent.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, BindAddr: cfg.Bind, RPCPort: cfg.RPCPort, SerfPort: cfg.SerfPort,
 		Join: cfg.Join, Resources: cfg.NodeCapacity(), Rack: cfg.Rack, OpportunisticQueueLength: cfg.OpportunisticQueueLength,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/weft-sched/weft/agent"
 	"github.com/weft-sched/weft/internal/config"
+	"github.com/weft-sched/weft/internal/metrics"
 	"github.com/weft-sched/weft/scheduler"
 	"github.com/weft-sched/weft/server"
 )
@@ -53,6 +54,9 @@ func runDev(args []string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	if err := metrics.Init(); err != nil {
+		return err
+	}
 	srv, err := server.New(&server.Config{
 		NodeID:          "dev-server",
 		DataDir:         filepath.Join(dir, "server"),

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/weft-sched/weft/internal/config"
 	"github.com/weft-sched/weft/internal/gossip"
+	"github.com/weft-sched/weft/internal/metrics"
 	"github.com/weft-sched/weft/server"
 )
 
@@ -45,6 +46,9 @@ func runServer(args []string) error {
 	}
 	stopWarning := warnInsecure(logger, warning)
 	defer stopWarning()
+	if err := metrics.Init(); err != nil {
+		return err
+	}
 	srv, err := server.New(&server.Config{
 		NodeID:          cfg.NodeID,
 		DataDir:         cfg.DataDir,
