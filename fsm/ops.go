@@ -184,3 +184,44 @@ func anyLive(cs []*scheduler.Container) bool {
 	}
 	return false
 }
+
+// GCPolicy says what garbage collection removes (SPEC §20): finished apps
+// past the newest MaxCompletedApps or finished at or before AppsBefore,
+// and nodes DOWN since at or before NodesBefore (times in Unix ns).
+type GCPolicy struct {
+	MaxCompletedApps int
+	AppsBefore       int64
+	NodesBefore      int64
+	// Limit bounds how many apps and how many nodes one command names.
+	Limit int
+}
+
+// Garbage returns the command that collects what p says is garbage in s,
+// or nil when there is none. It reads the oldest finished apps and the
+// longest-DOWN nodes only, never the whole state: its cost is that of what
+// it returns (plus the containers of the apps it must skip because some
+// are still being killed).
+func (s *State) Garbage(p GCPolicy) *GCRequest {
+	req := &GCRequest{}
+	excess := s.numFinished - p.MaxCompletedApps
+	s.FinishedApps(func(a *scheduler.App) bool {
+		if len(req.AppIDs) >= p.Limit || excess <= 0 && a.FinishedAt > p.AppsBefore {
+			return false
+		}
+		if !anyLive(s.AppContainers(a.ID)) {
+			req.AppIDs = append(req.AppIDs, a.ID)
+			excess--
+		}
+		return true
+	})
+	for _, n := range s.DownNodesBefore(p.NodesBefore) {
+		if len(req.NodeIDs) >= p.Limit {
+			break
+		}
+		req.NodeIDs = append(req.NodeIDs, n.ID)
+	}
+	if len(req.AppIDs)+len(req.NodeIDs) == 0 {
+		return nil
+	}
+	return req
+}
