@@ -48,6 +48,8 @@ var commandNames = map[MessageType]string{
 	ACLPolicyDeleteType:  "acl_policy_delete",
 	WorkloadKeyType:      "workload_key",
 	NodeSecretResetType:  "node_secret_reset",
+	NodeDrainType:        "node_drain",
+	GCType:               "gc",
 }
 
 // CommandName names command type t in snake_case ("plan_apply"); every type
