@@ -51,8 +51,16 @@ func runAgent(args []string) error {
 
 // runAM runs a built-in application master inside its container.
 func runAM(args []string) error {
-	if len(args) != 1 || args[0] != scheduler.AMTypeDShell {
-		return usagef("usage: weft am dshell (started by an agent inside an AM container)")
+	return subcommand("am", args, map[string]func([]string) error{scheduler.AMTypeDShell: runAMDShell})
+}
+
+func runAMDShell(args []string) error {
+	pos, err := parseArgs(newFlagSet("am dshell"), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("weft am dshell takes no arguments (an agent starts it inside an AM container)")
 	}
 	client, err := rpc.NewAMClientFromEnv()
 	if err != nil {
