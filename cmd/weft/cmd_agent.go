@@ -26,7 +26,8 @@ func runAgent(args []string) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
-	logger, err := newLogger(cfg.LogLevel)
+	retention, _ := cfg.LogRetentionDuration() // checked by loadConfig
+	logger, err := newLogger(cfg.LogLevel, cfg.LogJSON)
 	if err != nil {
 		return err
 	}
@@ -40,7 +41,7 @@ func runAgent(args []string) error {
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, BindAddr: cfg.Bind, RPCPort: cfg.RPCPort, SerfPort: cfg.SerfPort,
 		Join: cfg.Join, Resources: cfg.NodeCapacity(), Rack: cfg.Rack, OpportunisticQueueLength: cfg.OpportunisticQueueLength,
 		LazyHeartbeats: cfg.LazyHeartbeats, AllowRoot: cfg.AllowRoot, RunAsUser: cfg.RunAsUser, Encrypt: cfg.Encrypt, Build: version, Logger: logger, TLS: tc,
-		Limits: rpcLimits(cfg.Limits),
+		Limits: rpcLimits(cfg.Limits), LogRetention: retention,
 	})
 	if err != nil {
 		return err
@@ -67,7 +68,7 @@ func runAMDShell(args []string) error {
 		return err
 	}
 	defer client.Close()
-	logger, _ := newLogger("info")
+	logger, _ := newLogger("info", false)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := am.NewDShell(client, logger).Run(ctx); err != nil {
