@@ -94,8 +94,10 @@ func (a *Agent) retentionLoop() {
 	defer tick.Stop()
 	for {
 		select {
-		case now := <-tick.C():
-			a.retention.sweep(now)
+		case <-tick.C():
+			// The clock's time, not the tick's: a tick may wait in the
+			// channel while later ones are dropped.
+			a.retention.sweep(a.clock.Now())
 		case <-a.ctx.Done():
 			return
 		}
