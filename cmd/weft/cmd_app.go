@@ -21,6 +21,7 @@ func runApp(args []string) error {
 		"status": runAppStatus,
 		"kill":   runAppKill,
 		"wait":   runAppWait,
+		"logs":   runAppLogs,
 	})
 }
 

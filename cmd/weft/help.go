@@ -21,8 +21,8 @@ type helpEntry struct {
 	examples []string // lines; those starting "#" are comments
 }
 
-// errUsageShown is bad usage whose explanation is already on stderr (a
-// group word alone printed its listing): exit 2, nothing more to say.
+// errUsageShown is bad usage whose explanation is already on stderr (weft
+// help CMD passed on CMD -h's failure): exit 2, nothing more to say.
 var errUsageShown = &usageError{}
 
 // cmdPath is the command the arguments have reached so far ("app submit"),

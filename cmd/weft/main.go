@@ -58,7 +58,8 @@ func run(args []string) int {
 	cmdPath = ""
 	switch {
 	case len(args) == 0:
-		printTopHelp(stderr)
+		printTopHelp(stdout)
+		fmt.Fprintln(stderr, "Error: weft needs a command; run 'weft -h' for help")
 		return 2
 	case isHelpArg(args[0]):
 		printTopHelp(stdout)
@@ -102,8 +103,8 @@ func oneLine(s string) string {
 }
 
 // subcommand dispatches a command group such as "queue apply". The group
-// alone lists its subcommands (on stderr: something is missing); -h lists
-// them on stdout.
+// alone lists its subcommands and is bad usage (exit 2, one line on
+// stderr); -h lists them and is not.
 func subcommand(group string, args []string, subs map[string]func([]string) error) error {
 	names := make([]string, 0, len(subs))
 	for n := range subs {
@@ -112,8 +113,8 @@ func subcommand(group string, args []string, subs map[string]func([]string) erro
 	sort.Strings(names)
 	switch {
 	case len(args) == 0:
-		printGroupHelp(stderr, group, names)
-		return errUsageShown
+		printGroupHelp(stdout, group, names)
+		return usagef("weft %s needs a subcommand: %s", group, strings.Join(names, ", "))
 	case isHelpArg(args[0]):
 		printGroupHelp(stdout, group, names)
 		return flag.ErrHelp
