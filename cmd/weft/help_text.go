@@ -214,10 +214,10 @@ var helps = map[string]helpEntry{
 		examples: []string{"weft operator raft list-peers", "weft operator keygen"},
 	},
 	"operator keygen": {
-		usage:    []string{"weft operator keygen"},
-		summary:  "print a new gossip encryption key",
-		desc:     "Prints a new random gossip encryption key (base64 of 32 bytes) for the encrypt setting of servers and agents.",
-		examples: []string{"weft operator keygen > gossip.key"},
+		usage:    []string{"weft operator keygen [-data-dir DIR]..."},
+		summary:  "make a new gossip encryption key",
+		desc:     "Prints a new random gossip encryption key (base64 of 32 bytes) for the encrypt setting of servers and agents; with -data-dir, writes it as the keyring of each data dir instead, before the servers and agents first start there (docker-compose.yml does this).",
+		examples: []string{"weft operator keygen > gossip.key", "weft operator keygen -data-dir /data/s1 -data-dir /data/a1"},
 	},
 	"operator raft": {
 		usage:    []string{"weft operator raft SUBCOMMAND [flags]"},
