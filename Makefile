@@ -14,7 +14,7 @@ BIN     := bin/weft
 # Packages with concurrency run under the race detector.
 RACE_PKGS := ./acl/... ./scheduler/... ./fsm/... ./rpc/... ./server/... ./agent/... ./am/... ./internal/... ./cmd/...
 
-.PHONY: all build dev test lint unit e2e stress cc bench fuzz clean
+.PHONY: all build dev test lint unit e2e stress cc bench fuzz clean image compose-test
 
 all: build
 
@@ -89,6 +89,20 @@ fuzz:
 
 clean:
 	rm -rf bin
+
+# ---- packaging: the container image and the compose cluster -----------------
+IMAGE ?= weft:latest
+
+## image: the FROM-scratch image (Dockerfile) of a static binary built here.
+image:
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -ldflags "$(LDFLAGS)" -o bin/weft-static ./cmd/weft
+	docker build -t $(IMAGE) -t weft:$(VERSION) .
+
+## compose-test: build the image, bring docker-compose.yml's secure cluster
+## up, run an app through it, kill the leader's container, see the app
+## finish, tear down (e2e/compose_test.go; needs docker and docker-compose).
+compose-test:
+	$(GO) test -tags compose -count=1 -v -timeout 20m -run '^TestCompose' ./e2e/
 
 # ---- chaos: the fault-injection suite (e2e/chaos, docs/chaos.md) -------------
 # Real processes in network namespaces, partitions, kills, stops and a full

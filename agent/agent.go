@@ -35,6 +35,8 @@ type Agent struct {
 	serf     *serf.Serf
 	client   *wrpc.Client // to the servers
 	mgr      *manager
+	// retention removes completed containers' directories (retention.go).
+	retention *logRetention
 	// agentPool reaches other agents (their loads, releasing containers).
 	agentPool *wrpc.Pool
 
@@ -114,6 +116,11 @@ func New(config *Config) (*Agent, error) {
 		a.logger.Info("cgroups v2 limits unavailable; container resources are accounted only", "reason", why)
 	}
 	a.mgr = newManager(a.logger, config.Clock, config.NodeID, dir, config.Resources, config.OpportunisticQueueLength, config.KillGrace, cg, a.pokeHeartbeat)
+	a.retention = newLogRetention(a.logger, dir, config.LogRetention)
+	if n := a.retention.adoptLeftovers(config.Clock.Now()); n > 0 {
+		a.logger.Info("keeping the directories of containers from a previous run for log_retention", "count", n, "log_retention", config.LogRetention)
+	}
+	a.mgr.retention = a.retention
 	a.mgr.runAs = runAsPolicy{agentIsRoot: os.Geteuid() == 0, allowRoot: config.AllowRoot, runAsUser: config.RunAsUser}
 	if err := checkContainerUsers(a.mgr.runAs, a.mgr.lookup, dir, config.Executable, a.logger); err != nil {
 		return nil, err
@@ -151,6 +158,7 @@ func New(config *Config) (*Agent, error) {
 		a.run(runCtx)
 	})
 	a.goFunc(a.renewLoop)
+	a.goFunc(a.retentionLoop)
 	a.unregisterMetrics = metrics.RegisterAgent(a.metricsSample)
 	a.logger.Info("agent started", "rpc_addr", a.rpcAddr, "serf_addr", gossip.Addr(a.serf),
 		"resources", config.Resources.String(), "rack", config.Rack, "opportunistic_queue_length", config.OpportunisticQueueLength,

@@ -21,6 +21,7 @@ const (
 	DefaultOpportunisticQueueLength = 10
 	DefaultHeartbeatInterval        = time.Second
 	DefaultKillGrace                = 5 * time.Second
+	DefaultLogRetention             = 24 * time.Hour
 	DefaultRack                     = "/default-rack"
 )
 
@@ -77,6 +78,9 @@ type Config struct {
 	// handshake and idle time, streams; SPEC §15). Zero fields take
 	// rpc.DefaultLimits.
 	Limits wrpc.Limits
+	// LogRetention is how long a completed container's directory and logs
+	// stay on the node (SPEC §20). Default: DefaultLogRetention.
+	LogRetention time.Duration
 }
 
 func (c *Config) setDefaults() error {
@@ -125,6 +129,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.KillGrace == 0 {
 		c.KillGrace = DefaultKillGrace
+	}
+	if c.LogRetention <= 0 {
+		c.LogRetention = DefaultLogRetention
 	}
 	if c.JoinRetryInterval == 0 {
 		c.JoinRetryInterval = 2 * time.Second

@@ -28,6 +28,9 @@ type manager struct {
 	killGrace time.Duration
 	cg        *cgroups
 	changed   func() // asks for an early heartbeat
+	// retention, when set, is told of each completion, to remove the
+	// container's directory log_retention later.
+	retention *logRetention
 	// runAs picks each container's Unix account, looking accounts up with
 	// lookup; the agent sets both before the first start.
 	runAs  runAsPolicy
@@ -236,6 +239,9 @@ const runWeight = 0.2
 
 func (m *manager) complete(c *ctr, exitCode *int, reason scheduler.ExitReason, diag string) {
 	c.state, c.exitCode, c.reason, c.diag, c.at = scheduler.ContainerCompleted, exitCode, reason, diag, m.clock.Now().UnixNano()
+	if m.retention != nil && c.dir != "" {
+		m.retention.completed(c.dir, c.at)
+	}
 	if k := (attemptKey{c.info.AppID, c.info.Attempt}); c.info.IsAM && m.ams[k] == c.info.ID {
 		delete(m.ams, k)
 	}

@@ -147,3 +147,62 @@ func TestDevAndCommandLineContract(t *testing.T) {
 		t.Fatalf("weft dev exit: %v", err)
 	}
 }
+
+// TestAppLogsLabelsEveryContainer reads an app's logs with `weft app logs`:
+// every container's lines, each labelled with the container that wrote it;
+// and -f on a running app follows it to its end and then exits.
+func TestAppLogsLabelsEveryContainer(t *testing.T) {
+	_, addr := startDev(t)
+	var sub struct {
+		AppID string `json:"app_id"` // app submit -json
+		ID    string `json:"id"`     // app submit -wait -json: the app's status
+	}
+	if err := cliJSON(t, &sub, "app", "submit", "-address", addr, "-num-containers", "3", "-wait", "--",
+		"sh", "-c", "echo first from $WEFT_CONTAINER_ID; echo second from $WEFT_CONTAINER_ID; echo err from $WEFT_CONTAINER_ID >&2"); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := cli(t, "app", "logs", "-address", addr, sub.ID)
+	if code != 0 {
+		t.Fatalf("app logs: exit %d: %s", code, errOut)
+	}
+	checkLabelled := func(out, word string, want int) {
+		t.Helper()
+		seen := map[string]int{}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			label, text, ok := strings.Cut(line, " | ")
+			if !ok {
+				t.Fatalf("unlabelled line %q in:\n%s", line, out)
+			}
+			label = strings.TrimSpace(label)
+			if strings.HasSuffix(text, " from "+label) && strings.HasPrefix(text, word) {
+				seen[label]++
+			}
+		}
+		if len(seen) != want {
+			t.Fatalf("%d containers' %q lines labelled with their own ID, want %d:\n%s", len(seen), word, want, out)
+		}
+	}
+	checkLabelled(out, "first", 3)
+	checkLabelled(out, "second", 3)
+	errLines, _, code := cli(t, "app", "logs", "-stderr", "-address", addr, sub.ID)
+	if code != 0 || !strings.Contains(errLines, " | err from ") || !strings.Contains(errLines, "weft.dshell") {
+		t.Fatalf("app logs -stderr: exit %d:\n%s", code, errLines)
+	}
+
+	// -f: the containers write after the command starts following.
+	if err := cliJSON(t, &sub, "app", "submit", "-address", addr, "-num-containers", "2", "--",
+		"sh", "-c", "sleep 2; echo first from $WEFT_CONTAINER_ID"); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = cli(t, "app", "logs", "-f", "-address", addr, sub.AppID)
+	if code != 0 {
+		t.Fatalf("app logs -f: exit %d: %s", code, errOut)
+	}
+	checkLabelled(out, "first", 2)
+	var st struct {
+		State string `json:"state"`
+	}
+	if err := cliJSON(t, &st, "app", "status", "-address", addr, sub.AppID); err != nil || st.State != "FINISHED" {
+		t.Fatalf("app logs -f returned with the app %s (%v)", st.State, err)
+	}
+}

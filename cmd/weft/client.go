@@ -221,9 +221,7 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprintf(stderr, "Usage of %s:\n", fs.Name())
-				fs.SetOutput(stderr)
-				fs.PrintDefaults()
+				printCommandHelp(stdout, strings.TrimPrefix(fs.Name(), "weft "), fs)
 				return nil, err
 			}
 			return nil, usagef("%v; run '%s -h' for its flags", err, fs.Name())

@@ -27,7 +27,8 @@ func runAgent(args []string) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
-	logger, err := newLogger(cfg.LogLevel)
+	retention, _ := cfg.LogRetentionDuration() // checked by loadConfig
+	logger, err := newLogger(cfg.LogLevel, cfg.LogJSON)
 	if err != nil {
 		return err
 	}
@@ -44,7 +45,7 @@ func runAgent(args []string) error {
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, BindAddr: cfg.Bind, RPCPort: cfg.RPCPort, SerfPort: cfg.SerfPort,
 		Join: cfg.Join, Resources: cfg.NodeCapacity(), Rack: cfg.Rack, OpportunisticQueueLength: cfg.OpportunisticQueueLength,
 		LazyHeartbeats: cfg.LazyHeartbeats, AllowRoot: cfg.AllowRoot, RunAsUser: cfg.RunAsUser, Encrypt: cfg.Encrypt, Build: version, Logger: logger, TLS: tc,
-		Limits: rpcLimits(cfg.Limits),
+		Limits: rpcLimits(cfg.Limits), LogRetention: retention,
 	})
 	if err != nil {
 		return err
@@ -55,15 +56,23 @@ func runAgent(args []string) error {
 
 // runAM runs a built-in application master inside its container.
 func runAM(args []string) error {
-	if len(args) != 1 || args[0] != scheduler.AMTypeDShell {
-		return usagef("usage: weft am dshell (started by an agent inside an AM container)")
+	return subcommand("am", args, map[string]func([]string) error{scheduler.AMTypeDShell: runAMDShell})
+}
+
+func runAMDShell(args []string) error {
+	pos, err := parseArgs(newFlagSet("am dshell"), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("weft am dshell takes no arguments (an agent starts it inside an AM container)")
 	}
 	client, err := rpc.NewAMClientFromEnv()
 	if err != nil {
 		return err
 	}
 	defer client.Close()
-	logger, _ := newLogger("info")
+	logger, _ := newLogger("info", false)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := am.NewDShell(client, logger).Run(ctx); err != nil {

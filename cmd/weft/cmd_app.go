@@ -22,6 +22,7 @@ func runApp(args []string) error {
 		"status": runAppStatus,
 		"kill":   runAppKill,
 		"wait":   runAppWait,
+		"logs":   runAppLogs,
 	})
 }
 

@@ -17,13 +17,14 @@ func runDev(args []string) error {
 	fs := newFlagSet("dev")
 	var bind, logLevel, resources string
 	var rpcPort, serfPort, agents int
-	var insecure bool
+	var insecure, logJSON bool
 	fs.StringVar(&bind, "bind", "127.0.0.1", "`IP` to listen on")
 	fs.IntVar(&rpcPort, "rpc-port", server.DefaultRPCPort, "`PORT` for the server's RPC")
 	fs.IntVar(&serfPort, "serf-port", server.DefaultSerfPort, "`PORT` for the server's serf gossip")
 	fs.IntVar(&agents, "agents", 3, "how many agents (`N`) run beside the server")
 	fs.StringVar(&resources, "resources", "memory_mb=4096,vcores=4", "capacity of each agent")
 	fs.StringVar(&logLevel, "log-level", "warn", "log `LEVEL`")
+	fs.BoolVar(&logJSON, "log-json", false, "write logs as JSON objects, one a line")
 	fs.BoolVar(&insecure, "insecure", false, "allow -bind off loopback: the dev cluster has no TLS, gossip key or ACLs")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -43,7 +44,7 @@ func runDev(args []string) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
-	logger, err := newLogger(logLevel)
+	logger, err := newLogger(logLevel, logJSON)
 	if err != nil {
 		return err
 	}

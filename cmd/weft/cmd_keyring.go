@@ -10,20 +10,34 @@ import (
 )
 
 // runKeygen prints a new gossip encryption key (`weft operator keygen`).
+// With -data-dir it writes the key as the keyring of each data dir
+// instead: a member started on it gossips encrypted with no -encrypt (how
+// a shell-less container image gets its key).
 func runKeygen(args []string) error {
 	fs := newFlagSet("operator keygen")
+	var dirs stringsFlag
+	fs.Var(&dirs, "data-dir", "write the key as the gossip keyring of the server or agent data `DIR` instead of printing it (repeatable)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usagef("usage: weft operator keygen (takes no arguments)")
+		return usagef("usage: weft operator keygen [-data-dir DIR]... (takes no arguments)")
 	}
 	key, err := gossip.GenerateKey()
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, key)
+	if len(dirs) == 0 {
+		fmt.Fprintln(stdout, key)
+		return nil
+	}
+	for _, d := range dirs {
+		if err := gossip.SeedKeyring(d, key); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "Wrote a new gossip key to %s\n", gossip.KeyringFile(d))
+	}
 	return nil
 }
 

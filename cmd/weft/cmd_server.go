@@ -17,12 +17,14 @@ import (
 	"github.com/weft-sched/weft/server"
 )
 
-func newLogger(level string) (hclog.Logger, error) {
+// newLogger is a process's logger on stderr: text, or JSON objects one a
+// line with asJSON (-log-json).
+func newLogger(level string, asJSON bool) (hclog.Logger, error) {
 	lvl := hclog.LevelFromString(level)
 	if lvl == hclog.NoLevel {
 		return nil, usagef("-log-level %q: use trace, debug, info, warn or error", level)
 	}
-	return hclog.New(&hclog.LoggerOptions{Name: "weft", Level: lvl, Output: stderr}), nil
+	return hclog.New(&hclog.LoggerOptions{Name: "weft", Level: lvl, Output: stderr, JSONFormat: asJSON}), nil
 }
 
 func runServer(args []string) error {
@@ -36,7 +38,7 @@ func runServer(args []string) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
-	logger, err := newLogger(cfg.LogLevel)
+	logger, err := newLogger(cfg.LogLevel, cfg.LogJSON)
 	if err != nil {
 		return err
 	}

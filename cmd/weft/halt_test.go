@@ -12,8 +12,8 @@ import (
 func TestAHaltedServerExitsWithItsOwnCodeAndTheRecovery(t *testing.T) {
 	halt := fmt.Errorf("%w; to recover, restart every server with -raft-skip-index 9",
 		&fsm.HaltError{Index: 9, Type: 0x42, Reason: "unknown command type 66"})
-	commands["halted-for-test"] = command{"test", func([]string) error { return halt }}
-	commands["failed-for-test"] = command{"test", func([]string) error { return fmt.Errorf("other") }}
+	commands["halted-for-test"] = func([]string) error { return halt }
+	commands["failed-for-test"] = func([]string) error { return fmt.Errorf("other") }
 	var buf bytes.Buffer
 	old := stderr
 	stderr = &buf

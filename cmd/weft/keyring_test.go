@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
+	"github.com/weft-sched/weft/internal/gossip"
 	"github.com/weft-sched/weft/rpc"
 )
 
@@ -61,5 +64,25 @@ func TestKeyringIncompleteSaysWhy(t *testing.T) {
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%+v: %v, want %q", tc.resp, err, tc.want)
 		}
+	}
+}
+
+func TestKeygenSeedsDataDirsOnce(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	code, _, errOut := runCaptured(t, "operator", "keygen", "-data-dir", a, "-data-dir", b)
+	if code != 0 {
+		t.Fatalf("keygen -data-dir: exit %d: %s", code, errOut)
+	}
+	ka, errA := os.ReadFile(gossip.KeyringFile(a))
+	kb, errB := os.ReadFile(gossip.KeyringFile(b))
+	var keys []string
+	if errA != nil || errB != nil || string(ka) != string(kb) || json.Unmarshal(ka, &keys) != nil || len(keys) != 1 {
+		t.Fatalf("keyrings %q (%v) and %q (%v): want the same one key in both", ka, errA, kb, errB)
+	}
+	if code, _, errOut := runCaptured(t, "operator", "keygen", "-data-dir", a); code != 1 || !strings.Contains(errOut, "holds a keyring already") {
+		t.Fatalf("a second keygen into %s: exit %d, %q; want a refusal", a, code, errOut)
+	}
+	if again, _ := os.ReadFile(gossip.KeyringFile(a)); string(again) != string(ka) {
+		t.Fatal("the refused keygen changed the keyring")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/agext/levenshtein"
 	"github.com/weft-sched/weft/scheduler"
@@ -26,6 +27,8 @@ type Agent struct {
 	AllowRoot                bool             `hcl:"allow_root,optional" flag:"allow-root" help:"when the agent runs as root, let containers run as root too (default: as nobody, or their user's account with -run-as-user)"`
 	RunAsUser                bool             `hcl:"run_as_user,optional" flag:"run-as-user" help:"when the agent runs as root, run each container as its submitting user's Unix account where that account exists here"`
 	LogLevel                 string           `hcl:"log_level,optional" flag:"log-level" help:"log level: trace, debug, info, warn or error"`
+	LogJSON                  bool             `hcl:"log_json,optional" flag:"log-json" help:"write logs as JSON objects, one a line"`
+	LogRetention             string           `hcl:"log_retention,optional" flag:"log-retention" help:"how long a completed container's directory and logs stay on this node, e.g. 24h or 30m"`
 	Region                   string           `hcl:"region,optional" flag:"region" help:"region this agent belongs to; certificates name it (agent.REGION.weft)"`
 	Encrypt                  string           `hcl:"encrypt,optional" flag:"encrypt" help:"gossip encryption key (base64 of 32 bytes, from 'weft operator keygen')"`
 	Insecure                 bool             `hcl:"insecure,optional" flag:"insecure" help:"run without TLS or a gossip key on a non-loopback address (anyone who reaches it can run commands)"`
@@ -37,6 +40,7 @@ type Agent struct {
 const (
 	DefaultRack                     = "/default-rack"
 	DefaultOpportunisticQueueLength = 10
+	DefaultLogRetention             = 24 * time.Hour
 )
 
 // DefaultAgentResources is what an agent offers when it is not told.
@@ -49,7 +53,8 @@ func DefaultAgent() *Agent {
 		res[k] = v
 	}
 	return &Agent{Bind: DefaultBind, RPCPort: DefaultAgentRPCPort, SerfPort: DefaultAgentSerfPort, Resources: res,
-		Rack: DefaultRack, OpportunisticQueueLength: DefaultOpportunisticQueueLength, LogLevel: DefaultLogLevel, Region: DefaultRegion}
+		Rack: DefaultRack, OpportunisticQueueLength: DefaultOpportunisticQueueLength, LogLevel: DefaultLogLevel, Region: DefaultRegion,
+		LogRetention: DefaultLogRetention.String()}
 }
 
 // Validate checks every setting and names the first bad one.
@@ -63,6 +68,9 @@ func (c *Agent) Validate() error {
 		return fmt.Errorf("opportunistic_queue_length (-opportunistic-queue-length) must not be negative, not %d", c.OpportunisticQueueLength)
 	case strings.TrimSpace(c.Rack) == "":
 		return errors.New("rack (-rack) must not be empty")
+	}
+	if _, err := c.LogRetentionDuration(); err != nil {
+		return err
 	}
 	if _, err := NodeResources(c.Resources); err != nil {
 		return fmt.Errorf("resources (-resources): %v", err)
@@ -147,4 +155,14 @@ func formatResources(m map[string]int64) string {
 		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
 	}
 	return strings.Join(parts, ",")
+}
+
+// LogRetentionDuration is log_retention as a duration: how long a completed
+// container's directory stays on the node. It must be positive.
+func (c *Agent) LogRetentionDuration() (time.Duration, error) {
+	d, err := time.ParseDuration(c.LogRetention)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("log_retention (-log-retention) %q: give a positive duration such as 24h or 90m", c.LogRetention)
+	}
+	return d, nil
 }

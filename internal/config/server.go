@@ -23,6 +23,7 @@ type Server struct {
 	BootstrapExpect int      `hcl:"bootstrap_expect,optional" flag:"bootstrap-expect" help:"bootstrap Raft once this many servers (with the same value) see each other"`
 	Join            []string `hcl:"join,optional" flag:"join" help:"serf address of any cluster member to join (repeatable)"`
 	LogLevel        string   `hcl:"log_level,optional" flag:"log-level" help:"log level: trace, debug, info, warn or error"`
+	LogJSON         bool     `hcl:"log_json,optional" flag:"log-json" help:"write logs as JSON objects, one a line"`
 	Region          string   `hcl:"region,optional" flag:"region" help:"region this server belongs to; certificates name it (server.REGION.weft)"`
 	Encrypt         string   `hcl:"encrypt,optional" flag:"encrypt" help:"gossip encryption key (base64 of 32 bytes, from 'weft operator keygen')"`
 	Insecure        bool     `hcl:"insecure,optional" flag:"insecure" help:"run without TLS, a gossip key or ACLs on a non-loopback address (anyone who reaches it can run commands)"`

@@ -140,3 +140,19 @@ func containsKey(keys [][]byte, k []byte) bool {
 	}
 	return false
 }
+
+// SeedKeyring writes key (base64) as the only key of the keyring of a
+// member whose data dir is dataDir, before its first start: the member
+// then gossips encrypted without being given -encrypt. It refuses to
+// replace a keyring that exists (rotate those with the keyring commands).
+func SeedKeyring(dataDir, key string) error {
+	k, err := ParseKey(key)
+	if err != nil {
+		return err
+	}
+	path := KeyringFile(dataDir)
+	if _, err := os.Stat(path); err == nil {
+		return fmt.Errorf("%s holds a keyring already; rotate its keys with 'weft operator gossip keyring'", path)
+	}
+	return writeKeyringFile(path, [][]byte{k})
+}
