@@ -19,6 +19,14 @@ type Caller interface {
 	Call(ctx context.Context, method string, args, reply any) error
 }
 
+// CallerFunc is a function that is a Caller.
+type CallerFunc func(ctx context.Context, method string, args, reply any) error
+
+// Call calls f.
+func (f CallerFunc) Call(ctx context.Context, method string, args, reply any) error {
+	return f(ctx, method, args, reply)
+}
+
 // Config is what a server's API needs.
 type Config struct {
 	// RPC answers the methods the routes call. Required.

@@ -40,8 +40,8 @@ const (
 	HeaderIndex = "X-Weft-Index"
 	// HeaderKnownLeader and HeaderLastContact say how stale a ?stale
 	// answer may be.
-	HeaderKnownLeader = "X-Weft-KnownLeader"
-	HeaderLastContact = "X-Weft-LastContact"
+	HeaderKnownLeader = "X-Weft-Known-Leader"
+	HeaderLastContact = "X-Weft-Last-Contact"
 )
 
 // badRequest is an answer 400 that names what was wrong.
