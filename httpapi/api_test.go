@@ -166,7 +166,7 @@ func TestTokensWithACLs(t *testing.T) {
 	ta := newTestAPI(t, apiOpts{acl: true})
 	mgmt := ta.token
 	ta.token = ""
-	ta.do("GET", "/v1/nodes", nil).errorIs(t, 403, "permission denied")
+	ta.do("GET", "/v1/nodes", nil).errorIs(t, 403, "lacks node:read (over HTTP, send the token in the X-Weft-Token header")
 	ta.do("GET", "/v1/health", nil).mustJSON(t, 200, nil) // public
 	ta.do("GET", "/v1/nodes", nil, HeaderToken, mgmt).mustJSON(t, 200, nil)
 	ta.do("GET", "/v1/nodes", nil, "Authorization", "Bearer "+mgmt).mustJSON(t, 200, nil)

@@ -71,6 +71,7 @@ func (a *api) logs(q *request) error {
 	}
 	h := q.w.Header()
 	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
 	h.Set(HeaderLogOffset, strconv.FormatInt(req.Offset, 10))
 	h.Set(HeaderLogDone, strconv.FormatBool(done))
 	q.w.WriteHeader(http.StatusOK)
@@ -99,6 +100,7 @@ func (a *api) followLogs(q *request, req rpc.ContainerLogsRequest) error {
 		}
 		if !started {
 			q.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			q.w.Header().Set("Cache-Control", "no-store")
 			q.w.Header().Set("X-Content-Type-Options", "nosniff")
 			q.w.WriteHeader(http.StatusOK)
 			started = true

@@ -49,7 +49,11 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusInternalServerError {
 		a.logger.Error("HTTP request failed", "method", r.Method, "path", r.URL.Path, "error", err)
 	}
-	writeError(w, status, err.Error())
+	msg := err.Error()
+	if status == http.StatusForbidden && r.Header.Get(HeaderToken) == "" && r.Header.Get("Authorization") == "" {
+		msg += " (over HTTP, send the token in the " + HeaderToken + " header or as Authorization: Bearer)"
+	}
+	writeError(w, status, msg)
 }
 
 // writeError answers status with the message on one line.
@@ -73,14 +77,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // setMeta puts a read answer's index and staleness in the headers.
 func setMeta(w http.ResponseWriter, m *rpc.ResponseMeta) {
-	w.Header().Set(HeaderIndex, strconv.FormatUint(m.Index, 10))
+	setIndex(w, m.Index)
 	w.Header().Set(HeaderKnownLeader, strconv.FormatBool(m.KnownLeader))
 	w.Header().Set(HeaderLastContact, strconv.FormatInt(m.LastContact.Milliseconds(), 10))
 }
 
-// setIndex puts a write's index in the headers.
+// setIndex puts the index of an answer or a write in the headers; 0
+// (an answer no state index describes, a write that changed nothing)
+// sets none.
 func setIndex(w http.ResponseWriter, index uint64) {
-	w.Header().Set(HeaderIndex, strconv.FormatUint(index, 10))
+	if index != 0 {
+		w.Header().Set(HeaderIndex, strconv.FormatUint(index, 10))
+	}
 }
 
 // orEmpty makes a nil list an empty one, so lists are [] in JSON, never
