@@ -129,6 +129,7 @@ func checkInvariants(t testing.TB, st *State) {
 		t.Fatalf("unstarted index holds %v, want %v", got, wantUnstarted)
 	}
 	checkIdentityInvariants(t, st)
+	checkOpsInvariants(t, st)
 	for _, a := range st.ActiveApps() {
 		if a.State.Terminal() {
 			t.Fatalf("terminal app %s in the active index", a.ID)

@@ -34,6 +34,8 @@ const (
 	ACLPolicyDeleteType  MessageType = 18
 	WorkloadKeyType      MessageType = 20 // a WorkloadKeyRequest (SPEC §15)
 	NodeSecretResetType  MessageType = 21 // a NodeSecretResetRequest (SPEC §15)
+	NodeDrainType        MessageType = 22 // a NodeDrainRequest (SPEC §20)
+	GCType               MessageType = 23 // a GCRequest (SPEC §20)
 )
 
 // IgnoreUnknownTypeFlag marks a command that a server which does not know

@@ -2,7 +2,9 @@
 // holds (queue configuration, nodes, apps, containers and their indexes —
 // among them the time-ordered indexes of containers marked for preemption
 // and of allocations not started, which let the leader's duties read only
-// what is due), the request IDs of recent client writes (so a retried
+// what is due; and of DRAINING nodes, DOWN nodes by when they went down
+// and finished apps by finish time, from which drain and garbage
+// collection read, ops.go), the request IDs of recent client writes (so a retried
 // write is applied once and answered as the first time), the workload
 // signing keys and each node's secret hash (SPEC §15), the typed
 // commands that change them, Raft's Apply, and snapshot/restore. Its State

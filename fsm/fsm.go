@@ -178,6 +178,10 @@ func (f *FSM) decodeCommand(index uint64, msgType MessageType, body []byte) (fun
 		return bind(body, func(t *txn, req *WorkloadKeyRequest) any { return result(t.applyWorkloadKey(req)) })
 	case NodeSecretResetType:
 		return bind(body, func(t *txn, req *NodeSecretResetRequest) any { return errOrNil(t.applyNodeSecretReset(req)) })
+	case NodeDrainType:
+		return bind(body, func(t *txn, req *NodeDrainRequest) any { return errOrNil(t.applyNodeDrain(req)) })
+	case GCType:
+		return bind(body, func(t *txn, req *GCRequest) any { return t.applyGC(req) })
 	}
 	if msgType&IgnoreUnknownTypeFlag != 0 {
 		f.logger.Warn("ignoring unknown command type", "type", uint8(msgType), "index", index)

@@ -77,6 +77,9 @@ func (s *fuzzState) commands(tb testing.TB) [][]byte {
 		{ACLTokenUpsertType, &ACLTokenUpsertRequest{Tokens: []*acl.Token{{AccessorID: "0b1c2d3e-0000-4000-8000-000000000002", SecretHash: acl.HashSecret("s2"), Name: "alice", Type: acl.TypeClient, Policies: []string{"dev"}}}}},
 		{ACLTokenDeleteType, &ACLTokenDeleteRequest{AccessorIDs: []string{"0b1c2d3e-0000-4000-8000-000000000002"}}},
 		{ACLPolicyDeleteType, &ACLPolicyDeleteRequest{Names: []string{"dev"}}},
+		{NodeDrainType, &NodeDrainRequest{ID: "n1", Drain: true, Deadline: 20, Now: 10}},
+		{NodeDrainType, &NodeDrainRequest{ID: "n1", Now: 10}},
+		{GCType, &GCRequest{AppIDs: []string{s.app, "app-999"}, NodeIDs: []string{"n1", "n9"}}},
 	}
 	var out [][]byte
 	for i, b := range bodies {
@@ -213,6 +216,8 @@ var commandBodies = map[MessageType]func() any{
 	ACLPolicyDeleteType:  func() any { return new(ACLPolicyDeleteRequest) },
 	WorkloadKeyType:      func() any { return new(WorkloadKeyRequest) },
 	NodeSecretResetType:  func() any { return new(NodeSecretResetRequest) },
+	NodeDrainType:        func() any { return new(NodeDrainRequest) },
+	GCType:               func() any { return new(GCRequest) },
 }
 
 func TestCommandBodiesCoverEveryType(t *testing.T) {

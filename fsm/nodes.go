@@ -31,16 +31,22 @@ func (t *txn) applyNodeRegister(req *NodeRegisterRequest) (uint64, error) {
 			t.completeContainer(c, scheduler.ReasonLost, nil, "its node re-registered (the agent restarted)", req.Now)
 		}
 	}
-	t.putNode(&scheduler.Node{
+	n := &scheduler.Node{
 		ID:           req.ID,
 		Address:      req.Address,
 		Rack:         req.Rack,
 		Capacity:     req.Capacity,
 		Status:       scheduler.NodeReady,
+		StatusAt:     req.Now,
 		Epoch:        epoch,
 		RegisteredAt: req.Now,
 		SecretHash:   req.SecretHash,
-	})
+	}
+	if old, ok := t.node(req.ID); ok && old.Status == scheduler.NodeDraining {
+		// An agent that restarts keeps its operator's drain.
+		n.Status, n.StatusReason, n.StatusAt, n.DrainDeadline = old.Status, old.StatusReason, old.StatusAt, old.DrainDeadline
+	}
+	t.putNode(n)
 	return epoch, nil
 }
 
@@ -67,6 +73,10 @@ func (t *txn) applyNodeStatus(req *NodeStatusRequest) error {
 	n = n.Copy()
 	n.Status = req.Status
 	n.StatusReason = req.Reason
+	n.StatusAt = req.Now
+	if req.Status != scheduler.NodeDraining {
+		n.DrainDeadline = 0
+	}
 	t.putNode(n)
 	return nil
 }

@@ -144,6 +144,7 @@ func readSnapshot(r io.Reader) (*State, error) {
 	nodes, apps, active := s.nodes.Txn(), s.apps.Txn(), s.activeApps.Txn()
 	containers, byApp, live := s.containers.Txn(), s.byApp.Txn(), s.liveByNode.Txn()
 	marked, unstarted := s.marked.Txn(), s.unstarted.Txn()
+	draining, down, finished := s.draining.Txn(), s.down.Txn(), s.finished.Txn()
 	requests, requestsByIndex := s.requests.Txn(), s.requestsByIndex.Txn()
 	aclTokens, aclBySecret, aclPolicies := s.acl.tokens.Txn(), s.acl.bySecret.Txn(), s.acl.policies.Txn()
 	for {
@@ -156,6 +157,7 @@ func readSnapshot(r io.Reader) (*State, error) {
 			s.nodes, s.apps, s.activeApps = nodes.CommitOnly(), apps.CommitOnly(), active.CommitOnly()
 			s.containers, s.byApp, s.liveByNode = containers.CommitOnly(), byApp.CommitOnly(), live.CommitOnly()
 			s.marked, s.unstarted = marked.CommitOnly(), unstarted.CommitOnly()
+			s.draining, s.down, s.finished = draining.CommitOnly(), down.CommitOnly(), finished.CommitOnly()
 			s.requests, s.requestsByIndex = requests.CommitOnly(), requestsByIndex.CommitOnly()
 			s.acl.tokens, s.acl.bySecret, s.acl.policies = aclTokens.CommitOnly(), aclBySecret.CommitOnly(), aclPolicies.CommitOnly()
 			return s, nil
@@ -164,15 +166,34 @@ func readSnapshot(r io.Reader) (*State, error) {
 			if err := dec.Decode(n); err != nil {
 				return nil, fmt.Errorf("read node: %w", err)
 			}
-			nodes.Insert([]byte(n.ID), n)
+			if old, replaced := nodes.Insert([]byte(n.ID), n); replaced {
+				if k := downKey(old); k != nil {
+					down.Delete(k)
+				}
+				draining.Delete([]byte(old.ID))
+			}
+			if k := drainingKey(n); k != nil {
+				draining.Insert(k, n)
+			}
+			if k := downKey(n); k != nil {
+				down.Insert(k, n)
+			}
 		case recordApp:
 			a := new(scheduler.App)
 			if err := dec.Decode(a); err != nil {
 				return nil, fmt.Errorf("read app: %w", err)
 			}
-			apps.Insert([]byte(a.ID), a)
+			if old, replaced := apps.Insert([]byte(a.ID), a); replaced {
+				// A damaged snapshot holds an app twice: the last one wins.
+				active.Delete(indexKey(old.CreateIndex))
+				if _, ok := finished.Delete(finishedKey(old)); ok {
+					s.numFinished--
+				}
+			}
 			if !a.State.Terminal() {
 				active.Insert(indexKey(a.CreateIndex), a)
+			} else if _, replaced := finished.Insert(finishedKey(a), a); !replaced {
+				s.numFinished++
 			}
 		case recordContainer:
 			c := new(scheduler.Container)

@@ -47,6 +47,14 @@ type State struct {
 	marked *iradix.Tree[*scheduler.Container]
 	// unstarted: live ALLOCATED task containers, by allocation time then ID.
 	unstarted *iradix.Tree[*scheduler.Container]
+	// draining: DRAINING nodes, by ID; down: DOWN nodes, by the time
+	// they went down then ID; finished: terminal apps, by finish time
+	// then ID (numFinished of them). The leader's drain and garbage
+	// collection duties read only these (ops.go).
+	draining    *iradix.Tree[*scheduler.Node]
+	down        *iradix.Tree[*scheduler.Node]
+	finished    *iradix.Tree[*scheduler.App]
+	numFinished int
 
 	// workloadKeys signs workload tokens, oldest first (identity.go).
 	workloadKeys []*WorkloadKey
@@ -192,6 +200,9 @@ func newState() *State {
 		liveByNode: iradix.New[*scheduler.Container](),
 		marked:     iradix.New[*scheduler.Container](),
 		unstarted:  iradix.New[*scheduler.Container](),
+		draining:   iradix.New[*scheduler.Node](),
+		down:       iradix.New[*scheduler.Node](),
+		finished:   iradix.New[*scheduler.App](),
 
 		requests:        iradix.New[*RequestRecord](),
 		requestsByIndex: iradix.New[*RequestRecord](),

@@ -22,6 +22,9 @@ type txn struct {
 	liveByNode *iradix.Txn[*scheduler.Container]
 	marked     *iradix.Txn[*scheduler.Container]
 	unstarted  *iradix.Txn[*scheduler.Container]
+	draining   *iradix.Txn[*scheduler.Node]
+	down       *iradix.Txn[*scheduler.Node]
+	finished   *iradix.Txn[*scheduler.App]
 
 	requests        *iradix.Txn[*RequestRecord]
 	requestsByIndex *iradix.Txn[*RequestRecord]
@@ -59,7 +62,16 @@ func (t *txn) putNode(n *scheduler.Node) {
 	if t.ownNodes[n.ID] == n {
 		return // already in the tree: it was changed in place
 	}
+	old, existed := t.node(n.ID)
 	lazy(&t.nodes, t.next.nodes).Insert([]byte(n.ID), n)
+	// Only a new copy can change a node's status: one changed in place
+	// (above) is being accounted.
+	var oldDrain, oldDown []byte
+	if existed {
+		oldDrain, oldDown = drainingKey(old), downKey(old)
+	}
+	reindexTree(&t.draining, t.next.draining, oldDrain, drainingKey(n), n)
+	reindexTree(&t.down, t.next.down, oldDown, downKey(n), n)
 	if t.ownNodes == nil {
 		t.ownNodes = map[string]*scheduler.Node{}
 	}
@@ -111,6 +123,10 @@ func (t *txn) putApp(a *scheduler.App) {
 	active := lazy(&t.activeApps, t.next.activeApps)
 	if a.State.Terminal() {
 		active.Delete(indexKey(a.CreateIndex))
+		// An app is terminal for good, and its finish time never changes.
+		if _, replaced := lazy(&t.finished, t.next.finished).Insert(finishedKey(a), a); !replaced {
+			t.next.numFinished++
+		}
 	} else {
 		active.Insert(indexKey(a.CreateIndex), a)
 	}
@@ -271,6 +287,9 @@ func (t *txn) commit(index uint64) {
 	commitTree(&t.next.liveByNode, t.liveByNode)
 	commitTree(&t.next.marked, t.marked)
 	commitTree(&t.next.unstarted, t.unstarted)
+	commitTree(&t.next.draining, t.draining)
+	commitTree(&t.next.down, t.down)
+	commitTree(&t.next.finished, t.finished)
 	commitTree(&t.next.requests, t.requests)
 	commitTree(&t.next.requestsByIndex, t.requestsByIndex)
 	t.next.index = index

@@ -16,11 +16,13 @@ type AppSubmitResponse struct {
 	RequestID string `codec:"request_id" json:"request_id"`
 }
 
-// AppListRequest lists apps, optionally by queue and state (App.List).
+// AppListRequest lists apps, optionally by queue, state and user
+// (App.List), in numeric ID order.
 type AppListRequest struct {
 	RequestHeader
 	Queue string `codec:"queue" json:"queue"`
 	State string `codec:"state" json:"state"`
+	User  string `codec:"user" json:"user"`
 }
 
 // AppListResponse answers App.List.

@@ -45,12 +45,13 @@ func NewContainerInfo(c *scheduler.Container, nodeAddr string) ContainerInfo {
 	}
 }
 
-// ContainerListRequest lists containers by app and/or node (Container.List
-// on servers).
+// ContainerListRequest lists containers by app, node and/or state
+// (Container.List on servers), in numeric ID order.
 type ContainerListRequest struct {
 	RequestHeader
 	AppID  string `codec:"app_id" json:"app_id"`
 	NodeID string `codec:"node_id" json:"node_id"`
+	State  string `codec:"state" json:"state"`
 }
 
 // ContainerListResponse answers Container.List.

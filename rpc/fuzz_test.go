@@ -26,7 +26,7 @@ func init() {
 		AppSubmitRequest{}, ContainerIDRequest{}, ContainerListRequest{}, ContainerLogsRequest{},
 		ContainerStartRequest{}, ContainerStatusRequest{}, HeartbeatRequest{}, NodeDeregisterRequest{},
 		NodeRegisterRequest{}, NodeStatusRequest{}, QueueApplyRequest{}, QueueListRequest{},
-		QueueStatusRequest{}, RaftRemovePeerRequest{}, RequestHeader{},
+		QueueStatusRequest{}, RaftRemovePeerRequest{}, RequestHeader{}, NodeDrainRequest{}, NodeListRequest{},
 	} {
 		t := reflect.TypeOf(v)
 		requestTypes[t.Name()] = t

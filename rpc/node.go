@@ -157,6 +157,9 @@ type NodeInfo struct {
 	// EstimatedQueueWait is the node's last reported estimate, known only
 	// to the leader (0 in stale reads from followers).
 	EstimatedQueueWait time.Duration `codec:"estimated_queue_wait" json:"estimated_queue_wait_ns"`
+	// DrainDeadline is when a DRAINING node's remaining containers are
+	// killed (Unix ms); 0 unless it is DRAINING.
+	DrainDeadline int64 `codec:"drain_deadline" json:"drain_deadline,omitempty"`
 }
 
 // NewNodeInfo describes a node.
@@ -166,7 +169,30 @@ func NewNodeInfo(n *scheduler.Node) NodeInfo {
 		Epoch: n.Epoch, Capacity: n.Capacity, AllocatedGuaranteed: n.AllocatedGuaranteed,
 		AllocatedOpportunistic: n.AllocatedOpportunistic, RunningGuaranteed: n.RunningGuaranteed,
 		RunningOpportunistic: n.RunningOpportunistic, Queued: n.Queued,
+		DrainDeadline: n.DrainDeadline / int64(time.Millisecond),
 	}
+}
+
+// DefaultDrainDeadline is how long a drain lets containers run when the
+// request gives no deadline.
+const DefaultDrainDeadline = time.Hour
+
+// NodeDrainRequest drains a node (Node.Drain, SPEC §20): it becomes
+// DRAINING, takes no new containers, and what still runs there Deadline
+// from now (0: DefaultDrainDeadline) is killed with reason "drained".
+// Disable ends the drain: the node is READY again.
+type NodeDrainRequest struct {
+	RequestHeader
+	ID       string        `codec:"id" json:"id"`
+	Deadline time.Duration `codec:"deadline" json:"deadline"`
+	Disable  bool          `codec:"disable" json:"disable"`
+}
+
+// NodeListRequest lists nodes (Node.List), optionally only those in one
+// State (READY, DRAINING or DOWN).
+type NodeListRequest struct {
+	RequestHeader
+	State string `codec:"state" json:"state"`
 }
 
 // NodeListResponse answers Node.List.

@@ -3,9 +3,52 @@ package rpc
 import "github.com/weft-sched/weft/scheduler"
 
 // QueueApplyRequest replaces the whole queue configuration (Queue.Apply).
+// DryRun changes nothing: the answer's Plan says what applying it would do
+// (SPEC §20).
 type QueueApplyRequest struct {
 	RequestHeader
 	Config *scheduler.QueueConfig `codec:"config"`
+	DryRun bool                   `codec:"dry_run" json:"dry_run"`
+}
+
+// QueueApplyResponse answers Queue.Apply: the index it was applied at
+// (0 for a dry run), warnings about the configuration, and for a dry run
+// the plan.
+type QueueApplyResponse struct {
+	Index    uint64     `codec:"index" json:"index"`
+	Warnings []string   `codec:"warnings" json:"warnings,omitempty"`
+	Plan     *QueuePlan `codec:"plan" json:"plan,omitempty"`
+}
+
+// QueuePlan is what applying a queue configuration would do, computed by
+// scheduler.PlanQueueConfig on the current state.
+type QueuePlan struct {
+	Queues      []QueueShareChange `codec:"queues" json:"queues"`
+	Preemptable []PreemptableApp   `codec:"preemptable" json:"preemptable"`
+}
+
+// QueueShareChange is one queue's fair shares now and after. A queue only
+// in the current configuration has Removed set, one only in the new has
+// Added.
+type QueueShareChange struct {
+	Name                        string              `codec:"name" json:"name"`
+	Added                       bool                `codec:"added" json:"added,omitempty"`
+	Removed                     bool                `codec:"removed" json:"removed,omitempty"`
+	SteadyFairShareNow          scheduler.Resources `codec:"steady_fair_share_now" json:"steady_fair_share_now"`
+	SteadyFairShareAfter        scheduler.Resources `codec:"steady_fair_share_after" json:"steady_fair_share_after"`
+	InstantaneousFairShareNow   scheduler.Resources `codec:"instantaneous_fair_share_now" json:"instantaneous_fair_share_now"`
+	InstantaneousFairShareAfter scheduler.Resources `codec:"instantaneous_fair_share_after" json:"instantaneous_fair_share_after"`
+}
+
+// PreemptableApp is a running app that the new configuration would leave
+// over its fair share by more than the preemption rules allow, so that
+// starved apps may take containers from it.
+type PreemptableApp struct {
+	AppID          string              `codec:"app_id" json:"app_id"`
+	Queue          string              `codec:"queue" json:"queue"`
+	Used           scheduler.Resources `codec:"used" json:"used"`
+	FairShareNow   scheduler.Resources `codec:"fair_share_now" json:"fair_share_now"`
+	FairShareAfter scheduler.Resources `codec:"fair_share_after" json:"fair_share_after"`
 }
 
 // QueueListRequest asks for every queue (Queue.List).

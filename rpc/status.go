@@ -42,8 +42,9 @@ type PeersResponse struct {
 
 // NodeCounts counts agent nodes by state.
 type NodeCounts struct {
-	Ready int `codec:"ready" json:"ready"`
-	Down  int `codec:"down" json:"down"`
+	Ready    int `codec:"ready" json:"ready"`
+	Draining int `codec:"draining" json:"draining"`
+	Down     int `codec:"down" json:"down"`
 }
 
 // ClusterStatus answers Status.Cluster; it is the `weft status -json` shape.

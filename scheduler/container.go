@@ -44,13 +44,14 @@ const (
 	ReasonLost      ExitReason = "lost"      // its node went down
 	ReasonExpired   ExitReason = "expired"   // allocated but never started in time
 	ReasonFailed    ExitReason = "failed"    // the agent could not start it
+	ReasonDrained   ExitReason = "drained"   // its node's drain deadline passed (SPEC §20)
 )
 
 // Retryable reports whether work in a container that completed for this
 // reason should be run again: the container was taken away, it did not fail.
 func (r ExitReason) Retryable() bool {
 	switch r {
-	case ReasonPreempted, ReasonEvicted, ReasonShed, ReasonRejected, ReasonLost, ReasonExpired:
+	case ReasonPreempted, ReasonEvicted, ReasonShed, ReasonRejected, ReasonLost, ReasonExpired, ReasonDrained:
 		return true
 	}
 	return false

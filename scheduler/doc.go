@@ -11,8 +11,12 @@
 // and the queue-wait estimate (opportunistic.go), and promotion checks
 // (promotion.go); the count of placements an AM has not heard of yet
 // (container.go); the agent-side container scheduler that queues,
-// evicts and sheds (localsched.go); and the check that an ID is safe to
-// become a path element (ids.go).
+// evicts and sheds (localsched.go); what a new queue configuration would
+// do to fair shares and which running apps it would make preemptable
+// (dryrun.go, `weft queue apply -dry-run`); the numeric order of IDs and
+// the parsers of app, container and node states that every listing uses
+// (order.go); and the check that an ID is safe to become a path element
+// (ids.go).
 //
 // Every function here is a pure function of its inputs: a read-only state
 // snapshot, a request and the current time passed in as a value. The package

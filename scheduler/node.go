@@ -23,6 +23,12 @@ type Node struct {
 	Epoch        uint64 `codec:"epoch"`
 	RegisteredAt int64  `codec:"registered_at"`
 	StatusReason string `codec:"status_reason"`
+	// StatusAt is when the status last changed (Unix ns): garbage
+	// collection removes a node DOWN since long before (SPEC §20).
+	StatusAt int64 `codec:"status_at"`
+	// DrainDeadline is when a DRAINING node's remaining containers are
+	// killed (Unix ns); 0 unless the node is DRAINING.
+	DrainDeadline int64 `codec:"drain_deadline"`
 	// SecretHash is the SHA-256 of the node secret its agent registered
 	// with (SPEC §15); empty for a node that has none yet. Heartbeats,
 	// deregistration and re-registration of the node must present the

@@ -40,6 +40,7 @@ var wantCapabilities = map[string]wrpc.Capability{
 	"Node.Heartbeat":                wrpc.CapAgent,
 	"Node.Deregister":               wrpc.CapAgent,
 	"Node.ResetSecret":              wrpc.CapNodeWrite,
+	"Node.Drain":                    wrpc.CapNodeWrite,
 	"Node.List":                     wrpc.CapNodeRead,
 	"Node.Status":                   wrpc.CapNodeRead,
 	"App.Submit":                    wrpc.CapQueueSubmit,

@@ -202,6 +202,24 @@ func BenchmarkLeaderDuties(b *testing.B) {
 			scheduler.Schedule(st, now, waits, scheduler.DefaultMaxPlacements)
 		}
 	})
+	b.Run("drain-kills-due-1M", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if n := len(drainKillsDue(st, now)); n != 0 {
+				b.Fatalf("%d drain kills on a cluster without drains", n)
+			}
+		}
+	})
+	b.Run("gc-nothing-due-1M", func(b *testing.B) {
+		p := fsm.GCPolicy{MaxCompletedApps: DefaultMaxCompletedApps, AppsBefore: now.Add(-DefaultAppGCThreshold).UnixNano(),
+			NodesBefore: now.Add(-DefaultNodeGCThreshold).UnixNano(), Limit: gcBatch}
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if req := st.Garbage(p); req != nil {
+				b.Fatalf("garbage on a cluster without any: %+v", req)
+			}
+		}
+	})
 	b.Run("liveness-10k-nodes", func(b *testing.B) {
 		l := newLiveness(DefaultNodeTTL, DefaultNodeGossipGrace)
 		nodes := st.Nodes()

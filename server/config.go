@@ -80,7 +80,23 @@ type Config struct {
 	// handshake and idle time, streams; SPEC §15). Zero fields take
 	// rpc.DefaultLimits.
 	Limits wrpc.Limits
+	// MaxCompletedApps is how many finished apps the state keeps; the
+	// leader removes the oldest beyond it (SPEC §20). Default 10,000.
+	MaxCompletedApps int
+	// AppGCThreshold is how long a finished app stays in the state.
+	// Default 24 h.
+	AppGCThreshold time.Duration
+	// NodeGCThreshold is how long a DOWN node stays in the state.
+	// Default 24 h.
+	NodeGCThreshold time.Duration
 }
+
+// Garbage collection defaults (SPEC §20).
+const (
+	DefaultMaxCompletedApps = 10000
+	DefaultAppGCThreshold   = 24 * time.Hour
+	DefaultNodeGCThreshold  = 24 * time.Hour
+)
 
 const (
 	// DefaultRPCPort is the server's default RPC (and Raft) port.
@@ -141,6 +157,18 @@ func (c *Config) setDefaults() error {
 			tlsutil.RoleName(tlsutil.RoleServer, c.TLS.Region()), c.TLS.Role())
 	}
 	c.Limits = c.Limits.WithDefaults()
+	if c.MaxCompletedApps == 0 {
+		c.MaxCompletedApps = DefaultMaxCompletedApps
+	}
+	if c.AppGCThreshold == 0 {
+		c.AppGCThreshold = DefaultAppGCThreshold
+	}
+	if c.NodeGCThreshold == 0 {
+		c.NodeGCThreshold = DefaultNodeGCThreshold
+	}
+	if c.MaxCompletedApps < 0 || c.AppGCThreshold < 0 || c.NodeGCThreshold < 0 {
+		return errors.New("max_completed_apps, app_gc_threshold and node_gc_threshold must not be negative")
+	}
 	return nil
 }
 

@@ -10,7 +10,11 @@
 // marks a node DOWN only on evidence a healthy node cannot produce),
 // recording what agents report (including the opportunistic containers
 // AMRMProxies allocated), the least-loaded node list and queue limit pushed
-// to agents, centralized opportunistic allocation and promotions. The
+// to agents, centralized opportunistic allocation and promotions, the
+// drain of a node (Node.Drain; at its deadline what still runs there is
+// killed as drained) and garbage collection of finished apps and DOWN
+// nodes by one leader-proposed command naming exactly what to remove
+// (SPEC §20). The
 // duties run under a context per leadership, on an injected clock. Servers
 // hold workload identity (SPEC §15): the leader creates the token signing
 // key, servers mint AM and container tokens, check AM tokens on the AM

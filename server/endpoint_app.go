@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -88,7 +89,8 @@ func tooLarge(nodes []*scheduler.Node, r scheduler.Resources) (*scheduler.Node, 
 	return largest, largest != nil
 }
 
-// List returns apps, optionally filtered by queue and state.
+// List returns apps, optionally filtered by queue, state and user, in
+// numeric ID order.
 func (e *App) List(ctx context.Context, args *wrpc.AppListRequest, reply *wrpc.AppListResponse) error {
 	if done, err := e.srv.forwardRead(ctx, "App.List", &args.RequestHeader, args, reply); done {
 		return err
@@ -99,17 +101,19 @@ func (e *App) List(ctx context.Context, args *wrpc.AppListRequest, reply *wrpc.A
 	}
 	state, err := scheduler.ParseAppState(args.State)
 	if err != nil {
-		return wrpc.Errorf(wrpc.CodeBadRequest, "%v", err)
+		return wrpc.Errorf(wrpc.CodeBadRequest, "invalid filter: %v", err)
 	}
 	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
 		reply.Apps = reply.Apps[:0]
 		pending := e.srv.whyPending(st)
 		for _, a := range st.Apps() {
-			if queue != "" && a.Queue != queue || state != "" && a.State != state || !e.srv.canReadQueue(ctx, a.Queue) {
+			if queue != "" && a.Queue != queue || state != "" && a.State != state || args.User != "" && a.Spec.User != args.User ||
+				!e.srv.canReadQueue(ctx, a.Queue) {
 				continue
 			}
 			reply.Apps = append(reply.Apps, appInfo(a, st, pending))
 		}
+		sort.Slice(reply.Apps, func(i, j int) bool { return scheduler.CompareIDs(reply.Apps[i].ID, reply.Apps[j].ID) < 0 })
 		return max(st.TableIndex(fsm.TableApps), st.TableIndex(fsm.TableContainers)), nil
 	})
 }
@@ -176,6 +180,10 @@ func (e *Container) List(ctx context.Context, args *wrpc.ContainerListRequest, r
 	if done, err := e.srv.forwardRead(ctx, "Container.List", &args.RequestHeader, args, reply); done {
 		return err
 	}
+	state, err := scheduler.ParseContainerState(args.State)
+	if err != nil {
+		return wrpc.Errorf(wrpc.CodeBadRequest, "invalid filter: %v", err)
+	}
 	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
 		var cs []*scheduler.Container
 		switch {
@@ -187,7 +195,7 @@ func (e *Container) List(ctx context.Context, args *wrpc.ContainerListRequest, r
 		reply.Containers = reply.Containers[:0]
 		readable := map[string]bool{}
 		for _, c := range cs {
-			if args.NodeID != "" && c.NodeID != args.NodeID {
+			if args.NodeID != "" && c.NodeID != args.NodeID || state != "" && c.State != state {
 				continue
 			}
 			ok, seen := readable[c.AppID]
@@ -205,6 +213,9 @@ func (e *Container) List(ctx context.Context, args *wrpc.ContainerListRequest, r
 			}
 			reply.Containers = append(reply.Containers, wrpc.NewContainerInfo(c, addr))
 		}
+		sort.Slice(reply.Containers, func(i, j int) bool {
+			return scheduler.CompareIDs(reply.Containers[i].ID, reply.Containers[j].ID) < 0
+		})
 		return st.TableIndex(fsm.TableContainers), nil
 	})
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"sort"
 	"time"
 
 	"github.com/weft-sched/weft/fsm"
@@ -241,14 +242,23 @@ func containerUpdates(st *fsm.State, args *wrpc.HeartbeatRequest, now time.Time)
 	return out
 }
 
-// List returns every node.
-func (e *Node) List(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.NodeListResponse) error {
-	if done, err := e.srv.forwardRead(ctx, "Node.List", args, args, reply); done {
+// List returns every node, or those in one state, in numeric ID order.
+func (e *Node) List(ctx context.Context, args *wrpc.NodeListRequest, reply *wrpc.NodeListResponse) error {
+	if done, err := e.srv.forwardRead(ctx, "Node.List", &args.RequestHeader, args, reply); done {
 		return err
 	}
-	return e.srv.blockingQuery(ctx, args, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+	state, err := scheduler.ParseNodeStatus(args.State)
+	if err != nil {
+		return wrpc.Errorf(wrpc.CodeBadRequest, "invalid filter: %v", err)
+	}
+	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
 		reply.Nodes = reply.Nodes[:0]
-		for _, n := range st.Nodes() {
+		nodes := st.Nodes()
+		sort.Slice(nodes, func(i, j int) bool { return scheduler.CompareIDs(nodes[i].ID, nodes[j].ID) < 0 })
+		for _, n := range nodes {
+			if state != "" && n.Status != state {
+				continue
+			}
 			info := wrpc.NewNodeInfo(n)
 			info.EstimatedQueueWait = e.srv.queueWait(n.ID)
 			reply.Nodes = append(reply.Nodes, info)
@@ -273,6 +283,9 @@ func (e *Node) Status(ctx context.Context, args *wrpc.NodeStatusRequest, reply *
 		for _, c := range st.NodeLiveContainers(n.ID) {
 			reply.Containers = append(reply.Containers, wrpc.NewContainerInfo(c, n.Address))
 		}
+		sort.Slice(reply.Containers, func(i, j int) bool {
+			return scheduler.CompareIDs(reply.Containers[i].ID, reply.Containers[j].ID) < 0
+		})
 		return max(st.TableIndex(fsm.TableNodes), st.TableIndex(fsm.TableContainers)), nil
 	})
 }

@@ -15,8 +15,10 @@ type Queue struct{ srv *Server }
 
 // Apply validates a queue configuration and replaces the current one through
 // Raft. An invalid configuration is refused with every problem listed and
-// changes nothing.
-func (e *Queue) Apply(ctx context.Context, args *wrpc.QueueApplyRequest, reply *wrpc.WriteResponse) error {
+// changes nothing. A dry run changes nothing either: it answers what
+// applying the configuration would do (SPEC §20), computed on the leader's
+// state by scheduler.PlanQueueConfig.
+func (e *Queue) Apply(ctx context.Context, args *wrpc.QueueApplyRequest, reply *wrpc.QueueApplyResponse) error {
 	if done, err := e.srv.forwardWrite(ctx, "Queue.Apply", args, reply); done {
 		return err
 	}
@@ -29,6 +31,15 @@ func (e *Queue) Apply(ctx context.Context, args *wrpc.QueueApplyRequest, reply *
 			msgs[i] = err.Error()
 		}
 		return wrpc.Errorf(wrpc.CodeBadRequest, "invalid queue configuration: %s", strings.Join(msgs, "; "))
+	}
+	if args.DryRun {
+		plan, err := scheduler.PlanQueueConfig(e.srv.fsm.State(), args.Config)
+		if err != nil {
+			return wrpc.Errorf(wrpc.CodeConflict, "invalid queue configuration: %v", err)
+		}
+		reply.Plan = newQueuePlan(plan)
+		reply.Warnings = QueueConfigWarnings(args.Config)
+		return nil
 	}
 	_, index, err := e.srv.raftApplyRequest(ctx, &args.RequestHeader, fsm.QueueConfigApplyType, &fsm.QueueConfigApplyRequest{
 		Config: args.Config,
@@ -105,4 +116,19 @@ func queueInfo(q *scheduler.Queue, stat scheduler.QueueStat) wrpc.QueueInfo {
 	info.SteadyFairShare, info.InstantaneousFairShare = stat.SteadyFairShare, stat.InstantaneousFairShare
 	info.Used, info.Pending, info.RunningApps = stat.Used, stat.Pending, stat.RunningApps
 	return info
+}
+
+// newQueuePlan is the wire form of a dry run's plan.
+func newQueuePlan(p scheduler.QueuePlan) *wrpc.QueuePlan {
+	out := &wrpc.QueuePlan{Queues: []wrpc.QueueShareChange{}, Preemptable: []wrpc.PreemptableApp{}}
+	for _, q := range p.Queues {
+		out.Queues = append(out.Queues, wrpc.QueueShareChange{Name: q.Path, Added: q.Added, Removed: q.Removed,
+			SteadyFairShareNow: q.SteadyNow, SteadyFairShareAfter: q.SteadyAfter,
+			InstantaneousFairShareNow: q.InstantaneousNow, InstantaneousFairShareAfter: q.InstantaneousAfter})
+	}
+	for _, a := range p.Preemptable {
+		out.Preemptable = append(out.Preemptable, wrpc.PreemptableApp{AppID: a.AppID, Queue: a.Queue, Used: a.Used,
+			FairShareNow: a.FairShareNow, FairShareAfter: a.FairShareAfter})
+	}
+	return out
 }

@@ -102,11 +102,15 @@ func (e *Status) Cluster(ctx context.Context, args *wrpc.RequestHeader, reply *w
 		reply.RunningGuaranteed, reply.RunningOpportunistic, reply.Queued = 0, 0, 0
 		reply.Capacity, reply.UsedGuaranteed, reply.UsedOpportunistic = scheduler.Resources{}, scheduler.Resources{}, scheduler.Resources{}
 		for _, n := range st.Nodes() {
-			if n.Status == scheduler.NodeDown {
+			switch n.Status {
+			case scheduler.NodeDown:
 				reply.Nodes.Down++
 				continue
+			case scheduler.NodeDraining:
+				reply.Nodes.Draining++ // its containers still run: counted below
+			default:
+				reply.Nodes.Ready++
 			}
-			reply.Nodes.Ready++
 			reply.Capacity = reply.Capacity.Add(n.Capacity)
 			reply.UsedGuaranteed = reply.UsedGuaranteed.Add(n.AllocatedGuaranteed)
 			reply.UsedOpportunistic = reply.UsedOpportunistic.Add(n.AllocatedOpportunistic)

@@ -33,6 +33,7 @@ func (s *Server) registerEndpoints() {
 	wrpc.Register(r, "Node.Heartbeat", wrpc.CapAgent, node.Heartbeat)
 	wrpc.Register(r, "Node.Deregister", wrpc.CapAgent, node.Deregister)
 	wrpc.Register(r, "Node.ResetSecret", wrpc.CapNodeWrite, node.ResetSecret)
+	wrpc.Register(r, "Node.Drain", wrpc.CapNodeWrite, node.Drain)
 	wrpc.Register(r, "Node.List", wrpc.CapNodeRead, node.List)
 	wrpc.Register(r, "Node.Status", wrpc.CapNodeRead, node.Status)
 

@@ -8,9 +8,11 @@ import (
 	"github.com/weft-sched/weft/scheduler"
 )
 
-// leaderDuties is the leader's once-a-second work (SPEC §11, §12): marking
-// nodes DOWN, expiring allocations never started, killing preempted
-// containers whose warning has run out and planning new preemptions. Each
+// leaderDuties is the leader's once-a-second work (SPEC §11, §12, §20):
+// marking nodes DOWN, expiring allocations never started, killing preempted
+// containers whose warning has run out, planning new preemptions, killing
+// what still runs on drained nodes at their deadline and collecting
+// garbage (drain.go, gc.go). Each
 // duty reads the state, decides with a pure function of it and the time,
 // and writes what it decided through Raft; none of them scans every live
 // container (the FSM keeps time-ordered indexes of what they look for).
@@ -30,6 +32,8 @@ func (s *Server) leaderDuties(ctx context.Context) {
 		s.livenessTick(ctx, now)
 		s.expiryTick(ctx, now)
 		s.preemptTick(ctx, now, clocks)
+		s.drainTick(ctx, now)
+		s.gcTick(ctx, now)
 	}
 }
 

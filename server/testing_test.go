@@ -38,6 +38,7 @@ type testCluster struct {
 	// pki, if set, turns TLS on: each server gets a server certificate.
 	pki     *testutil.PKI
 	encrypt map[string]string // gossip key of each server ID that has one, when first started
+	tune    func(*Config)     // if set, changes each server's configuration when first started
 }
 
 func newTestCluster(t *testing.T) *testCluster {
@@ -73,6 +74,9 @@ func (c *testCluster) start(id string, expect int, join ...string) *Server {
 		}
 		if c.pki != nil {
 			cfg.TLS = c.pki.Configurator(wrpc.RoleServer)
+		}
+		if c.tune != nil {
+			c.tune(cfg)
 		}
 		c.configs[id] = cfg
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"sort"
 	"strings"
 	"time"
 
@@ -158,9 +159,10 @@ func currentUser() string {
 
 func runAppList(args []string) error {
 	var req rpc.AppListRequest
-	cf, _, err := clientCommand("app list", args, 0, "weft app list [-queue Q] [-state S]", func(fs *flag.FlagSet) {
+	cf, _, err := clientCommand("app list", args, 0, "weft app list [-queue Q] [-state S] [-user U]", func(fs *flag.FlagSet) {
 		fs.StringVar(&req.Queue, "queue", "", "only apps in `QUEUE`")
 		fs.StringVar(&req.State, "state", "", "only apps in `STATE`: SUBMITTED, ACCEPTED, RUNNING, FINISHED, FAILED or KILLED")
+		fs.StringVar(&req.User, "user", "", "only apps of `USER`")
 	})
 	if err != nil {
 		return err
@@ -173,6 +175,7 @@ func runAppList(args []string) error {
 	if err := cf.call("App.List", &req, &resp); err != nil {
 		return err
 	}
+	sort.Slice(resp.Apps, func(i, j int) bool { return scheduler.CompareIDs(resp.Apps[i].ID, resp.Apps[j].ID) < 0 })
 	printStaleNote(cf, &resp.ResponseMeta)
 	if cf.json {
 		return printJSON(orEmpty(resp.Apps))

@@ -72,7 +72,7 @@ func runStatus(args []string) error {
 	fmt.Fprintf(w, "Servers\t%d\n", len(st.Servers))
 	r := st.Raft
 	fmt.Fprintf(w, "Raft\tterm %d; %s (%s) has applied %d of %d committed\n", r.Term, r.ID, strings.ToLower(r.State), r.AppliedIndex, r.CommitIndex)
-	fmt.Fprintf(w, "Nodes\t%d ready, %d down\n", st.Nodes.Ready, st.Nodes.Down)
+	fmt.Fprintf(w, "Nodes\t%d ready, %d draining, %d down\n", st.Nodes.Ready, st.Nodes.Draining, st.Nodes.Down)
 	fmt.Fprintf(w, "Capacity\t%s\n", st.Capacity)
 	fmt.Fprintf(w, "Used (G)\t%s, %d running\n", st.UsedGuaranteed, st.RunningGuaranteed)
 	fmt.Fprintf(w, "Used (O)\t%s, %d running, %d queued\n", st.UsedOpportunistic, st.RunningOpportunistic, st.Queued)

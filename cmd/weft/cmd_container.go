@@ -4,9 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
 )
 
 func runContainer(args []string) error {
@@ -18,18 +20,25 @@ func runContainer(args []string) error {
 
 func runContainerList(args []string) error {
 	var req rpc.ContainerListRequest
-	cf, _, err := clientCommand("container list", args, 0, "weft container list [-app APP] [-node NODE]", func(fs *flag.FlagSet) {
+	cf, _, err := clientCommand("container list", args, 0, "weft container list [-app APP] [-node NODE] [-state S]", func(fs *flag.FlagSet) {
 		fs.StringVar(&req.AppID, "app", "", "only containers of `APP`")
 		fs.StringVar(&req.NodeID, "node", "", "only containers on `NODE`")
+		fs.StringVar(&req.State, "state", "", "only containers in `STATE`: ALLOCATED, QUEUED, RUNNING or COMPLETED")
 	})
 	if err != nil {
 		return err
+	}
+	if _, err := scheduler.ParseContainerState(req.State); err != nil {
+		return usagef("-state: %v", err)
 	}
 	req.RequestHeader = cf.header()
 	var resp rpc.ContainerListResponse
 	if err := cf.call("Container.List", &req, &resp); err != nil {
 		return err
 	}
+	sort.Slice(resp.Containers, func(i, j int) bool {
+		return scheduler.CompareIDs(resp.Containers[i].ID, resp.Containers[j].ID) < 0
+	})
 	printStaleNote(cf, &resp.ResponseMeta)
 	if cf.json {
 		return printJSON(orEmpty(resp.Containers))

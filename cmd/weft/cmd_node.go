@@ -1,10 +1,13 @@
 package main
 
 import (
+	"flag"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
 )
 
 func runNode(args []string) error {
@@ -12,19 +15,27 @@ func runNode(args []string) error {
 		"list":         runNodeList,
 		"status":       runNodeStatus,
 		"reset-secret": runNodeResetSecret,
+		"drain":        runNodeDrain,
 	})
 }
 
 func runNodeList(args []string) error {
-	cf, _, err := clientCommand("node list", args, 0, "weft node list [-json] [-stale]", nil)
+	var req rpc.NodeListRequest
+	cf, _, err := clientCommand("node list", args, 0, "weft node list [-state S] [-json] [-stale]", func(fs *flag.FlagSet) {
+		fs.StringVar(&req.State, "state", "", "only nodes in `STATE`: READY, DRAINING or DOWN")
+	})
 	if err != nil {
 		return err
 	}
-	h := cf.header()
+	if _, err := scheduler.ParseNodeStatus(req.State); err != nil {
+		return usagef("-state: %v", err)
+	}
+	req.RequestHeader = cf.header()
 	var resp rpc.NodeListResponse
-	if err := cf.call("Node.List", &h, &resp); err != nil {
+	if err := cf.call("Node.List", &req, &resp); err != nil {
 		return err
 	}
+	sort.Slice(resp.Nodes, func(i, j int) bool { return scheduler.CompareIDs(resp.Nodes[i].ID, resp.Nodes[j].ID) < 0 })
 	printStaleNote(cf, &resp.ResponseMeta)
 	if cf.json {
 		return printJSON(orEmpty(resp.Nodes))
@@ -32,7 +43,7 @@ func runNodeList(args []string) error {
 	w := table()
 	fmt.Fprintln(w, "ID\tADDRESS\tRACK\tSTATUS\tCAPACITY\tALLOCATED (G)\tRUNNING (G)\tRUNNING (O)\tMEMORY (O)\tVCORES (O)\tQUEUED")
 	for _, n := range resp.Nodes {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", n.ID, n.Address, n.Rack, n.Status, n.Capacity,
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", n.ID, n.Address, n.Rack, n.Status+drainNote(n, time.Now()), n.Capacity,
 			n.AllocatedGuaranteed, n.RunningGuaranteed, n.RunningOpportunistic,
 			n.AllocatedOpportunistic.MemoryMB, n.AllocatedOpportunistic.Vcores, n.Queued)
 	}
@@ -63,6 +74,9 @@ func runNodeStatus(args []string) error {
 		status += " (" + n.StatusReason + ")"
 	}
 	fmt.Fprintf(w, "Status\t%s\n", status)
+	if n.DrainDeadline > 0 {
+		fmt.Fprintf(w, "Drain deadline\t%s\n", drainDeadline(n.DrainDeadline, time.Now()))
+	}
 	fmt.Fprintf(w, "Epoch\t%d\n", n.Epoch)
 	fmt.Fprintf(w, "Capacity\t%s\n", n.Capacity)
 	fmt.Fprintf(w, "Allocated (G)\t%s, %d running\n", n.AllocatedGuaranteed, n.RunningGuaranteed)
@@ -80,5 +94,58 @@ func runNodeStatus(args []string) error {
 		}
 		t.Flush()
 	}
+	return nil
+}
+
+// drainNote is what a node list adds to a DRAINING node's status.
+func drainNote(n rpc.NodeInfo, now time.Time) string {
+	if n.DrainDeadline <= 0 {
+		return ""
+	}
+	return " (until " + drainDeadline(n.DrainDeadline, now) + ")"
+}
+
+// drainDeadline shows a drain deadline (Unix ms): the time, and how long
+// from now.
+func drainDeadline(ms int64, now time.Time) string {
+	at := time.UnixMilli(ms)
+	left := at.Sub(now).Round(time.Second)
+	when := "passed"
+	if left > 0 {
+		when = "in " + left.String()
+	}
+	return at.UTC().Format("2006-01-02 15:04:05 UTC") + ", " + when
+}
+
+func runNodeDrain(args []string) error {
+	req := rpc.NodeDrainRequest{Deadline: rpc.DefaultDrainDeadline}
+	usage := "weft node drain [-deadline 1h] [-disable] [-json] NODE"
+	cf, pos, err := clientCommand("node drain", args, 1, usage, func(fs *flag.FlagSet) {
+		fs.DurationVar(&req.Deadline, "deadline", req.Deadline, "kill what still runs on the node after `DURATION`")
+		fs.BoolVar(&req.Disable, "disable", false, "end the drain: the node takes containers again")
+	})
+	if err != nil {
+		return err
+	}
+	if req.Deadline <= 0 {
+		return usagef("-deadline: %s is not a duration after now; give one such as 30m or 1h", req.Deadline)
+	}
+	if err := scheduler.ValidateNodeID(pos[0]); err != nil {
+		return usagef("NODE: %v", err)
+	}
+	req.RequestHeader, req.ID = cf.header(), pos[0]
+	var resp rpc.WriteResponse
+	if err := cf.call("Node.Drain", &req, &resp); err != nil {
+		return err
+	}
+	if cf.json {
+		return printJSON(resp)
+	}
+	if req.Disable {
+		fmt.Fprintf(stdout, "Node %s is READY: it takes containers again.\n", req.ID)
+		return nil
+	}
+	fmt.Fprintf(stdout, "Node %s is DRAINING: it takes no new containers; what still runs there in %s is killed (reason drained) and its apps ask again elsewhere.\n", req.ID, req.Deadline)
+	fmt.Fprintf(stdout, "Watch it with 'weft node status %s'; end the drain with 'weft node drain -disable %s'.\n", req.ID, req.ID)
 	return nil
 }

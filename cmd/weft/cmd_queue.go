@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,7 +21,10 @@ func runQueue(args []string) error {
 }
 
 func runQueueApply(args []string) error {
-	cf, pos, err := clientCommand("queue apply", args, 1, "weft queue apply [-address ADDR] FILE (HCL or JSON; - reads stdin)", nil)
+	dryRun := false
+	cf, pos, err := clientCommand("queue apply", args, 1, "weft queue apply [-address ADDR] [-dry-run] [-json] FILE (HCL or JSON; - reads stdin)", func(fs *flag.FlagSet) {
+		fs.BoolVar(&dryRun, "dry-run", false, "change nothing: show each queue's fair shares now and after, and the running apps that would become preemptable")
+	})
 	if err != nil {
 		return err
 	}
@@ -42,13 +46,16 @@ func runQueueApply(args []string) error {
 	if err != nil {
 		return fmt.Errorf("%v; nothing was changed", err)
 	}
-	req := rpc.QueueApplyRequest{Config: cfg}
-	var resp rpc.WriteResponse
+	req := rpc.QueueApplyRequest{Config: cfg, DryRun: dryRun}
+	var resp rpc.QueueApplyResponse
 	if err := cf.call("Queue.Apply", &req, &resp); err != nil {
-		if rpc.IsServerError(err) && !rpc.IsRetryable(err) {
+		if rpc.IsServerError(err) && !rpc.IsRetryable(err) || dryRun {
 			return fmt.Errorf("%v; nothing was changed", err)
 		}
 		return fmt.Errorf("%v; whether the configuration was applied is unknown: see 'weft queue list'", err)
+	}
+	if dryRun {
+		return printQueuePlan(cf, name, resp)
 	}
 	if cf.json {
 		return printJSON(resp)
@@ -176,4 +183,60 @@ func short(r scheduler.Resources) string {
 		fmt.Fprintf(&b, "/%d %s", r.Get(n), n)
 	}
 	return b.String()
+}
+
+// printQueuePlan shows a dry run's plan: a table of fair shares now and
+// after, then the apps that would become preemptable; -json prints the
+// plan itself.
+func printQueuePlan(cf *clientFlags, name string, resp rpc.QueueApplyResponse) error {
+	plan := resp.Plan
+	if plan == nil {
+		return fmt.Errorf("the server answered the dry run without a plan; is it older than this weft?")
+	}
+	if cf.json {
+		return printJSON(plan)
+	}
+	for _, w := range resp.Warnings {
+		fmt.Fprintln(stderr, "Warning: "+w)
+	}
+	fmt.Fprintf(stdout, "Dry run of %s: nothing was changed. Fair shares now -> after:\n\n", name)
+	w := table()
+	fmt.Fprintln(w, "QUEUE\tSTEADY FAIR SHARE\tINSTANTANEOUS FAIR SHARE\t")
+	for _, q := range plan.Queues {
+		label := q.Name
+		switch {
+		case q.Added:
+			label += " (new)"
+		case q.Removed:
+			label += " (removed)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t\n", label, shareChange(q.SteadyFairShareNow, q.SteadyFairShareAfter, q.Added, q.Removed),
+			shareChange(q.InstantaneousFairShareNow, q.InstantaneousFairShareAfter, q.Added, q.Removed))
+	}
+	w.Flush()
+	if len(plan.Preemptable) == 0 {
+		fmt.Fprintln(stdout, "\nNo running app would become preemptable.")
+		return nil
+	}
+	fmt.Fprintf(stdout, "\n%d running app(s) would become preemptable (over their fair share):\n", len(plan.Preemptable))
+	w = table()
+	fmt.Fprintln(w, "APP\tQUEUE\tUSED\tFAIR SHARE")
+	for _, a := range plan.Preemptable {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s -> %s\n", a.AppID, a.Queue, short(a.Used), short(a.FairShareNow), short(a.FairShareAfter))
+	}
+	return w.Flush()
+}
+
+// shareChange shows a share before and after, or one side of it for a
+// queue added or removed.
+func shareChange(now, after scheduler.Resources, added, removed bool) string {
+	switch {
+	case added:
+		return "- -> " + short(after)
+	case removed:
+		return short(now) + " -> -"
+	case now.String() == after.String():
+		return short(now) + " (same)"
+	}
+	return short(now) + " -> " + short(after)
 }

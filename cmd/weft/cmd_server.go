@@ -43,23 +43,30 @@ func runServer(args []string) error {
 	if err != nil {
 		return err
 	}
+	maxApps, appGC, nodeGC, err := cfg.GC()
+	if err != nil {
+		return err
+	}
 	stopWarning := warnInsecure(logger, warning)
 	defer stopWarning()
 	srv, err := server.New(&server.Config{
-		NodeID:          cfg.NodeID,
-		DataDir:         cfg.DataDir,
-		BindAddr:        cfg.Bind,
-		RPCPort:         cfg.RPCPort,
-		SerfPort:        cfg.SerfPort,
-		BootstrapExpect: cfg.BootstrapExpect,
-		Join:            cfg.Join,
-		Encrypt:         cfg.Encrypt,
-		Build:           version,
-		Logger:          logger,
-		TLS:             tc,
-		ACLEnabled:      cfg.ACL != nil && cfg.ACL.Enabled,
-		RaftSkipIndex:   cfg.RaftSkipIndex,
-		Limits:          rpcLimits(cfg.Limits),
+		NodeID:           cfg.NodeID,
+		DataDir:          cfg.DataDir,
+		BindAddr:         cfg.Bind,
+		RPCPort:          cfg.RPCPort,
+		SerfPort:         cfg.SerfPort,
+		BootstrapExpect:  cfg.BootstrapExpect,
+		Join:             cfg.Join,
+		Encrypt:          cfg.Encrypt,
+		Build:            version,
+		Logger:           logger,
+		TLS:              tc,
+		ACLEnabled:       cfg.ACL != nil && cfg.ACL.Enabled,
+		RaftSkipIndex:    cfg.RaftSkipIndex,
+		Limits:           rpcLimits(cfg.Limits),
+		MaxCompletedApps: maxApps,
+		AppGCThreshold:   appGC,
+		NodeGCThreshold:  nodeGC,
 	})
 	if err != nil {
 		return err

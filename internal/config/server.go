@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/weft-sched/weft/scheduler"
@@ -32,6 +33,36 @@ type Server struct {
 	// committed entry no weft can apply (docs/operations.md, "Unknown
 	// Raft entries"). Every server must be given the same value.
 	RaftSkipIndex uint64 `hcl:"raft_skip_index,optional" flag:"raft-skip-index" help:"skip the committed Raft entry at this index if no weft can apply it; give every server the same value (see docs/operations.md)"`
+	// Garbage collection of finished apps and DOWN nodes (SPEC §20).
+	MaxCompletedApps int    `hcl:"max_completed_apps,optional" flag:"max-completed-apps" help:"how many finished apps the cluster keeps; older ones are removed with their containers"`
+	AppGCThreshold   string `hcl:"app_gc_threshold,optional" flag:"app-gc-threshold" help:"how long a finished app is kept (a duration such as 24h)"`
+	NodeGCThreshold  string `hcl:"node_gc_threshold,optional" flag:"node-gc-threshold" help:"how long a DOWN node is kept (a duration such as 24h)"`
+}
+
+// Garbage collection defaults (SPEC §20).
+const (
+	DefaultMaxCompletedApps = 10000
+	DefaultAppGCThreshold   = 24 * time.Hour
+	DefaultNodeGCThreshold  = 24 * time.Hour
+)
+
+// GC returns the garbage collection settings, checked: the most finished
+// apps kept, and how long finished apps and DOWN nodes are kept.
+func (c *Server) GC() (maxApps int, appAfter, nodeAfter time.Duration, err error) {
+	if c.MaxCompletedApps <= 0 {
+		return 0, 0, 0, fmt.Errorf("max_completed_apps (-max-completed-apps) must be positive, not %d", c.MaxCompletedApps)
+	}
+	for _, d := range []struct {
+		name, flag, value string
+		out               *time.Duration
+	}{{"app_gc_threshold", "app-gc-threshold", c.AppGCThreshold, &appAfter}, {"node_gc_threshold", "node-gc-threshold", c.NodeGCThreshold, &nodeAfter}} {
+		v, perr := time.ParseDuration(d.value)
+		if perr != nil || v <= 0 {
+			return 0, 0, 0, fmt.Errorf("%s (-%s) %q: give a positive duration such as 24h", d.name, d.flag, d.value)
+		}
+		*d.out = v
+	}
+	return c.MaxCompletedApps, appAfter, nodeAfter, nil
 }
 
 // Server and agent defaults (SPEC §2).
@@ -49,7 +80,9 @@ const (
 // DefaultServer returns a server configuration holding the defaults.
 func DefaultServer() *Server {
 	return &Server{Bind: DefaultBind, RPCPort: DefaultServerRPCPort, SerfPort: DefaultServerSerfPort,
-		HTTPPort: DefaultServerHTTPPort, LogLevel: DefaultLogLevel, Region: DefaultRegion}
+		HTTPPort: DefaultServerHTTPPort, LogLevel: DefaultLogLevel, Region: DefaultRegion,
+		MaxCompletedApps: DefaultMaxCompletedApps, AppGCThreshold: "24h",
+		NodeGCThreshold: "24h"}
 }
 
 // Validate checks every setting and names the first bad one.
@@ -64,6 +97,9 @@ func (c *Server) Validate() error {
 		return err
 	}
 	if err := validateEncrypt(c.Encrypt); err != nil {
+		return err
+	}
+	if _, _, _, err := c.GC(); err != nil {
 		return err
 	}
 	return validateCommon(c.NodeID, c.Bind, c.LogLevel, map[string]int{"rpc_port": c.RPCPort, "serf_port": c.SerfPort, "http_port": c.HTTPPort}, c.Join)
