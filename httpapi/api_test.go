@@ -267,9 +267,47 @@ func TestQueueApplyTakesHCLAndJSON(t *testing.T) {
 	if q.Weight != 3 {
 		t.Fatalf("root.prod %+v", q)
 	}
+	// A dry run answers the plan and changes nothing.
+	var plan rpc.QueueApplyResponse
+	ta.do("PUT", "/v1/queues?dry_run=true", []byte(`queue "root" {
+  queue "prod" { weight = 1 }
+}`)).mustJSON(t, 200, &plan)
+	if plan.Plan == nil || len(plan.Plan.Queues) == 0 {
+		t.Fatalf("dry run answered %+v", plan)
+	}
+	ta.do("GET", "/v1/queue/root.prod", nil).mustJSON(t, 200, &q)
+	if q.Weight != 3 {
+		t.Fatalf("a dry run changed root.prod: %+v", q)
+	}
+	ta.do("GET", "/v1/queue/root.dev", nil).mustJSON(t, 200, nil)
 	ta.do("PUT", "/v1/queues", []byte(`{"queue": {"root": {"queue": {"batch": {"weight": 2}}}}}`)).mustJSON(t, 200, nil)
 	ta.do("GET", "/v1/queue/root.batch", nil).mustJSON(t, 200, &q)
 	if q.Weight != 2 {
 		t.Fatalf("root.batch %+v", q)
 	}
+}
+
+// A node drains and comes back through the API, as `weft node drain`.
+func TestDrainANode(t *testing.T) {
+	ta := newTestAPI(t, apiOpts{agents: 1})
+	var wr rpc.WriteResponse
+	a := ta.do("POST", "/v1/node/n1/drain", []byte(`{"deadline": "30m"}`))
+	a.mustJSON(t, 200, &wr)
+	if wr.Index == 0 || a.header.Get(HeaderIndex) == "" {
+		t.Fatalf("drain answered %+v", wr)
+	}
+	var nodes []rpc.NodeInfo
+	ta.do("GET", "/v1/nodes?state=DRAINING", nil).mustJSON(t, 200, &nodes)
+	if len(nodes) != 1 || nodes[0].ID != "n1" || nodes[0].DrainDeadline == 0 {
+		t.Fatalf("draining nodes %+v", nodes)
+	}
+	ta.do("POST", "/v1/node/n1/drain", []byte(`{"disable": true}`)).mustJSON(t, 200, nil)
+	ta.do("GET", "/v1/nodes?state=READY", nil).mustJSON(t, 200, &nodes)
+	if len(nodes) != 1 || nodes[0].Status != "READY" {
+		t.Fatalf("ready nodes after the drain ended %+v", nodes)
+	}
+	ta.do("POST", "/v1/node/n1/drain", []byte(`{"deadline": "soon"}`)).errorIs(t, 400, `deadline: "soon"`)
+	ta.do("POST", "/v1/node/n1/drain", []byte(`{"dedline": "1h"}`)).errorIs(t, 400, "dedline")
+	ta.do("GET", "/v1/nodes?state=ASLEEP", nil).errorIs(t, 400, "ASLEEP")
+	ta.do("GET", "/v1/node/n1", nil).mustJSON(t, 200, nil)
 }

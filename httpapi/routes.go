@@ -1,7 +1,10 @@
 package httpapi
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/weft-sched/weft/internal/config"
 	"github.com/weft-sched/weft/rpc"
@@ -29,8 +32,9 @@ var serverRoutes = []route{
 	{method: "GET", path: "/v1/status", rpc: "Status.Cluster", capability: rpc.CapOperatorRead, read: true, handle: (*api).status},
 	{method: "GET", path: "/v1/members", rpc: "Status.Members", capability: rpc.CapOperatorRead, handle: (*api).members},
 	{method: "GET", path: "/v1/operator/raft/peers", rpc: "Operator.RaftGetConfiguration", capability: rpc.CapOperatorRead, read: true, handle: (*api).raftPeers},
-	{method: "GET", path: "/v1/nodes", rpc: "Node.List", capability: rpc.CapNodeRead, read: true, handle: (*api).nodes},
+	{method: "GET", path: "/v1/nodes", rpc: "Node.List", capability: rpc.CapNodeRead, read: true, params: []string{"state"}, handle: (*api).nodes},
 	{method: "GET", path: "/v1/node/{id}", rpc: "Node.Status", capability: rpc.CapNodeRead, read: true, handle: (*api).node},
+	{method: "POST", path: "/v1/node/{id}/drain", rpc: "Node.Drain", capability: rpc.CapNodeWrite, handle: (*api).drain},
 	{method: "GET", path: "/v1/queues", rpc: "Queue.List", capability: rpc.CapQueueRead, read: true, handle: (*api).queues},
 	{method: "PUT", path: "/v1/queues", rpc: "Queue.Apply", capability: rpc.CapOperatorWrite, params: []string{"dry_run"}, handle: (*api).queueApply},
 	{method: "GET", path: "/v1/queue/{name}", rpc: "Queue.Status", capability: rpc.CapQueueRead, read: true, handle: (*api).queue},
@@ -122,7 +126,7 @@ func (a *api) raftPeers(q *request) error {
 
 func (a *api) nodes(q *request) error {
 	var resp rpc.NodeListResponse
-	if err := a.call(q, "Node.List", &q.header, &resp); err != nil {
+	if err := a.call(q, "Node.List", &rpc.NodeListRequest{RequestHeader: q.header, State: q.query.Get("state")}, &resp); err != nil {
 		return err
 	}
 	setMeta(q.w, &resp.ResponseMeta)
@@ -137,6 +141,44 @@ func (a *api) node(q *request) error {
 	}
 	resp.Containers = orEmpty(resp.Containers)
 	setMeta(q.w, &resp.ResponseMeta)
+	writeJSON(q.w, http.StatusOK, resp)
+	return nil
+}
+
+// drainBody is the optional body of POST /v1/node/{id}/drain.
+type drainBody struct {
+	// Deadline is how long running containers may go on ("30m"; default 1h).
+	Deadline string `json:"deadline"`
+	// Disable ends a drain: the node is READY again.
+	Disable bool `json:"disable"`
+}
+
+// drain drains a node (SPEC §20) as `weft node drain` does: the body
+// {"deadline": "30m"} or {"disable": true}, or none for the defaults.
+func (a *api) drain(q *request) error {
+	src, err := q.body()
+	if err != nil {
+		return err
+	}
+	var body drainBody
+	if len(bytes.TrimSpace(src)) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(src))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&body); err != nil {
+			return badRequest("body: %v; give {\"deadline\": \"30m\"} or {\"disable\": true}; nothing was changed", err)
+		}
+	}
+	req := rpc.NodeDrainRequest{RequestHeader: q.header, ID: q.r.PathValue("id"), Disable: body.Disable}
+	if body.Deadline != "" {
+		if req.Deadline, err = time.ParseDuration(body.Deadline); err != nil || req.Deadline <= 0 {
+			return badRequest("deadline: %q; give how long running containers may go on, e.g. \"30m\"; nothing was changed", body.Deadline)
+		}
+	}
+	var resp rpc.WriteResponse
+	if err := a.call(q, "Node.Drain", &req, &resp); err != nil {
+		return err
+	}
+	setIndex(q.w, resp.Index)
 	writeJSON(q.w, http.StatusOK, resp)
 	return nil
 }
@@ -162,14 +204,12 @@ func (a *api) queue(q *request) error {
 }
 
 // queueApply replaces the queue configuration with the body: HCL or JSON,
-// as `weft queue apply` reads a file.
+// as `weft queue apply` reads a file; with ?dry_run=true it only answers
+// the plan (fair shares now and after, what becomes preemptable).
 func (a *api) queueApply(q *request) error {
 	dryRun, err := q.boolParam("dry_run")
 	if err != nil {
 		return err
-	}
-	if dryRun {
-		return badRequest("dry_run: not served by this build yet")
 	}
 	src, err := q.body()
 	if err != nil {
@@ -179,8 +219,8 @@ func (a *api) queueApply(q *request) error {
 	if err != nil {
 		return badRequest("%v; nothing was changed", err)
 	}
-	var resp rpc.WriteResponse
-	if err := a.call(q, "Queue.Apply", &rpc.QueueApplyRequest{RequestHeader: q.header, Config: cfg}, &resp); err != nil {
+	var resp rpc.QueueApplyResponse
+	if err := a.call(q, "Queue.Apply", &rpc.QueueApplyRequest{RequestHeader: q.header, Config: cfg, DryRun: dryRun}, &resp); err != nil {
 		return err
 	}
 	setIndex(q.w, resp.Index)
@@ -189,19 +229,13 @@ func (a *api) queueApply(q *request) error {
 }
 
 func (a *api) apps(q *request) error {
-	req := rpc.AppListRequest{RequestHeader: q.header, Queue: q.query.Get("queue"), State: q.query.Get("state")}
+	req := rpc.AppListRequest{RequestHeader: q.header, Queue: q.query.Get("queue"), State: q.query.Get("state"), User: q.query.Get("user")}
 	var resp rpc.AppListResponse
 	if err := a.call(q, "App.List", &req, &resp); err != nil {
 		return err
 	}
-	apps := make([]rpc.AppInfo, 0, len(resp.Apps))
-	for _, app := range resp.Apps {
-		if u := q.query.Get("user"); u == "" || app.User == u {
-			apps = append(apps, app)
-		}
-	}
 	setMeta(q.w, &resp.ResponseMeta)
-	writeJSON(q.w, http.StatusOK, apps)
+	writeJSON(q.w, http.StatusOK, orEmpty(resp.Apps))
 	return nil
 }
 
@@ -254,11 +288,11 @@ func (a *api) appContainers(q *request) error {
 	if err := a.call(q, "App.Status", &rpc.AppRequest{RequestHeader: hdr, AppID: id}, &app); err != nil {
 		return err
 	}
-	return a.listContainers(q, rpc.ContainerListRequest{RequestHeader: q.header, AppID: id})
+	return a.listContainers(q, rpc.ContainerListRequest{RequestHeader: q.header, AppID: id, State: q.query.Get("state")})
 }
 
 func (a *api) containers(q *request) error {
-	return a.listContainers(q, rpc.ContainerListRequest{RequestHeader: q.header, AppID: q.query.Get("app"), NodeID: q.query.Get("node")})
+	return a.listContainers(q, rpc.ContainerListRequest{RequestHeader: q.header, AppID: q.query.Get("app"), NodeID: q.query.Get("node"), State: q.query.Get("state")})
 }
 
 func (a *api) listContainers(q *request, req rpc.ContainerListRequest) error {
@@ -266,14 +300,8 @@ func (a *api) listContainers(q *request, req rpc.ContainerListRequest) error {
 	if err := a.call(q, "Container.List", &req, &resp); err != nil {
 		return err
 	}
-	out := make([]rpc.ContainerInfo, 0, len(resp.Containers))
-	for _, c := range resp.Containers {
-		if s := q.query.Get("state"); s == "" || c.State == s {
-			out = append(out, c)
-		}
-	}
 	setMeta(q.w, &resp.ResponseMeta)
-	writeJSON(q.w, http.StatusOK, out)
+	writeJSON(q.w, http.StatusOK, orEmpty(resp.Containers))
 	return nil
 }
 

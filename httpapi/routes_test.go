@@ -20,6 +20,7 @@ var wantRoutes = map[string]rpc.Capability{
 	"GET /v1/operator/raft/peers": rpc.CapOperatorRead,
 	"GET /v1/nodes":               rpc.CapNodeRead,
 	"GET /v1/node/{id}":           rpc.CapNodeRead,
+	"POST /v1/node/{id}/drain":    rpc.CapNodeWrite,
 	"GET /v1/queues":              rpc.CapQueueRead,
 	"PUT /v1/queues":              rpc.CapOperatorWrite,
 	"GET /v1/queue/{name}":        rpc.CapQueueRead,
