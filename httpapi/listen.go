@@ -13,12 +13,15 @@ import (
 	"github.com/weft-sched/weft/internal/tlsutil"
 )
 
-// Server timeouts: a client has this long to send its request's headers
-// and body; an idle keep-alive connection is closed after IdleTimeout.
-// Answers are bounded per request (blocking queries, followed logs).
+// Server timeouts: a client has ReadHeaderTimeout to send a request's
+// headers and BodyTimeout its body (set per request, where the body is
+// read: a server-wide read timeout would also end blocking queries, whose
+// connection then sits unread); an idle keep-alive connection is closed
+// after IdleTimeout. Answers are bounded per request (blocking queries,
+// followed logs).
 const (
 	ReadHeaderTimeout = 10 * time.Second
-	ReadTimeout       = time.Minute
+	BodyTimeout       = time.Minute
 	IdleTimeout       = 2 * time.Minute
 	MaxHeaderBytes    = 64 << 10
 )
@@ -47,7 +50,6 @@ func Listen(addr string, h http.Handler, tc *tlsutil.Configurator, logger hclog.
 	l.srv = &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: ReadHeaderTimeout,
-		ReadTimeout:       ReadTimeout,
 		IdleTimeout:       IdleTimeout,
 		MaxHeaderBytes:    MaxHeaderBytes,
 		ErrorLog:          logger.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}),

@@ -159,7 +159,10 @@ func parseWait(v string) (time.Duration, error) {
 
 // body reads the request's whole body, bounded by Limits.MaxBodyBytes.
 func (q *request) body() ([]byte, error) {
+	rc := http.NewResponseController(q.w)
+	rc.SetReadDeadline(time.Now().Add(BodyTimeout))
 	b, err := io.ReadAll(q.r.Body)
+	rc.SetReadDeadline(time.Time{})
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
 		return nil, rpc.Errorf(rpc.CodeTooLarge, "request body is larger than %d bytes; nothing was changed", tooBig.Limit)
