@@ -280,6 +280,16 @@ func TestQueueApplyTakesHCLAndJSON(t *testing.T) {
 		t.Fatalf("a dry run changed root.prod: %+v", q)
 	}
 	ta.do("GET", "/v1/queue/root.dev", nil).mustJSON(t, 200, nil)
+
+	// A write retried with its request ID is applied once.
+	var first, retry rpc.QueueApplyResponse
+	body := []byte("queue \"root\" {\n  queue \"retried\" {}\n}\n")
+	ta.do("PUT", "/v1/queues", body, HeaderRequestID, "retry-1").mustJSON(t, 200, &first)
+	ta.do("PUT", "/v1/queues", body, HeaderRequestID, "retry-1").mustJSON(t, 200, &retry)
+	if first.Index == 0 || retry.Index != first.Index {
+		t.Fatalf("retried write applied at %d, first at %d", retry.Index, first.Index)
+	}
+	ta.do("PUT", "/v1/queues", body, HeaderRequestID, "not ok!").errorIs(t, 400, HeaderRequestID)
 	ta.do("PUT", "/v1/queues", []byte(`{"queue": {"root": {"queue": {"batch": {"weight": 2}}}}}`)).mustJSON(t, 200, nil)
 	ta.do("GET", "/v1/queue/root.batch", nil).mustJSON(t, 200, &q)
 	if q.Weight != 2 {

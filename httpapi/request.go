@@ -38,6 +38,11 @@ const (
 	// HeaderIndex carries the Raft index of the state an answer comes
 	// from: pass it back as ?index= to wait for a change.
 	HeaderIndex = "X-Weft-Index"
+	// HeaderRequestID, on a write, names it: the same write sent again
+	// with the same ID (a retry after a lost answer) is applied at most
+	// once and answered as the first was. Without it each request is a
+	// new write.
+	HeaderRequestID = "X-Weft-Request-Id"
 	// HeaderKnownLeader and HeaderLastContact say how stale a ?stale
 	// answer may be.
 	HeaderKnownLeader = "X-Weft-Known-Leader"
@@ -76,8 +81,10 @@ func (a *api) parse(w http.ResponseWriter, r *http.Request, rt route) (*request,
 		if err := readHeader(q, &req.header); err != nil {
 			return nil, err
 		}
-	} else {
+	} else if req.header.RequestID = r.Header.Get(HeaderRequestID); req.header.RequestID == "" {
 		req.header.RequestID = rpc.NewRequestID()
+	} else if err := req.header.ValidateRequestID(); err != nil {
+		return nil, badRequest("%s header: %v", HeaderRequestID, err)
 	}
 	return req, nil
 }
