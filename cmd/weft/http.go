@@ -19,7 +19,8 @@ func noHTTP() error { return nil }
 // serveServerHTTP serves a server's HTTP API (SPEC §16) on bind:port,
 // HTTPS with the server's certificate when tc is set. Port 0 turns it
 // off; -1 picks a free port. It returns the URL ("" when off) and how to
-// stop it.
+// stop it. The metrics and web UI handlers are given here (Config.Metrics,
+// Config.UI), so that httpapi imports neither.
 func serveServerHTTP(logger hclog.Logger, bind string, port int, srv *server.Server, tc *tlsutil.Configurator) (string, func() error, error) {
 	h := httpapi.New(httpapi.Config{RPC: srv, Logger: logger.Named("http")})
 	return listenHTTP(logger, bind, port, h, tc)
