@@ -61,6 +61,7 @@ export function ago(date, now = Date.now()) {
 /** duration formats milliseconds compactly: "850 ms", "42 s", "3 min 10 s". */
 export function duration(ms) {
   if (ms === null || ms === undefined || ms < 0) return "–";
+  if (ms < 1) return "0 s";
   if (ms < 1000) return `${Math.round(ms)} ms`;
   const s = Math.round(ms / 1000);
   if (s < 60) return `${s} s`;

@@ -8,40 +8,20 @@ import { h, replace } from "./dom.js";
 const MAX_CHARS = 2 * 1024 * 1024; // keep the page light: the last 2 MiB
 
 /**
- * readChunk reads one chunk of a log from offset. It accepts the API's
- * JSON answer ({data, next_offset, done}; data as text or base64) or a
- * plain-text body with the next offset in X-Weft-Offset / X-Weft-Next-Offset
- * and the end in X-Weft-Log-Done.
+ * readChunk reads a log from offset: the API answers text/plain with the
+ * offset to read on from in X-Weft-Log-Offset and X-Weft-Log-Done "true"
+ * once the container has ended and the answer reaches the end of its log.
  */
-export async function readChunk(id, stream, offset, signal) {
+export async function readChunk(id, stream, offset, signal, decoder = new TextDecoder()) {
   const path = `/v1/container/${encodeURIComponent(id)}/logs?stream=${stream}&offset=${offset}`;
   const { response } = await request("GET", path, { signal, raw: true });
-  const type = response.headers.get("Content-Type") || "";
-  if (type.includes("application/json")) {
-    const j = await response.json();
-    let text = j.data ?? j.text ?? "";
-    if (j.encoding === "base64" || (typeof text === "string" && j.data !== undefined && looksBase64(text) && j.next_offset - offset === base64Len(text))) {
-      text = decodeBase64(text);
-    }
-    return { text, next: j.next_offset ?? offset + text.length, done: !!j.done };
-  }
   const buf = new Uint8Array(await response.arrayBuffer());
-  const text = new TextDecoder().decode(buf);
-  const hdr = response.headers.get("X-Weft-Next-Offset") || response.headers.get("X-Weft-Offset");
-  const doneHdr = response.headers.get("X-Weft-Log-Done") || response.headers.get("X-Weft-Done");
-  return { text, next: hdr ? Number(hdr) : offset + buf.length, done: doneHdr === "true" || doneHdr === "1" };
-}
-
-function looksBase64(s) {
-  return s.length % 4 === 0 && /^[A-Za-z0-9+/]*={0,2}$/.test(s);
-}
-function base64Len(s) {
-  return (s.length / 4) * 3 - (s.endsWith("==") ? 2 : s.endsWith("=") ? 1 : 0);
-}
-function decodeBase64(s) {
-  const bin = atob(s);
-  const bytes = Uint8Array.from(bin, (c) => c.charCodeAt(0));
-  return new TextDecoder().decode(bytes);
+  const next = response.headers.get("X-Weft-Log-Offset");
+  return {
+    text: decoder.decode(buf, { stream: true }), // a character split across reads stays whole
+    next: next ? Number(next) : offset + buf.length,
+    done: response.headers.get("X-Weft-Log-Done") === "true",
+  };
 }
 
 /**
@@ -69,12 +49,13 @@ export function logViewer(id, signal, { stream = "stdout", height } = {}) {
 
   const run = async (s, sig) => {
     let offset = 0, size = 0, backoff = 1000;
+    const decoder = new TextDecoder();
     status.textContent = "loading…";
     status.className = "log-status";
     while (!sig.aborted) {
       let chunk;
       try {
-        chunk = await readChunk(id, s, offset, sig);
+        chunk = await readChunk(id, s, offset, sig, decoder);
         backoff = 1000;
       } catch (err) {
         if (sig.aborted) return;

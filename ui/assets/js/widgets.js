@@ -95,7 +95,7 @@ export function table(columns, rows, state = {}, opts = {}) {
     });
   }
   const thead = h("thead", h("tr", columns.map((c) => {
-    const th = h("th", { class: `${c.num ? "num" : ""} ${c.cls || ""}`, scope: "col" }, c.label);
+    const th = h("th", { class: c.num ? "num" : "", scope: "col" }, c.label);
     if (c.key && opts.onSort) {
       th.classList.add("sortable");
       if (state.sort === c.key) th.classList.add(state.desc ? "desc" : "asc");

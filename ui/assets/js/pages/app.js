@@ -58,7 +58,7 @@ export function render(main, ctx) {
         panel(`AM attempts (${(app.attempts || []).length})`, attemptsTable(app)),
         panel(`Preemptions (${(app.preemptions || []).length})`, preemptionsTable(app))),
       panel(`Containers (${cs.length})`, containersTable(cs, pickLogs, logsFor)),
-      panel(h("span", "Logs ", logsFor ? h("span.mono.muted", logsFor) : null),
+      panel("Logs",
         cs.length ? h("div.log-pick", h("label", "Container ", h("select", { onchange: (e) => pickLogs(e.target.value) },
           cs.map((c) => h("option", { value: c.id, selected: c.id === logsFor }, `${c.id}${c.is_am ? " (AM)" : ""} · ${c.state}`))))) : null,
         logsEl || empty("No containers yet, so no logs.")));

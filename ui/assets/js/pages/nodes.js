@@ -18,7 +18,7 @@ export function render(main, ctx) {
     replace(root, pageHead("Nodes", nodes ? `${list.length} node${list.length === 1 ? "" : "s"} · ${ready} ready` : ""),
       err ? errorNote(err) : null, note,
       nodes === null ? h("p.loading", "Loading…") : list.length === 0 ? empty("No nodes have registered. Start an agent with weft agent -join …") :
-        table(nodeColumns(drainControl), list, sort, { onSort: (k, d) => { sort.sort = k; sort.desc = d; draw(); }, rowData: (n) => ({ node: n.id }) }),
+        table(nodeColumns(drainControl), list, sort, { cls: "nodes", onSort: (k, d) => { sort.sort = k; sort.desc = d; draw(); }, rowData: (n) => ({ node: n.id }) }),
       h("p.panel-sub", "G: guaranteed, O: opportunistic. Memory and vcores are allocated / capacity; bars show guaranteed then opportunistic use."));
   };
   const drainControl = (n) => drainButton(n, async (body) => {
@@ -53,10 +53,9 @@ export function drainButton(n, send) {
 export function nodeColumns(action) {
   const r = (n, k, part) => n[part]?.[k] || 0;
   const cols = [
-    { key: "id", label: "Node", cls: "mono", render: (n) => link(`/ui/nodes/${encodeURIComponent(n.id)}`, n.id) },
+    { key: "id", label: "Node", cls: "mono", render: (n) => h("div", link(`/ui/nodes/${encodeURIComponent(n.id)}`, n.id), h("div.sub-line", n.address)) },
     { key: "rack", label: "Rack", cls: "mono" },
     { key: "status", label: "State", render: (n) => badge(n.status, n.status_reason) },
-    { key: "address", label: "Address", cls: "mono small" },
     { key: "running_guaranteed", label: "Running (G)", num: true },
     { key: "running_opportunistic", label: "Running (O)", num: true },
     { key: "queued", label: "Queued", num: true },

@@ -21,7 +21,7 @@ export function render(main, ctx) {
       return;
     }
     replace(root, pageHead("Overview", `Cluster led by ${status.leader || "nobody (no leader)"}`), err ? errorNote(err) : null,
-      cards(status), h("div.grid-2", chartPanel(), appsPanel(status, apps)), serversPanel(status));
+      cards(status), h("div.grid-2.even", chartPanel(), appsPanel(status, apps)), serversPanel(status));
   };
   watch("/v1/status", ctx.signal, (st) => {
     status = st;
@@ -75,7 +75,6 @@ function appsPanel(st, apps) {
       recent.length ? table([
         { key: "id", label: "Recent", render: (a) => link(`/ui/apps/${encodeURIComponent(a.id)}`, a.id) },
         { key: "name", label: "Name", cls: "ellipsis" },
-        { key: "queue", label: "Queue", cls: "mono" },
         { key: "state", label: "State", render: (a) => badge(a.state) },
         { key: "submitted_at", label: "Submitted", num: true, render: (a) => ago(nsToDate(a.submitted_at)) },
       ], recent, {}, { cls: "compact" }) : null,
