@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -92,6 +93,11 @@ type proc struct {
 
 func startProc(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
+	if len(args) > 0 && (args[0] == "server" || args[0] == "agent" || args[0] == "dev") && !slices.Contains(args, "-http-port") {
+		// A free HTTP port unless the test picks one: the default ports
+		// would collide between processes on one IP and tests run at once.
+		args = append(slices.Clip(args), "-http-port", "-1")
+	}
 	p := &proc{t: t, name: name, args: args, log: filepath.Join(t.TempDir(), name+".log")}
 	p.start()
 	t.Cleanup(func() {

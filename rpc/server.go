@@ -123,6 +123,10 @@ type ConnInfo struct {
 	Role Role
 	// CommonName is the subject common name of the peer's certificate.
 	CommonName string
+	// HTTP is true for a request that came through the HTTP API (Call):
+	// its client holds no certificate, so methods that ask a certificate
+	// role or a workload token are refused to it.
+	HTTP bool
 }
 
 type connInfoKey struct{}

@@ -159,8 +159,17 @@ func ClientHandshake(ctx context.Context, conn net.Conn, tc *tlsutil.Configurato
 // server forwarding an agent's call to the leader, having checked it
 // where the call arrived; a server certificate is trusted with Raft
 // itself). Other capabilities ask no role. Like RequireRole, it passes
-// without TLS and for calls made in process.
+// without TLS and for calls made in process, except that a request from
+// an HTTP client (ConnInfo.HTTP) is refused every method whose capability
+// asks a certificate role or a workload token.
 func requireCapabilityRole(ctx context.Context, c Capability) error {
+	if ci := ConnInfoFrom(ctx); ci != nil && ci.HTTP {
+		switch c {
+		case CapServer, CapAgent, CapWorkload:
+			return Errorf(CodePermissionDenied, "%w: this call is for %s peers of the RPC port, not for HTTP clients",
+				ErrPermissionDenied, c)
+		}
+	}
 	switch c {
 	case CapServer:
 		return RequireRole(ctx, RoleServer)

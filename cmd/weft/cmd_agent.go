@@ -45,8 +45,13 @@ func runAgent(args []string) error {
 	if err != nil {
 		return err
 	}
+	_, stopHTTP, err := serveAgentHTTP(logger, cfg.Bind, cfg.HTTPPort, a, tc)
+	if err != nil {
+		a.Shutdown()
+		return err
+	}
 	defer reloadOnSIGHUP(logger, tc)()
-	return waitForSignal(logger, a.Leave, a.Shutdown)
+	return waitForSignal(logger, thenStop(stopHTTP, a.Leave), thenStop(stopHTTP, a.Shutdown))
 }
 
 // runAM runs a built-in application master inside its container.

@@ -15,11 +15,12 @@ import (
 func runDev(args []string) error {
 	fs := newFlagSet("dev")
 	var bind, logLevel, resources string
-	var rpcPort, serfPort, agents int
+	var rpcPort, serfPort, httpPort, agents int
 	var insecure bool
 	fs.StringVar(&bind, "bind", "127.0.0.1", "`IP` to listen on")
 	fs.IntVar(&rpcPort, "rpc-port", server.DefaultRPCPort, "`PORT` for the server's RPC")
 	fs.IntVar(&serfPort, "serf-port", server.DefaultSerfPort, "`PORT` for the server's serf gossip")
+	fs.IntVar(&httpPort, "http-port", config.DefaultServerHTTPPort, "`PORT` for the server's HTTP API and web UI (0: off)")
 	fs.IntVar(&agents, "agents", 3, "how many agents (`N`) run beside the server")
 	fs.StringVar(&resources, "resources", "memory_mb=4096,vcores=4", "capacity of each agent")
 	fs.StringVar(&logLevel, "log-level", "warn", "log `LEVEL`")
@@ -67,8 +68,14 @@ func runDev(args []string) error {
 	if err != nil {
 		return err
 	}
+	httpURL, stopHTTP, err := serveServerHTTP(logger, bind, httpPort, srv, nil)
+	if err != nil {
+		srv.Shutdown()
+		return err
+	}
 	var nodes []*agent.Agent
 	stopAll := func() error {
+		stopHTTP()
 		var wg sync.WaitGroup
 		for _, a := range nodes {
 			wg.Add(1)
@@ -100,8 +107,13 @@ func runDev(args []string) error {
 	if addr != defaultAddress {
 		hint = " -address " + addr
 	}
+	httpLine := "HTTP API: off (-http-port 0)"
+	if httpURL != "" {
+		httpLine = fmt.Sprintf("HTTP API and web UI: %s (try curl %[1]s/v1/status, or open %[1]s/ui/)", httpURL)
+	}
 	fmt.Fprintf(stdout, `weft dev is running: one server on %s and %d agents of %s (data in %s, removed on exit).
 It is open (no TLS, gossip key or ACLs): anyone who can reach %[1]s can use it.
+%[6]s
 
 Try, in another terminal (the binary is bin/weft):
   weft members%[5]s
@@ -112,7 +124,7 @@ Try, in another terminal (the binary is bin/weft):
   weft queue apply%[5]s examples/queues.hcl
 
 Stop with Ctrl-C.
-`, addr, agents, res, dir, hint)
+`, addr, agents, res, dir, hint, httpLine)
 	if os.Geteuid() == 0 {
 		fmt.Fprintln(stdout, "\nYou run weft dev as root, so its containers run as root: anyone who can reach "+addr+" runs commands as root here. Run it as an ordinary user.")
 	}

@@ -64,8 +64,13 @@ func runServer(args []string) error {
 	if err != nil {
 		return err
 	}
+	_, stopHTTP, err := serveServerHTTP(logger, cfg.Bind, cfg.HTTPPort, srv, tc)
+	if err != nil {
+		srv.Shutdown()
+		return err
+	}
 	defer reloadOnSIGHUP(logger, tc)()
-	return waitForSignalOrStop(logger, srv.Leave, srv.Shutdown, srv.Halted(), srv.HaltError)
+	return waitForSignalOrStop(logger, thenStop(stopHTTP, srv.Leave), thenStop(stopHTTP, srv.Shutdown), srv.Halted(), srv.HaltError)
 }
 
 // fileExists reports whether path names an existing file.

@@ -18,6 +18,7 @@ type Agent struct {
 	Bind                     string           `hcl:"bind,optional" flag:"bind" help:"IP address to listen on and advertise"`
 	RPCPort                  int              `hcl:"rpc_port,optional" flag:"rpc-port" help:"port for the AMRMProxy and container management"`
 	SerfPort                 int              `hcl:"serf_port,optional" flag:"serf-port" help:"port for serf gossip"`
+	HTTPPort                 int              `hcl:"http_port,optional" flag:"http-port" help:"port for health, metrics and container logs over HTTP (HTTPS when TLS is on); 0 turns it off, -1 picks a free port"`
 	Join                     []string         `hcl:"join,optional" flag:"join" help:"serf address of any server or agent (repeatable; at least one)"`
 	Resources                map[string]int64 `hcl:"resources,optional" flag:"resources" help:"capacity offered, e.g. memory_mb=8192,vcores=8,gpu=2 (memory_mb and vcores required)"`
 	Rack                     string           `hcl:"rack,optional" flag:"rack" help:"rack of this node, for locality"`
@@ -48,7 +49,7 @@ func DefaultAgent() *Agent {
 	for k, v := range DefaultAgentResources {
 		res[k] = v
 	}
-	return &Agent{Bind: DefaultBind, RPCPort: DefaultAgentRPCPort, SerfPort: DefaultAgentSerfPort, Resources: res,
+	return &Agent{Bind: DefaultBind, RPCPort: DefaultAgentRPCPort, SerfPort: DefaultAgentSerfPort, HTTPPort: DefaultAgentHTTPPort, Resources: res,
 		Rack: DefaultRack, OpportunisticQueueLength: DefaultOpportunisticQueueLength, LogLevel: DefaultLogLevel, Region: DefaultRegion}
 }
 
@@ -73,7 +74,7 @@ func (c *Agent) Validate() error {
 	if err := validateEncrypt(c.Encrypt); err != nil {
 		return err
 	}
-	return validateCommon(c.NodeID, c.Bind, c.LogLevel, map[string]int{"rpc_port": c.RPCPort, "serf_port": c.SerfPort}, c.Join)
+	return validateCommon(c.NodeID, c.Bind, c.LogLevel, map[string]int{"rpc_port": c.RPCPort, "serf_port": c.SerfPort, "http_port": c.HTTPPort}, c.Join)
 }
 
 // NodeResources turns a node's declared capacity into a resource vector.

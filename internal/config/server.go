@@ -18,7 +18,7 @@ type Server struct {
 	Bind            string   `hcl:"bind,optional" flag:"bind" help:"IP address to listen on and advertise"`
 	RPCPort         int      `hcl:"rpc_port,optional" flag:"rpc-port" help:"port for msgpack RPC and Raft"`
 	SerfPort        int      `hcl:"serf_port,optional" flag:"serf-port" help:"port for serf gossip (TCP and UDP)"`
-	HTTPPort        int      `hcl:"http_port,optional" flag:"http-port" help:"port for the HTTP API (reserved; not served yet)"`
+	HTTPPort        int      `hcl:"http_port,optional" flag:"http-port" help:"port for the HTTP API, metrics and web UI (HTTPS when TLS is on); 0 turns it off, -1 picks a free port"`
 	BootstrapExpect int      `hcl:"bootstrap_expect,optional" flag:"bootstrap-expect" help:"bootstrap Raft once this many servers (with the same value) see each other"`
 	Join            []string `hcl:"join,optional" flag:"join" help:"serf address of any cluster member to join (repeatable)"`
 	LogLevel        string   `hcl:"log_level,optional" flag:"log-level" help:"log level: trace, debug, info, warn or error"`
@@ -42,6 +42,7 @@ const (
 	DefaultServerHTTPPort = 8088
 	DefaultAgentRPCPort   = 8049
 	DefaultAgentSerfPort  = 8041
+	DefaultAgentHTTPPort  = 8089
 	DefaultLogLevel       = "info"
 )
 
