@@ -11,6 +11,7 @@ import (
 	"github.com/weft-sched/weft/httpapi"
 	"github.com/weft-sched/weft/internal/tlsutil"
 	"github.com/weft-sched/weft/server"
+	"github.com/weft-sched/weft/ui"
 )
 
 // noHTTP is the closer of an HTTP API that is off (http_port 0).
@@ -21,7 +22,7 @@ func noHTTP() error { return nil }
 // off; -1 picks a free port. It returns the URL ("" when off) and how to
 // stop it.
 func serveServerHTTP(logger hclog.Logger, bind string, port int, srv *server.Server, tc *tlsutil.Configurator) (string, func() error, error) {
-	h := httpapi.New(httpapi.Config{RPC: srv, Logger: logger.Named("http")})
+	h := httpapi.New(httpapi.Config{RPC: srv, Logger: logger.Named("http"), UI: ui.Handler()})
 	return listenHTTP(logger, bind, port, h, tc)
 }
 
