@@ -18,6 +18,14 @@ export function badge(state, extra) {
   return h(`span.badge.tone-${tone}`, { title: extra || state }, state || "–");
 }
 
+/** containerBadge is a container's state, red when it exited badly. */
+export function containerBadge(c) {
+  const bad = c.state === "COMPLETED" && ((c.exit_code !== null && c.exit_code !== undefined && c.exit_code !== 0) || (c.reason && c.reason !== "exited"));
+  const el = badge(c.state, [c.reason, c.diagnostics].filter(Boolean).join(": "));
+  if (bad) el.className = `badge tone-${c.reason === "killed" || c.reason === "preempted" || c.reason === "drained" ? "warn" : "bad"}`;
+  return el;
+}
+
 /**
  * bar draws shares of a whole: segments [{value, cls, label}] over total,
  * with optional markers [{value, cls, label}] as thin vertical lines.

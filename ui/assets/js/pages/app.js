@@ -5,7 +5,7 @@ import { asList, asObject, request, watch } from "../api.js";
 import { h, link, replace, s } from "../dom.js";
 import { ago, duration, idOrder, isZero, nsToDate, res, stamp } from "../format.js";
 import { logViewer } from "../logview.js";
-import { badge, empty, errorNote, pageHead, panel, table } from "../widgets.js";
+import { badge, containerBadge, empty, errorNote, pageHead, panel, table } from "../widgets.js";
 import { containerHref } from "./containers.js";
 
 const ENDED = new Set(["FINISHED", "FAILED", "KILLED"]);
@@ -155,7 +155,7 @@ function attemptsTable(app) {
     { key: "attempt", label: "#", num: true },
     { key: "container_id", label: "Container", cls: "mono", render: (a) => (a.container_id ? link(`/ui/containers/${encodeURIComponent(a.container_id)}?app=${encodeURIComponent(app.id)}`, a.container_id) : "–") },
     { key: "node_id", label: "Node", cls: "mono", render: (a) => (a.node_id ? link(`/ui/nodes/${encodeURIComponent(a.node_id)}`, a.node_id) : "–") },
-    { key: "diagnostics", label: "Diagnostics", render: (a) => a.diagnostics || h("span.muted", "–") },
+    { key: "diagnostics", label: "Diagnostics", cls: "wrap", render: (a) => a.diagnostics || h("span.muted", "–") },
   ], at, {}, { cls: "compact" });
 }
 
@@ -178,7 +178,7 @@ function containersTable(cs, pickLogs, logsFor) {
     { key: "id", label: "ID", cls: "mono", render: (c) => link(containerHref(c), c.id, c.is_am ? h("span.tag", "AM") : null) },
     { key: "execution_type", label: "Type", render: (c) => badge(c.execution_type) },
     { key: "node_id", label: "Node", cls: "mono", render: (c) => (c.node_id ? link(`/ui/nodes/${encodeURIComponent(c.node_id)}`, c.node_id) : "–") },
-    { key: "state", label: "State", render: (c) => badge(c.state, c.diagnostics) },
+    { key: "state", label: "State", render: (c) => containerBadge(c) },
     { key: "exit_code", label: "Exit", num: true, render: (c) => (c.exit_code === null || c.exit_code === undefined ? "–" : String(c.exit_code)) },
     { key: "reason", label: "Reason", render: (c) => c.reason || h("span.muted", "–") },
     { key: "resources", label: "Resources", num: true, render: (c) => res(c.resources) },

@@ -5,7 +5,7 @@ import { asList, watch } from "../api.js";
 import { h, link, replace } from "../dom.js";
 import { ago, duration, nsToDate, res, stamp } from "../format.js";
 import { logViewer } from "../logview.js";
-import { badge, errorNote, pageHead, panel } from "../widgets.js";
+import { badge, containerBadge, errorNote, pageHead, panel } from "../widgets.js";
 
 export function render(main, ctx) {
   const id = ctx.params[0];
@@ -18,7 +18,7 @@ export function render(main, ctx) {
     const pre = logs.querySelector("pre");
     const scroll = pre.scrollTop;
     replace(root,
-      pageHead(h("span", h("span.mono", id), " ", c ? badge(c.state, c.diagnostics) : null), c ? h("span", "container of ", link(`/ui/apps/${encodeURIComponent(c.app_id)}`, c.app_id)) : ""),
+      pageHead(h("span", h("span.mono", id), " ", c ? containerBadge(c) : null), c ? h("span", "container of ", link(`/ui/apps/${encodeURIComponent(c.app_id)}`, c.app_id)) : ""),
       err ? errorNote(err) : null,
       missing ? h("div.note.note-bad", `No container ${id} in the cluster's state (it may have been garbage-collected).`) : null,
       c ? facts(c) : null,

@@ -4,7 +4,7 @@
 import { asList, watch, withQuery } from "../api.js";
 import { h, link, replace } from "../dom.js";
 import { ago, duration, idOrder, nsToDate, res } from "../format.js";
-import { badge, empty, errorNote, filterBar, pageHead, table } from "../widgets.js";
+import { badge, containerBadge, empty, errorNote, filterBar, pageHead, table } from "../widgets.js";
 
 export const CONTAINER_STATES = ["ALLOCATED", "QUEUED", "RUNNING", "COMPLETED"];
 
@@ -15,7 +15,7 @@ export function containerHref(c) {
 
 export function render(main, ctx) {
   const filters = { state: ctx.query.get("state") || "", app: ctx.query.get("app") || "", node: ctx.query.get("node") || "" };
-  const sort = { sort: "id", desc: true };
+  const sort = { sort: "allocated_at", desc: true };
   let list = null, err = null, watching = null;
   const root = h("div.page#containers");
   main.append(root);
@@ -54,7 +54,7 @@ export function containerColumns(withApp) {
     withApp ? { key: "app_id", label: "App", cls: "mono", render: (c) => link(`/ui/apps/${encodeURIComponent(c.app_id)}`, c.app_id) } : null,
     { key: "execution_type", label: "Type", render: (c) => badge(c.execution_type) },
     { key: "node_id", label: "Node", cls: "mono", render: (c) => (c.node_id ? link(`/ui/nodes/${encodeURIComponent(c.node_id)}`, c.node_id) : "–") },
-    { key: "state", label: "State", render: (c) => badge(c.state, c.diagnostics) },
+    { key: "state", label: "State", render: (c) => containerBadge(c) },
     { key: "exit_code", label: "Exit", num: true, sort: (c) => c.exit_code ?? -1, render: (c) => (c.exit_code === null || c.exit_code === undefined ? "–" : String(c.exit_code)) },
     { key: "reason", label: "Reason", render: (c) => c.reason || h("span.muted", "–") },
     { key: "resources", label: "Resources", num: true, sort: (c) => c.resources?.memory_mb || 0, render: (c) => res(c.resources) },

@@ -20,7 +20,8 @@ export function render(main, ctx) {
       replace(root, pageHead("Overview"), err ? errorNote(err) : h("p.loading", "Loading…"));
       return;
     }
-    replace(root, pageHead("Overview", `Cluster led by ${status.leader || "nobody (no leader)"}`), err ? errorNote(err) : null,
+    const n = (status.servers || []).length;
+    replace(root, pageHead("Overview", `${n} server${n === 1 ? "" : "s"} · Raft term ${status.raft?.term ?? "–"} · ${status.leader ? `led by ${leaderOf(status)}` : "no leader"}`), err ? errorNote(err) : null,
       cards(status), h("div.grid-2.even", chartPanel(), appsPanel(status, apps)), serversPanel(status));
   };
   watch("/v1/status", ctx.signal, (st) => {
@@ -40,12 +41,18 @@ export function render(main, ctx) {
   draw();
 }
 
+/** leaderOf names the leader by its server ID when the status lists it. */
+export function leaderOf(st) {
+  const s = (st.servers || []).find((s) => s.address === st.leader) || (st.servers || []).find((s) => s.state === "leader");
+  return s ? s.id : st.leader;
+}
+
 function cards(st) {
   const cap = st.capacity || {}, g = st.used_guaranteed || {}, o = st.used_opportunistic || {};
   const nodes = st.nodes || {};
   const servers = st.servers || [];
   return h("div.cards",
-    card("Leader", h("span.mono", st.leader || "none"), `${servers.length} server${servers.length === 1 ? "" : "s"}, term ${st.raft?.term ?? "–"}`, { dataset: { stat: "leader" } }),
+    card("Leader", h("span.mono", leaderOf(st) || "none"), st.leader ? h("span.mono", st.leader) : "no leader: writes wait", { dataset: { stat: "leader" } }),
     card("Nodes", h("span", h("span.num", num(nodes.ready)), h("span.unit", " ready")),
       nodes.down ? h("span.text-bad", `${nodes.down} down`) : "none down", { dataset: { stat: "nodes" } }),
     card("Memory", h("span.num", `${pct((g.memory_mb || 0) + (o.memory_mb || 0), cap.memory_mb)}%`),
