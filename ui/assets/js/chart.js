@@ -2,6 +2,7 @@
 // SVG from samples the page takes of /v1/status (no chart library).
 
 import { s, h } from "./dom.js";
+import { duration } from "./format.js";
 
 const KEY = "weft.samples";
 const MAX_AGE_MS = 60 * 60 * 1000; // keep an hour
@@ -45,24 +46,33 @@ export function sampleOf(st, t = Date.now()) {
 
 const W = 760, H = 220, PAD = { l: 40, r: 12, t: 12, b: 26 };
 
+const MIN_WINDOW_MS = 60 * 1000, MAX_WINDOW_MS = 10 * 60 * 1000;
+
+/** windowOf is the span the chart shows: the samples' age, from a minute up to ten. */
+export function windowOf(samples, now = Date.now()) {
+  const age = samples.length ? now - samples[0].t : 0;
+  return Math.min(MAX_WINDOW_MS, Math.max(MIN_WINDOW_MS, Math.ceil(age / 30000) * 30000));
+}
+
 /**
  * utilisationChart draws memory (guaranteed and opportunistic, stacked
  * areas) and vcores (a line) as a percentage of capacity over the window.
  */
-export function utilisationChart(samples, windowMs = 10 * 60 * 1000, now = Date.now()) {
+export function utilisationChart(samples, now = Date.now()) {
+  const windowMs = windowOf(samples, now);
   const pts = samples.filter((p) => p.t >= now - windowMs);
   const x = (t) => PAD.l + ((W - PAD.l - PAD.r) * (t - (now - windowMs))) / windowMs;
   const y = (f) => PAD.t + (H - PAD.t - PAD.b) * (1 - f);
   const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img",
-    "aria-label": "Cluster utilisation over the last 10 minutes" });
+    "aria-label": `Cluster utilisation over the last ${duration(windowMs)}` });
 
   for (const f of [0, 0.25, 0.5, 0.75, 1]) {
     svg.append(s("line", { x1: PAD.l, x2: W - PAD.r, y1: y(f), y2: y(f), class: "grid" }));
     svg.append(s("text", { x: PAD.l - 6, y: y(f) + 4, class: "axis", "text-anchor": "end" }, `${f * 100}%`));
   }
-  for (let m = 0; m <= 10; m += 2) {
-    const t = now - m * 60 * 1000;
-    svg.append(s("text", { x: x(t), y: H - 6, class: "axis", "text-anchor": m === 0 ? "end" : "middle" }, m === 0 ? "now" : `-${m} min`));
+  for (let i = 0; i <= 4; i++) {
+    const ago = (windowMs * i) / 4;
+    svg.append(s("text", { x: x(now - ago), y: H - 6, class: "axis", "text-anchor": i === 0 ? "end" : i === 4 ? "start" : "middle" }, i === 0 ? "now" : `-${duration(ago)}`));
   }
   if (pts.length === 0) {
     svg.append(s("text", { x: W / 2, y: H / 2, class: "axis", "text-anchor": "middle" }, "collecting samples…"));

@@ -2,9 +2,9 @@
 // use (guaranteed and opportunistic), apps by state, utilisation over time.
 
 import { asList, watch } from "../api.js";
-import { legend, sampleOf, Samples, utilisationChart } from "../chart.js";
+import { legend, sampleOf, Samples, utilisationChart, windowOf } from "../chart.js";
 import { h, link, replace } from "../dom.js";
-import { ago, idOrder, mem, nsToDate, num, pct, vcores } from "../format.js";
+import { ago, duration, idOrder, mem, nsToDate, num, pct } from "../format.js";
 import { badge, card, empty, errorNote, pageHead, panel, table, usageBar } from "../widgets.js";
 
 const samples = new Samples();
@@ -66,7 +66,7 @@ function cards(st) {
 }
 
 function chartPanel() {
-  return panel("Utilisation", h("p.panel-sub", "Share of cluster capacity in use, sampled by this page; last 10 minutes."),
+  return panel("Utilisation", h("p.panel-sub", `Share of cluster capacity in use, sampled by this page (kept for this tab): the last ${duration(windowOf(samples.list))}.`),
     utilisationChart(samples.list), legend());
 }
 
