@@ -14,7 +14,7 @@ BIN     := bin/weft
 # Packages with concurrency run under the race detector.
 RACE_PKGS := ./acl/... ./scheduler/... ./fsm/... ./rpc/... ./server/... ./agent/... ./am/... ./internal/... ./cmd/...
 
-.PHONY: all build dev test lint unit e2e stress cc bench fuzz clean image compose-test
+.PHONY: all build dev test lint unit e2e stress cc chromium bench fuzz clean image compose-test
 
 all: build
 
@@ -50,8 +50,18 @@ cc:
 	    echo "the race detector needs a C compiler: run 'sudo apt-get install -y gcc' (Debian/Ubuntu) and try again"; exit 1; \
 	  fi
 
+## chromium: the web UI's e2e tests drive Debian's headless Chromium.
+chromium:
+	@test -x /usr/bin/chromium || \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Chromium for the web UI's browser tests (Debian package chromium)"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else \
+	    echo "the web UI's browser tests need Chromium: run 'sudo apt-get install -y chromium' (Debian/Ubuntu) and try again"; exit 1; \
+	  fi
+
 ## e2e: black-box tests of real weft processes (the chaos suite has its own targets).
-e2e:
+e2e: chromium
 	$(GO) test -count=1 -timeout 10m -skip '^TestChaos$$' ./e2e/...
 
 ## bench: benchmarks; raw results go to bench/latest.txt (summary: docs/benchmarks.md).

@@ -7,6 +7,7 @@ data_dir = "/var/lib/weft-agent" # container directories, logs, serf state, the 
 bind     = "10.0.0.11"           # the address servers and AMs reach this agent at
 # rpc_port  = 8049               # AMRMProxy and container management
 # serf_port = 8041               # gossip (TCP and UDP)
+# http_port = 8089               # health, metrics and container logs over HTTP(S); 0: off
 
 # Any server or agent's serf address; the agent finds the rest by gossip.
 join = ["10.0.0.1:8031", "10.0.0.2:8031", "10.0.0.3:8031"]

@@ -9,8 +9,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/weft-sched/weft/agent"
 	"github.com/weft-sched/weft/httpapi"
+	"github.com/weft-sched/weft/internal/metrics"
 	"github.com/weft-sched/weft/internal/tlsutil"
 	"github.com/weft-sched/weft/server"
+	"github.com/weft-sched/weft/ui"
 )
 
 // noHTTP is the closer of an HTTP API that is off (http_port 0).
@@ -22,14 +24,14 @@ func noHTTP() error { return nil }
 // stop it. The metrics and web UI handlers are given here (Config.Metrics,
 // Config.UI), so that httpapi imports neither.
 func serveServerHTTP(logger hclog.Logger, bind string, port int, srv *server.Server, tc *tlsutil.Configurator) (string, func() error, error) {
-	h := httpapi.New(httpapi.Config{RPC: srv, Logger: logger.Named("http")})
+	h := httpapi.New(httpapi.Config{RPC: srv, Logger: logger.Named("http"), Metrics: metrics.Handler(), UI: ui.Handler()})
 	return listenHTTP(logger, bind, port, h, tc)
 }
 
 // serveAgentHTTP serves an agent's HTTP API (health, metrics, container
 // logs) as serveServerHTTP does a server's.
 func serveAgentHTTP(logger hclog.Logger, bind string, port int, a *agent.Agent, tc *tlsutil.Configurator) (string, func() error, error) {
-	h := httpapi.NewAgent(httpapi.AgentConfig{Servers: httpapi.CallerFunc(a.CallServers), NodeID: a.NodeID(), Logger: logger.Named("http")})
+	h := httpapi.NewAgent(httpapi.AgentConfig{Servers: httpapi.CallerFunc(a.CallServers), NodeID: a.NodeID(), Logger: logger.Named("http"), Metrics: metrics.Handler()})
 	return listenHTTP(logger, bind, port, h, tc)
 }
 

@@ -1,0 +1,188 @@
+// app.js: one app — its state and why it waits, a timeline of its
+// containers and events, AM attempts, containers, preemptions and logs.
+
+import { asList, asObject, request, watch } from "../api.js";
+import { h, link, replace, s } from "../dom.js";
+import { ago, duration, idOrder, isZero, nsToDate, res, stamp } from "../format.js";
+import { logViewer } from "../logview.js";
+import { badge, containerBadge, empty, errorNote, pageHead, panel, table } from "../widgets.js";
+import { containerHref } from "./containers.js";
+
+const ENDED = new Set(["FINISHED", "FAILED", "KILLED"]);
+
+export function render(main, ctx) {
+  const id = ctx.params[0];
+  let app = null, containers = null, err = null, logsFor = null, logsEl = null;
+  const root = h("div.page#app");
+  main.append(root);
+  const logSignal = () => {
+    const ac = new AbortController();
+    ctx.signal.addEventListener("abort", () => ac.abort(), { once: true });
+    return ac;
+  };
+  let logAC = null;
+
+  const pickLogs = (cid) => {
+    if (logAC) logAC.abort();
+    logAC = logSignal();
+    logsFor = cid;
+    logsEl = cid ? logViewer(cid, logAC.signal, { height: "320px" }) : null;
+    draw();
+  };
+
+  const draw = () => {
+    if (!app) {
+      replace(root, pageHead(`App ${id}`), err ? errorNote(err) : h("p.loading", "Loading…"));
+      return;
+    }
+    const cs = containers || [];
+    if (!logsFor && cs.length) {
+      const first = cs.find((c) => !c.is_am && c.started_at) || cs.find((c) => c.started_at) || cs[0];
+      pickLogs(first.id);
+      return;
+    }
+    const kill = ENDED.has(app.state) ? null : h("button.danger", { type: "button", onclick: async () => {
+      if (!confirm(`Kill ${app.id}? Its containers stop at once.`)) return;
+      try { await request("DELETE", `/v1/app/${encodeURIComponent(app.id)}`); } catch (e) { err = e; draw(); }
+    } }, "Kill app");
+    const pre = logsEl && logsEl.querySelector("pre");
+    const scroll = pre ? pre.scrollTop : 0;
+    replace(root,
+      pageHead(h("span", app.name || app.id, " ", badge(app.state, app.diagnostics)), h("span.mono", app.id), kill),
+      err ? errorNote(err) : null,
+      facts(app, cs),
+      app.why_pending ? h("div.note.note-wait#why-pending", h("strong", "Why pending: "), app.why_pending.message, h("span.code", app.why_pending.code)) : null,
+      app.diagnostics && !app.why_pending ? h("div.note", { class: `note ${app.state === "FAILED" ? "note-bad" : ""}` }, h("strong", "Diagnostics: "), app.diagnostics) : null,
+      panel("Timeline", timeline(app, cs)),
+      h("div.grid-2",
+        panel(`AM attempts (${(app.attempts || []).length})`, attemptsTable(app)),
+        panel(`Preemptions (${(app.preemptions || []).length})`, preemptionsTable(app))),
+      panel(`Containers (${cs.length})`, containersTable(cs, pickLogs, logsFor)),
+      panel("Logs",
+        cs.length ? h("div.log-pick", h("label", "Container ", h("select", { onchange: (e) => pickLogs(e.target.value) },
+          cs.map((c) => h("option", { value: c.id, selected: c.id === logsFor }, `${c.id}${c.is_am ? " (AM)" : ""} · ${c.state}`))))) : null,
+        logsEl || empty("No containers yet, so no logs.")));
+    if (pre) pre.scrollTop = scroll;
+  };
+
+  watch(`/v1/app/${encodeURIComponent(id)}`, ctx.signal, (data) => { app = asObject(data, "app"); err = null; draw(); }, (e) => { err = e; draw(); });
+  watch(`/v1/app/${encodeURIComponent(id)}/containers`, ctx.signal, (data) => {
+    containers = asList(data, "containers").sort((a, b) => idOrder(a.id, b.id));
+    draw();
+  }, () => {});
+  ctx.every(5000, () => { if (app && !ENDED.has(app.state)) draw(); });
+  draw();
+}
+
+function facts(app, cs) {
+  const sub = nsToDate(app.submitted_at), fin = nsToDate(app.finished_at);
+  const end = fin ? fin.getTime() : Date.now();
+  const c = app.containers || {};
+  const item = (k, v, attrs = {}) => h("div.fact", attrs, h("dt", k), h("dd", v));
+  return h("dl.facts",
+    item("State", badge(app.state), { dataset: { fact: "state" } }),
+    item("Queue", link(`/ui/apps?queue=${encodeURIComponent(app.queue)}`, app.queue)),
+    item("User", app.user || "–"),
+    item("Priority", String(app.priority ?? 0)),
+    item("Submitted", h("span", { title: stamp(sub) }, ago(sub))),
+    item(fin ? "Ran for" : "Running for", duration(end - (sub ? sub.getTime() : end))),
+    item("Containers", h("span.num", { dataset: { count: String(cs.length) } },
+      `${c.running || 0} running · ${c.completed || 0} done${c.allocated ? ` · ${c.allocated} allocated` : ""}${c.queued ? ` · ${c.queued} queued` : ""}`),
+      { dataset: { fact: "containers" } }),
+    item("Pending", isZero(app.pending) ? "nothing" : res(app.pending)),
+    item("AM attempts", String(app.am_attempts ?? 0)));
+}
+
+const W = 1000, ROW = 16, PADL = 150, PADR = 10;
+
+/** timeline draws each container as a bar over the app's life, with its events. */
+function timeline(app, cs) {
+  const t0 = app.submitted_at || Math.min(...cs.map((c) => c.allocated_at || Infinity));
+  if (!t0) return empty("No events yet.");
+  const now = Date.now() * 1e6;
+  const t1 = Math.max(app.finished_at || now, ...cs.map((c) => c.finished_at || 0), t0 + 1e9);
+  const x = (t) => PADL + ((W - PADL - PADR) * (t - t0)) / (t1 - t0);
+  const rows = cs.slice(0, 40);
+  const hgt = 30 + rows.length * (ROW + 4) + 22;
+  const svg = s("svg", { viewBox: `0 0 ${W} ${hgt}`, class: "timeline", role: "img", "aria-label": "App timeline" });
+  // the app's own bar
+  svg.append(s("text", { x: 0, y: 19, class: "tl-label" }, "app"));
+  svg.append(s("rect", { x: x(t0), y: 8, width: Math.max(2, x(app.finished_at || now) - x(t0)), height: ROW, rx: 3, class: `tl-app state-${app.state}` }));
+  rows.forEach((c, i) => {
+    const y = 30 + i * (ROW + 4);
+    const a = c.allocated_at || t0, st = c.started_at || 0, f = c.finished_at || (ENDED.has(app.state) ? t1 : now);
+    svg.append(s("text", { x: 0, y: y + 12, class: "tl-label" }, `${c.id}${c.is_am ? " (AM)" : ""}`));
+    svg.append(s("rect", { x: x(a), y: y + 3, width: Math.max(1, x(st || f) - x(a)), height: ROW - 6, rx: 2, class: "tl-wait" },
+      s("title", {}, `${c.id}: allocated ${duration((a - t0) / 1e6)} after submit`)));
+    if (st) {
+      svg.append(s("rect", { x: x(st), y, width: Math.max(2, x(f) - x(st)), height: ROW, rx: 3, class: `tl-run ${c.execution_type === "OPPORTUNISTIC" ? "o" : "g"} state-${c.state} ${c.is_am ? "am" : ""}` },
+        s("title", {}, `${c.id} (${c.execution_type}) ran ${duration((f - st) / 1e6)}: ${c.state}${c.reason ? `, ${c.reason}` : ""}`)));
+    }
+  });
+  for (const p of app.preemptions || []) {
+    if (!p.at) continue;
+    svg.append(s("line", { x1: x(p.at), x2: x(p.at), y1: 4, y2: hgt - 20, class: "tl-preempt" }, s("title", {}, `preempted ${p.container_id} for ${p.for_app}: ${p.reason}`)));
+  }
+  // time axis
+  const span = (t1 - t0) / 1e6;
+  for (let i = 0; i <= 4; i++) {
+    const t = t0 + ((t1 - t0) * i) / 4;
+    svg.append(s("text", { x: x(t), y: hgt - 4, class: "axis", "text-anchor": i === 0 ? "start" : i === 4 ? "end" : "middle" }, i === 0 ? "submitted" : `+${duration((span * i) / 4)}`));
+  }
+  return h("div", svg, cs.length > rows.length ? h("p.panel-sub", `First ${rows.length} of ${cs.length} containers.`) : null, events(app, cs, t0));
+}
+
+function events(app, cs, t0) {
+  const ev = [{ t: app.submitted_at, what: "submitted", cls: "wait" }];
+  for (const c of cs.filter((c) => c.is_am)) {
+    if (c.allocated_at) ev.push({ t: c.allocated_at, what: `AM attempt ${c.attempt || ""} allocated on ${c.node_id}`, cls: "wait" });
+    if (c.started_at) ev.push({ t: c.started_at, what: `AM attempt ${c.attempt || ""} started`, cls: "run" });
+    if (c.finished_at) ev.push({ t: c.finished_at, what: `AM attempt ${c.attempt || ""} ${c.state.toLowerCase()}${c.reason ? ` (${c.reason})` : ""}`, cls: c.exit_code ? "bad" : "ok" });
+  }
+  const tasks = cs.filter((c) => !c.is_am && c.started_at);
+  if (tasks.length) ev.push({ t: Math.min(...tasks.map((c) => c.started_at)), what: `first task started (${tasks.length} ran)`, cls: "run" });
+  for (const p of app.preemptions || []) ev.push({ t: p.at, what: `${p.container_id} preempted for ${p.for_app} (${p.reason})`, cls: "bad" });
+  if (app.finished_at) ev.push({ t: app.finished_at, what: app.state.toLowerCase(), cls: app.state === "FINISHED" ? "ok" : "bad" });
+  ev.sort((a, b) => a.t - b.t);
+  return h("ol.events", ev.filter((e) => e.t).map((e) =>
+    h("li", { class: `ev-${e.cls}` }, h("span.ev-t.num", `+${duration((e.t - t0) / 1e6)}`), h("span", e.what))));
+}
+
+function attemptsTable(app) {
+  const at = app.attempts || [];
+  if (!at.length) return empty("No AM attempt yet.");
+  return table([
+    { key: "attempt", label: "#", num: true },
+    { key: "container_id", label: "Container", cls: "mono", render: (a) => (a.container_id ? link(`/ui/containers/${encodeURIComponent(a.container_id)}?app=${encodeURIComponent(app.id)}`, a.container_id) : "–") },
+    { key: "node_id", label: "Node", cls: "mono", render: (a) => (a.node_id ? link(`/ui/nodes/${encodeURIComponent(a.node_id)}`, a.node_id) : "–") },
+    { key: "diagnostics", label: "Diagnostics", cls: "wrap", render: (a) => a.diagnostics || h("span.muted", "–") },
+  ], at, {}, { cls: "compact" });
+}
+
+function preemptionsTable(app) {
+  const ps = app.preemptions || [];
+  if (!ps.length) return empty("None of this app's containers were preempted.");
+  return table([
+    { key: "container_id", label: "Container", cls: "mono" },
+    { key: "node_id", label: "Node", cls: "mono" },
+    { key: "reason", label: "Reason" },
+    { key: "for_app", label: "For app", render: (p) => link(`/ui/apps/${encodeURIComponent(p.for_app)}`, p.for_app) },
+    { key: "at", label: "When", num: true, render: (p) => ago(nsToDate(p.at)) },
+  ], ps, {}, { cls: "compact" });
+}
+
+/** containersTable lists an app's containers with a logs button each. */
+function containersTable(cs, pickLogs, logsFor) {
+  if (!cs.length) return empty("No containers yet.");
+  return table([
+    { key: "id", label: "ID", cls: "mono", render: (c) => link(containerHref(c), c.id, c.is_am ? h("span.tag", "AM") : null) },
+    { key: "execution_type", label: "Type", render: (c) => badge(c.execution_type) },
+    { key: "node_id", label: "Node", cls: "mono", render: (c) => (c.node_id ? link(`/ui/nodes/${encodeURIComponent(c.node_id)}`, c.node_id) : "–") },
+    { key: "state", label: "State", render: (c) => containerBadge(c) },
+    { key: "exit_code", label: "Exit", num: true, render: (c) => (c.exit_code === null || c.exit_code === undefined ? "–" : String(c.exit_code)) },
+    { key: "reason", label: "Reason", render: (c) => c.reason || h("span.muted", "–") },
+    { key: "resources", label: "Resources", num: true, render: (c) => res(c.resources) },
+    { key: "ran", label: "Ran", num: true, render: (c) => (c.started_at ? duration(((c.finished_at || Date.now() * 1e6) - c.started_at) / 1e6) : "–") },
+    { key: "logs", label: "", render: (c) => h("button.ghost.small", { type: "button", class: `ghost small ${c.id === logsFor ? "on" : ""}`, onclick: () => pickLogs(c.id) }, "logs") },
+  ], cs, {}, { rowData: (c) => ({ container: c.id }) });
+}

@@ -1,0 +1,51 @@
+// node.js: one node — its capacity and use, and the containers on it.
+
+import { asList, asObject, request, watch } from "../api.js";
+import { h, replace } from "../dom.js";
+import { idOrder, mem, num, res } from "../format.js";
+import { badge, card, empty, errorNote, pageHead, panel, table, usageBar } from "../widgets.js";
+import { containerColumns } from "./containers.js";
+import { drainButton } from "./nodes.js";
+
+export function render(main, ctx) {
+  const id = ctx.params[0];
+  let node = null, containers = [], err = null, note = null;
+  const root = h("div.page#node");
+  main.append(root);
+  const draw = () => {
+    if (!node) {
+      replace(root, pageHead(`Node ${id}`), err ? errorNote(err) : h("p.loading", "Loading…"));
+      return;
+    }
+    const cap = node.capacity || {}, g = node.allocated_guaranteed || {}, o = node.allocated_opportunistic || {};
+    const running = containers.filter((c) => c.state === "RUNNING" || c.state === "QUEUED" || c.state === "ALLOCATED");
+    replace(root,
+      pageHead(h("span", node.id, " ", badge(node.status, node.status_reason)), h("span.mono", `${node.address} · rack ${node.rack || "–"}`),
+        drainButton(node, async (body) => {
+          try {
+            await request("POST", `/v1/node/${encodeURIComponent(node.id)}/drain`, { body });
+            note = null;
+          } catch (e) { note = errorNote(e); }
+          draw();
+        })),
+      err ? errorNote(err) : null, note,
+      node.status_reason ? h("div.note", node.status_reason) : null,
+      h("div.cards",
+        card("Memory", h("span.num", mem((g.memory_mb || 0) + (o.memory_mb || 0))), usageBar(cap.memory_mb || 0, g.memory_mb || 0, o.memory_mb || 0, mem)),
+        card("vcores", h("span.num", num((g.vcores || 0) + (o.vcores || 0))), usageBar(cap.vcores || 0, g.vcores || 0, o.vcores || 0, (v) => `${v}`)),
+        card("Running", h("span.num", num((node.running_guaranteed || 0) + (node.running_opportunistic || 0))),
+          h("span", h("span.key.g", `${node.running_guaranteed || 0} G`), " · ", h("span.key.o", `${node.running_opportunistic || 0} O`))),
+        card("Queued", h("span.num", num(node.queued || 0)), node.estimated_queue_wait_ns ? `~${Math.round(node.estimated_queue_wait_ns / 1e9)} s wait` : "opportunistic queue"),
+        card("Capacity", h("span.num.small-value", res(cap)), `epoch ${node.epoch ?? "–"}`)),
+      panel(`Active containers (${running.length})`, running.length ? table(containerColumns(), running, {}, { rowData: (c) => ({ container: c.id }) }) : empty("Nothing running on this node.")),
+      panel(`Finished containers (${containers.length - running.length})`,
+        containers.length - running.length ? table(containerColumns(), containers.filter((c) => !running.includes(c)).slice(-50), {}, { cls: "compact" }) : empty("None.")));
+  };
+  watch(`/v1/node/${encodeURIComponent(id)}`, ctx.signal, (data) => {
+    node = asObject(data, "node");
+    if (data && data.containers) containers = asList(data.containers, "containers").sort((a, b) => idOrder(a.id, b.id));
+    err = null;
+    draw();
+  }, (e) => { err = e; draw(); });
+  draw();
+}
