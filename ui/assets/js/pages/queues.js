@@ -18,7 +18,7 @@ export function render(main, ctx) {
   main.append(root);
   const draw = () => {
     const toggle = h("div.seg-toggle", { role: "group", "aria-label": "Resource" }, Object.entries(DIMS).map(([k, d]) =>
-      h("button", { type: "button", class: k === dim ? "on" : "", onclick: () => { dim = k; ctx.setQuery({ dim: k === "memory" ? "" : k }); draw(); } }, d.label)));
+      h("button", { type: "button", class: k === dim ? "on" : "", dataset: { dim: k }, "aria-pressed": String(k === dim), onclick: () => { dim = k; ctx.setQuery({ dim: k === "memory" ? "" : k }); draw(); } }, d.label)));
     replace(root, pageHead("Queues", "Use against fair share, per queue. Bars are to scale with the cluster.", toggle),
       err ? errorNote(err) : null,
       queues === null ? h("p.loading", "Loading…") : queues.length === 0 ? empty("No queues.") : panel("Queue tree", queueLegend(), queueTable(queues, DIMS[dim])));
