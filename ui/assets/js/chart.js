@@ -2,7 +2,7 @@
 // SVG from samples the page takes of /v1/status (no chart library).
 
 import { s, h } from "./dom.js";
-import { duration, niceStep } from "./format.js";
+import { duration, niceStep, tickLabel } from "./format.js";
 
 const KEY = "weft.samples";
 const MAX_AGE_MS = 60 * 60 * 1000; // keep an hour
@@ -82,7 +82,7 @@ export function utilisationChart(samples, now = Date.now()) {
     const at = x(now - ago);
     if (W - PAD.r - at < 40) continue; // would overlap "now"
     svg.append(s("line", { x1: at, x2: at, y1: PAD.t, y2: H - PAD.b, class: "grid tick" }));
-    svg.append(s("text", { x: at, y: H - 6, class: "axis", "text-anchor": at - PAD.l < 20 ? "start" : "middle" }, `-${duration(ago)}`));
+    svg.append(s("text", { x: at, y: H - 6, class: "axis", "text-anchor": at - PAD.l < 20 ? "start" : "middle" }, `-${tickLabel(ago)}`));
   }
   if (pts.length === 0) {
     svg.append(s("text", { x: W / 2, y: H / 2, class: "axis", "text-anchor": "middle" }, "collecting samples…"));

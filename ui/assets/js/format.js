@@ -77,6 +77,13 @@ export function niceStep(spanMs, n) {
   return STEPS_MS.find((st) => spanMs / st <= n) || Math.ceil(spanMs / n / 86400000) * 86400000;
 }
 
+/** tickLabel formats an axis offset exactly enough for round steps: "500 ms", "1.5 s", "2 min". */
+export function tickLabel(ms) {
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60000) return `${Number((ms / 1000).toFixed(1))} s`;
+  return duration(ms);
+}
+
 /** stamp is an absolute local time for tooltips. */
 export function stamp(date) {
   return date ? date.toLocaleString() : "";

@@ -3,7 +3,7 @@
 
 import { asList, asObject, request, watch } from "../api.js";
 import { h, link, replace, s } from "../dom.js";
-import { ago, duration, idOrder, isZero, niceStep, nsToDate, res, stamp } from "../format.js";
+import { ago, duration, idOrder, isZero, niceStep, nsToDate, res, stamp, tickLabel } from "../format.js";
 import { ask } from "../confirm.js";
 import { logViewer } from "../logview.js";
 import { badge, containerBadge, empty, errorNote, pageHead, panel, table } from "../widgets.js";
@@ -139,7 +139,7 @@ function timeline(app, cs) {
   for (let ms = step; ms <= span; ms += step) {
     const at = x(t0 + ms * 1e6);
     if (at - PADL < 60) continue; // would overlap "submitted"
-    svg.append(s("text", { x: at, y: hgt - 4, class: "axis", "text-anchor": W - PADR - at < 24 ? "end" : "middle" }, `+${duration(ms)}`));
+    svg.append(s("text", { x: at, y: hgt - 4, class: "axis", "text-anchor": W - PADR - at < 24 ? "end" : "middle" }, `+${tickLabel(ms)}`));
   }
   return h("div", svg, cs.length > rows.length ? h("p.panel-sub", `First ${rows.length} of ${cs.length} containers.`) : null, events(app, cs, t0));
 }
@@ -157,7 +157,7 @@ function events(app, cs, t0) {
   if (app.finished_at) ev.push({ t: app.finished_at, what: app.state.toLowerCase(), cls: app.state === "FINISHED" ? "ok" : "bad" });
   ev.sort((a, b) => a.t - b.t);
   return h("ol.events", ev.filter((e) => e.t).map((e) =>
-    h("li", { class: `ev-${e.cls}` }, h("span.ev-t.num", `+${duration((e.t - t0) / 1e6)}`), h("span", e.what))));
+    h("li", { class: `ev-${e.cls}` }, h("span.ev-t.num", `+${tickLabel((e.t - t0) / 1e6)}`), h("span", e.what))));
 }
 
 function attemptsTable(app) {

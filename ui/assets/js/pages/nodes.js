@@ -28,7 +28,8 @@ export function render(main, ctx) {
   draw();
 }
 
-const DEADLINES = ["5m", "15m", "1h", "4h", "24h"];
+/** DEADLINES are the drain deadlines offered: the API's duration, and how it reads. */
+const DEADLINES = [["5m", "5 minutes"], ["15m", "15 minutes"], ["1h", "1 hour"], ["4h", "4 hours"], ["24h", "24 hours"]];
 
 /** drainPath is the API route that drains node id or ends its drain. */
 const drainPath = (id) => `/v1/node/${encodeURIComponent(id)}/drain`;
@@ -54,7 +55,7 @@ export function drainButton(n, signal, done) {
   }
   if (n.status !== "READY") return h("span.muted", "–");
   return h("button.warn.small", { type: "button", dataset: { drain: n.id }, onclick: async () => {
-    const sel = h("select", { name: "deadline" }, DEADLINES.map((d) => h("option", { value: d, selected: d === "1h" }, `${d} from now`)));
+    const sel = h("select", { name: "deadline" }, DEADLINES.map(([d, text]) => h("option", { value: d, selected: d === "1h" }, `${text} from now`)));
     const answer = await ask({
       title: `Drain ${n.id}?`,
       body: `${n.id} will take no new containers. Those running on it may finish until the deadline; any still running then are killed (reason “drained”) and their apps place them elsewhere. You can stop draining at any time before.`,
@@ -63,7 +64,8 @@ export function drainButton(n, signal, done) {
       tone: "warn",
       signal,
     });
-    if (answer) send({ deadline: answer.deadline }, `${n.id} is draining: it takes no new containers, and what still runs on it in ${answer.deadline} is killed.`);
+    const text = DEADLINES.find(([d]) => d === answer?.deadline)?.[1];
+    if (answer) send({ deadline: answer.deadline }, `${n.id} is draining: it takes no new containers, and whatever still runs on it in ${text} is killed.`);
   } }, "Drain…");
 }
 
@@ -73,7 +75,7 @@ export function nodeState(n) {
   const at = new Date(n.drain_deadline);
   return h("div", badge(n.status, n.status_reason),
     h("div.sub-line.deadline", { title: `Containers still running at ${stamp(at)} are killed`, dataset: { deadline: String(n.drain_deadline) } },
-      `deadline ${ago(at)}`));
+      "deadline ", h("span", ago(at))));
 }
 
 /** nodeColumns are the nodes table's columns; action renders the last one. */
