@@ -79,6 +79,7 @@ export function niceStep(spanMs, n) {
 
 /** tickLabel formats an axis offset exactly enough for round steps: "500 ms", "1.5 s", "2 min". */
 export function tickLabel(ms) {
+  if (ms < 0.5) return "0 s";
   if (ms < 1000) return `${Math.round(ms)} ms`;
   if (ms < 60000) return `${Number((ms / 1000).toFixed(1))} s`;
   return duration(ms);

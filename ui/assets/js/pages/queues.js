@@ -85,7 +85,7 @@ function queueTable(queues, d) {
           h("span", d.fmt(inst), " inst."),
           h("span", d.fmt(steady), " steady"))),
       h("td.num", isZero(q.pending) ? h("span.muted", "–") : d.fmt(pend)),
-      h("td.num.minmax", h("div", d.fmt(v(q.min_resources))), h("div.muted", max === null || max === undefined ? "no max" : d.fmt(max))),
+      h("td.num.minmax", v(q.min_resources) ? h("div", d.fmt(v(q.min_resources))) : h("div.muted", "no min"), h("div.muted", max === null || max === undefined ? "no max" : d.fmt(max))),
       h("td.small", q.leaf ? link(`/ui/apps?queue=${encodeURIComponent(q.name)}`, "apps →") : null));
   });
   return h("div.table-wrap", h("table.data.queues",
