@@ -2,7 +2,7 @@
 // SVG from samples the page takes of /v1/status (no chart library).
 
 import { s, h } from "./dom.js";
-import { duration } from "./format.js";
+import { duration, niceStep, tickLabel } from "./format.js";
 
 const KEY = "weft.samples";
 const MAX_AGE_MS = 60 * 60 * 1000; // keep an hour
@@ -46,12 +46,16 @@ export function sampleOf(st, t = Date.now()) {
 
 const W = 760, H = 220, PAD = { l: 40, r: 12, t: 12, b: 26 };
 
-const MIN_WINDOW_MS = 60 * 1000, MAX_WINDOW_MS = 10 * 60 * 1000;
+const MIN_WINDOW_MS = 30 * 1000, MAX_WINDOW_MS = 10 * 60 * 1000;
 
-/** windowOf is the span the chart shows: the samples' age, from a minute up to ten. */
+/**
+ * windowOf is the span the chart shows: from the first sample to now, at
+ * least 30 s and at most ten minutes, so a young page's few samples fill
+ * the chart instead of sitting at the end of an empty axis.
+ */
 export function windowOf(samples, now = Date.now()) {
   const age = samples.length ? now - samples[0].t : 0;
-  return Math.min(MAX_WINDOW_MS, Math.max(MIN_WINDOW_MS, Math.ceil(age / 30000) * 30000));
+  return Math.min(MAX_WINDOW_MS, Math.max(MIN_WINDOW_MS, age));
 }
 
 /**
@@ -70,9 +74,15 @@ export function utilisationChart(samples, now = Date.now()) {
     svg.append(s("line", { x1: PAD.l, x2: W - PAD.r, y1: y(f), y2: y(f), class: "grid" }));
     svg.append(s("text", { x: PAD.l - 6, y: y(f) + 4, class: "axis", "text-anchor": "end" }, `${f * 100}%`));
   }
-  for (let i = 0; i <= 4; i++) {
-    const ago = (windowMs * i) / 4;
-    svg.append(s("text", { x: x(now - ago), y: H - 6, class: "axis", "text-anchor": i === 0 ? "end" : i === 4 ? "start" : "middle" }, i === 0 ? "now" : `-${duration(ago)}`));
+  // Ticks back from "now" at a round step (-10 s, -20 s, …), with a
+  // faint line each so the reader sees how far back the data goes.
+  svg.append(s("text", { x: x(now), y: H - 6, class: "axis", "text-anchor": "end" }, "now"));
+  const tick = niceStep(windowMs, 5);
+  for (let ago = tick; ago <= windowMs; ago += tick) {
+    const at = x(now - ago);
+    if (W - PAD.r - at < 40) continue; // would overlap "now"
+    svg.append(s("line", { x1: at, x2: at, y1: PAD.t, y2: H - PAD.b, class: "grid tick" }));
+    svg.append(s("text", { x: at, y: H - 6, class: "axis", "text-anchor": at - PAD.l < 20 ? "start" : "middle" }, `-${tickLabel(ago)}`));
   }
   if (pts.length === 0) {
     svg.append(s("text", { x: W / 2, y: H / 2, class: "axis", "text-anchor": "middle" }, "collecting samples…"));
@@ -80,7 +90,7 @@ export function utilisationChart(samples, now = Date.now()) {
   }
   // Carry the last value to "now" so the chart reads as current.
   const series = [...pts, { ...pts[pts.length - 1], t: now }];
-  const step = (get) => series.map((p, i) => `${i ? "L" : "M"}${x(p.t).toFixed(1)},${y(get(p)).toFixed(1)}`).join("");
+  const line = (get) => series.map((p, i) => `${i ? "L" : "M"}${x(p.t).toFixed(1)},${y(get(p)).toFixed(1)}`).join("");
   const area = (top, bottom) => {
     const up = series.map((p, i) => `${i ? "L" : "M"}${x(p.t).toFixed(1)},${y(top(p)).toFixed(1)}`).join("");
     const down = [...series].reverse().map((p) => `L${x(p.t).toFixed(1)},${y(bottom(p)).toFixed(1)}`).join("");
@@ -88,8 +98,8 @@ export function utilisationChart(samples, now = Date.now()) {
   };
   svg.append(s("path", { d: area((p) => p.memG, () => 0), class: "area-g" }));
   svg.append(s("path", { d: area((p) => p.memG + p.memO, (p) => p.memG), class: "area-o" }));
-  svg.append(s("path", { d: step((p) => p.memG + p.memO), class: "line-mem" }));
-  svg.append(s("path", { d: step((p) => p.cpuG + p.cpuO), class: "line-cpu" }));
+  svg.append(s("path", { d: line((p) => p.memG + p.memO), class: "line-mem" }));
+  svg.append(s("path", { d: line((p) => p.cpuG + p.cpuO), class: "line-cpu" }));
   return svg;
 }
 

@@ -69,6 +69,22 @@ export function duration(ms) {
   return `${Math.floor(s / 3600)} h${s % 3600 >= 60 ? ` ${Math.floor((s % 3600) / 60)} min` : ""}`;
 }
 
+const STEPS_MS = [100, 200, 500, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 21600, 43200, 86400]
+  .map((v, i) => (i < 3 ? v : v * 1000));
+
+/** niceStep is a round interval (ms) that cuts spanMs into at most n parts, for axis ticks. */
+export function niceStep(spanMs, n) {
+  return STEPS_MS.find((st) => spanMs / st <= n) || Math.ceil(spanMs / n / 86400000) * 86400000;
+}
+
+/** tickLabel formats an axis offset exactly enough for round steps: "500 ms", "1.5 s", "2 min". */
+export function tickLabel(ms) {
+  if (ms < 0.5) return "0 s";
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60000) return `${Number((ms / 1000).toFixed(1))} s`;
+  return duration(ms);
+}
+
 /** stamp is an absolute local time for tooltips. */
 export function stamp(date) {
   return date ? date.toLocaleString() : "";

@@ -118,9 +118,11 @@ onDenied((err) => {
   // One prompt per burst of refused requests (a page makes several).
   if (dialog.open || Date.now() - lastDenied < 2000) return;
   lastDenied = Date.now();
+  // Without a token the server's long explanation (shown on the page
+  // behind) says no more than this; with one, what was denied matters.
   openTokenDialog(token()
     ? `The token you entered is not allowed to see this: ${err.message}. Enter another token.`
-    : `This cluster has ACLs on and anonymous requests are refused (${err.message}). Enter an ACL token to continue.`);
+    : "This cluster has ACLs on and refuses anonymous requests. Enter an ACL token to continue.");
 });
 
 // The live indicator: green while requests succeed.

@@ -3,7 +3,8 @@
 
 import { asList, asObject, request, watch } from "../api.js";
 import { h, link, replace, s } from "../dom.js";
-import { ago, duration, idOrder, isZero, nsToDate, res, stamp } from "../format.js";
+import { ago, duration, idOrder, isZero, niceStep, nsToDate, res, stamp, tickLabel } from "../format.js";
+import { ask } from "../confirm.js";
 import { logViewer } from "../logview.js";
 import { badge, containerBadge, empty, errorNote, pageHead, panel, table } from "../widgets.js";
 import { containerHref } from "./containers.js";
@@ -41,8 +42,16 @@ export function render(main, ctx) {
       pickLogs(first.id);
       return;
     }
-    const kill = ENDED.has(app.state) ? null : h("button.danger", { type: "button", onclick: async () => {
-      if (!confirm(`Kill ${app.id}? Its containers stop at once.`)) return;
+    const kill = ENDED.has(app.state) ? null : h("button.danger", { type: "button", dataset: { kill: app.id }, onclick: async () => {
+      const running = cs.filter((c) => c.state === "RUNNING").length;
+      const yes = await ask({
+        title: `Kill ${app.id}${app.name ? ` (${app.name})` : ""}?`,
+        body: `Its ${running} running container${running === 1 ? "" : "s"} stop at once and it ends KILLED. This cannot be undone.`,
+        ok: "Kill app",
+        tone: "danger",
+        signal: ctx.signal,
+      });
+      if (!yes) return;
       try { await request("DELETE", `/v1/app/${encodeURIComponent(app.id)}`); } catch (e) { err = e; draw(); }
     } }, "Kill app");
     const pre = logsEl && logsEl.querySelector("pre");
@@ -123,11 +132,14 @@ function timeline(app, cs) {
     if (!p.at) continue;
     svg.append(s("line", { x1: x(p.at), x2: x(p.at), y1: 4, y2: hgt - 20, class: "tl-preempt" }, s("title", {}, `preempted ${p.container_id} for ${p.for_app}: ${p.reason}`)));
   }
-  // time axis
+  // time axis: "submitted", then round steps (+10 s, +20 s, …)
   const span = (t1 - t0) / 1e6;
-  for (let i = 0; i <= 4; i++) {
-    const t = t0 + ((t1 - t0) * i) / 4;
-    svg.append(s("text", { x: x(t), y: hgt - 4, class: "axis", "text-anchor": i === 0 ? "start" : i === 4 ? "end" : "middle" }, i === 0 ? "submitted" : `+${duration((span * i) / 4)}`));
+  svg.append(s("text", { x: x(t0), y: hgt - 4, class: "axis", "text-anchor": "start" }, "submitted"));
+  const step = niceStep(span, 6);
+  for (let ms = step; ms <= span; ms += step) {
+    const at = x(t0 + ms * 1e6);
+    if (at - PADL < 60) continue; // would overlap "submitted"
+    svg.append(s("text", { x: at, y: hgt - 4, class: "axis", "text-anchor": W - PADR - at < 24 ? "end" : "middle" }, `+${tickLabel(ms)}`));
   }
   return h("div", svg, cs.length > rows.length ? h("p.panel-sub", `First ${rows.length} of ${cs.length} containers.`) : null, events(app, cs, t0));
 }
@@ -145,7 +157,7 @@ function events(app, cs, t0) {
   if (app.finished_at) ev.push({ t: app.finished_at, what: app.state.toLowerCase(), cls: app.state === "FINISHED" ? "ok" : "bad" });
   ev.sort((a, b) => a.t - b.t);
   return h("ol.events", ev.filter((e) => e.t).map((e) =>
-    h("li", { class: `ev-${e.cls}` }, h("span.ev-t.num", `+${duration((e.t - t0) / 1e6)}`), h("span", e.what))));
+    h("li", { class: `ev-${e.cls}` }, h("span.ev-t.num", `+${tickLabel((e.t - t0) / 1e6)}`), h("span", e.what))));
 }
 
 function attemptsTable(app) {

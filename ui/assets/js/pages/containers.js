@@ -24,7 +24,7 @@ export function render(main, ctx) {
     replace(root, pageHead("Containers", list ? `${shown.length} container${shown.length === 1 ? "" : "s"}` : ""),
       filterBar([
         { key: "state", label: "State", options: CONTAINER_STATES, any: "all states" },
-        { key: "app", label: "App", placeholder: "app-12" },
+        { key: "app", label: "App", placeholder: "app ID" },
         { key: "node", label: "Node", placeholder: "node ID" },
       ], filters, (k, v) => { filters[k] = v; ctx.setQuery(filters); start(); }),
       err ? errorNote(err) : null,

@@ -1,11 +1,11 @@
 // node.js: one node — its capacity and use, and the containers on it.
 
-import { asList, asObject, request, watch } from "../api.js";
+import { asList, asObject, watch } from "../api.js";
 import { h, replace } from "../dom.js";
 import { idOrder, mem, num, res } from "../format.js";
-import { badge, card, empty, errorNote, pageHead, panel, table, usageBar } from "../widgets.js";
+import { card, empty, errorNote, pageHead, panel, table, usageBar } from "../widgets.js";
 import { containerColumns } from "./containers.js";
-import { drainButton } from "./nodes.js";
+import { drainButton, nodeState } from "./nodes.js";
 
 export function render(main, ctx) {
   const id = ctx.params[0];
@@ -20,14 +20,8 @@ export function render(main, ctx) {
     const cap = node.capacity || {}, g = node.allocated_guaranteed || {}, o = node.allocated_opportunistic || {};
     const running = containers.filter((c) => c.state === "RUNNING" || c.state === "QUEUED" || c.state === "ALLOCATED");
     replace(root,
-      pageHead(h("span", node.id, " ", badge(node.status, node.status_reason)), h("span.mono", `${node.address} · rack ${node.rack || "–"}`),
-        drainButton(node, async (body) => {
-          try {
-            await request("POST", `/v1/node/${encodeURIComponent(node.id)}/drain`, { body });
-            note = null;
-          } catch (e) { note = errorNote(e); }
-          draw();
-        })),
+      pageHead(h("span", node.id, " ", nodeState(node)), h("span.mono", `${node.address} · rack ${node.rack || "–"}`),
+        drainButton(node, ctx.signal, (result) => { note = result; draw(); })),
       err ? errorNote(err) : null, note,
       node.status_reason ? h("div.note", node.status_reason) : null,
       h("div.cards",

@@ -4,7 +4,8 @@
 
 import { asList, request, watch } from "../api.js";
 import { h, link, replace } from "../dom.js";
-import { ago, idOrder, mem, num } from "../format.js";
+import { ask } from "../confirm.js";
+import { ago, idOrder, mem, num, stamp } from "../format.js";
 import { badge, empty, errorNote, pageHead, table, usageBar } from "../widgets.js";
 
 export function render(main, ctx) {
@@ -21,32 +22,60 @@ export function render(main, ctx) {
         table(nodeColumns(drainControl), list, sort, { cls: "nodes", onSort: (k, d) => { sort.sort = k; sort.desc = d; draw(); }, rowData: (n) => ({ node: n.id }) }),
       h("p.panel-sub", "G: guaranteed, O: opportunistic. Memory and vcores are allocated / capacity; bars show guaranteed then opportunistic use."));
   };
-  const drainControl = (n) => drainButton(n, async (body) => {
-    try {
-      await request("POST", `/v1/node/${encodeURIComponent(n.id)}/drain`, { body });
-      note = h("div.note.note-ok", body.disable ? `${n.id} is taking containers again.` : `${n.id} is draining: it takes no new containers; running ones stop by the deadline (${body.deadline}).`);
-    } catch (e) {
-      note = errorNote(e);
-    }
-    draw();
-  });
+  const drainControl = (n) => drainButton(n, ctx.signal, (result) => { note = result; draw(); });
   watch("/v1/nodes", ctx.signal, (data) => { nodes = asList(data, "nodes").sort((a, b) => idOrder(a.id, b.id)); err = null; draw(); }, (e) => { err = e; draw(); });
   ctx.every(10000, () => { if (nodes && nodes.some((n) => n.drain_deadline)) draw(); });
   draw();
 }
 
-const DEADLINES = ["5m", "15m", "1h", "4h", "24h"];
+/** DEADLINES are the drain deadlines offered: the API's duration, and how it reads. */
+const DEADLINES = [["5m", "5 minutes"], ["15m", "15 minutes"], ["1h", "1 hour"], ["4h", "4 hours"], ["24h", "24 hours"]];
 
-/** drainButton is a node's drain control: pick a deadline, then drain; or undo. */
-export function drainButton(n, send) {
+/** drainPath is the API route that drains node id or ends its drain. */
+const drainPath = (id) => `/v1/node/${encodeURIComponent(id)}/drain`;
+
+/**
+ * drainButton is a node's drain control: on a READY node, "Drain…" asks
+ * for a deadline and drains ({"deadline": "1h"}); on a DRAINING node,
+ * "Stop draining" makes it READY again ({"disable": true}). done gets a
+ * note saying what happened, or the API's error.
+ */
+export function drainButton(n, signal, done) {
+  const send = async (body, ok) => {
+    try {
+      await request("POST", drainPath(n.id), { body });
+      done(h("div.note.note-ok", ok));
+    } catch (e) {
+      done(errorNote(e));
+    }
+  };
   if (n.status === "DRAINING") {
-    return h("div.drain",
-      n.drain_deadline ? h("span.small.muted", `deadline ${ago(new Date(n.drain_deadline))}`) : null,
-      h("button.ghost.small", { type: "button", onclick: () => send({ deadline: "0s", disable: true }) }, "Stop draining"));
+    return h("button.ghost.small", { type: "button", dataset: { undrain: n.id },
+      onclick: () => send({ disable: true }, `${n.id} is READY again and takes new containers.`) }, "Stop draining");
   }
   if (n.status !== "READY") return h("span.muted", "–");
-  const sel = h("select.small", { "aria-label": `Drain deadline for ${n.id}` }, DEADLINES.map((d) => h("option", { value: d, selected: d === "1h" }, d)));
-  return h("div.drain", sel, h("button.warn.small", { type: "button", dataset: { drain: n.id }, onclick: () => send({ deadline: sel.value, disable: false }) }, "Drain"));
+  return h("button.warn.small", { type: "button", dataset: { drain: n.id }, onclick: async () => {
+    const sel = h("select", { name: "deadline" }, DEADLINES.map(([d, text]) => h("option", { value: d, selected: d === "1h" }, `${text} from now`)));
+    const answer = await ask({
+      title: `Drain ${n.id}?`,
+      body: `${n.id} will take no new containers. Those running on it may finish until the deadline; any still running then are killed (reason “drained”) and their apps place them elsewhere. You can stop draining at any time before.`,
+      fields: h("label.field", "Deadline ", sel),
+      ok: "Drain",
+      tone: "warn",
+      signal,
+    });
+    const text = DEADLINES.find(([d]) => d === answer?.deadline)?.[1];
+    if (answer) send({ deadline: answer.deadline }, `${n.id} is draining: it takes no new containers, and whatever still runs on it in ${text} is killed.`);
+  } }, "Drain…");
+}
+
+/** nodeState is a node's state badge; a DRAINING node's deadline under it. */
+export function nodeState(n) {
+  if (n.status !== "DRAINING" || !n.drain_deadline) return badge(n.status, n.status_reason);
+  const at = new Date(n.drain_deadline);
+  return h("div", badge(n.status, n.status_reason),
+    h("div.sub-line.deadline", { title: `Containers still running at ${stamp(at)} are killed`, dataset: { deadline: String(n.drain_deadline) } },
+      "deadline ", h("span", ago(at))));
 }
 
 /** nodeColumns are the nodes table's columns; action renders the last one. */
@@ -55,7 +84,7 @@ export function nodeColumns(action) {
   const cols = [
     { key: "id", label: "Node", cls: "mono", render: (n) => h("div", link(`/ui/nodes/${encodeURIComponent(n.id)}`, n.id), h("div.sub-line", n.address)) },
     { key: "rack", label: "Rack", cls: "mono" },
-    { key: "status", label: "State", render: (n) => badge(n.status, n.status_reason) },
+    { key: "status", label: "State", render: nodeState },
     { key: "running_guaranteed", label: "Running (G)", num: true },
     { key: "running_opportunistic", label: "Running (O)", num: true },
     { key: "queued", label: "Queued", num: true },

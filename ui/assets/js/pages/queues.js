@@ -18,7 +18,7 @@ export function render(main, ctx) {
   main.append(root);
   const draw = () => {
     const toggle = h("div.seg-toggle", { role: "group", "aria-label": "Resource" }, Object.entries(DIMS).map(([k, d]) =>
-      h("button", { type: "button", class: k === dim ? "on" : "", onclick: () => { dim = k; ctx.setQuery({ dim: k === "memory" ? "" : k }); draw(); } }, d.label)));
+      h("button", { type: "button", class: k === dim ? "on" : "", dataset: { dim: k }, "aria-pressed": String(k === dim), onclick: () => { dim = k; ctx.setQuery({ dim: k === "memory" ? "" : k }); draw(); } }, d.label)));
     replace(root, pageHead("Queues", "Use against fair share, per queue. Bars are to scale with the cluster.", toggle),
       err ? errorNote(err) : null,
       queues === null ? h("p.loading", "Loading…") : queues.length === 0 ? empty("No queues.") : panel("Queue tree", queueLegend(), queueTable(queues, DIMS[dim])));
@@ -85,7 +85,7 @@ function queueTable(queues, d) {
           h("span", d.fmt(inst), " inst."),
           h("span", d.fmt(steady), " steady"))),
       h("td.num", isZero(q.pending) ? h("span.muted", "–") : d.fmt(pend)),
-      h("td.num.minmax", h("div", d.fmt(v(q.min_resources))), h("div.muted", max === null || max === undefined ? "no max" : d.fmt(max))),
+      h("td.num.minmax", v(q.min_resources) ? h("div", d.fmt(v(q.min_resources))) : h("div.muted", "no min"), h("div.muted", max === null || max === undefined ? "no max" : d.fmt(max))),
       h("td.small", q.leaf ? link(`/ui/apps?queue=${encodeURIComponent(q.name)}`, "apps →") : null));
   });
   return h("div.table-wrap", h("table.data.queues",
