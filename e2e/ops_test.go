@@ -339,8 +339,8 @@ func TestGarbageCollectionKeepsTheNewestFinishedApps(t *testing.T) {
 
 	gone := ids[0]
 	_, stderr, code := cli(t, "app", "status", "-address", w.any(), gone)
-	if code != 1 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "app "+gone+" not found") {
-		t.Errorf("app status of the collected %s: exit %d %q; want one line saying it is not found", gone, code, stderr)
+	if code != 1 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "app "+gone+" not found (finished apps are removed past max_completed_apps") {
+		t.Errorf("app status of the collected %s: exit %d %q; want one line saying it is not found, and why it may be", gone, code, stderr)
 	}
 	var cs []containerInfo
 	if err := cliJSON(t, &cs, "container", "list", "-app", gone, "-address", w.any()); err != nil || len(cs) != 0 {
@@ -403,10 +403,10 @@ func TestDryRunAndListFiltersAsAnOperatorReadsThem(t *testing.T) {
 		t.Errorf("the dry run changed the queues:\nbefore %s\nafter %s", before, after)
 	}
 
-	for _, c := range []struct{ cmd, kind string }{{"app", "app"}, {"container", "container"}, {"node", "node"}} {
+	for _, c := range []struct{ cmd, kind string }{{"app", "an app"}, {"container", "a container"}, {"node", "a node"}} {
 		stdout, stderr, code := cli(t, c.cmd, "list", "-state", "BOGUS", "-address", addr)
 		if code != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 ||
-			!strings.Contains(stderr, `-state: state "BOGUS" is not a`+" "+c.kind+" state; use one of ") {
+			!strings.Contains(stderr, `-state: state "BOGUS" is not `+c.kind+" state; use one of ") {
 			t.Errorf("%s list -state BOGUS: exit %d, stdout %q, stderr %q", c.cmd, code, stdout, stderr)
 		}
 	}
