@@ -353,6 +353,18 @@ func TestGarbageCollectionKeepsTheNewestFinishedApps(t *testing.T) {
 // accept a known one in any case.
 func TestDryRunAndListFiltersAsAnOperatorReadsThem(t *testing.T) {
 	_, addr := startDev(t)
+	// The fair shares are computed over the READY nodes: wait for all three
+	// dev agents, so that only the dry run could change the queue list.
+	waitFor(t, 20*time.Second, "three READY dev agents", func() error {
+		var ns []nodeInfo
+		if err := cliJSON(t, &ns, "node", "list", "-state", "READY", "-address", addr); err != nil {
+			return err
+		}
+		if len(ns) != 3 {
+			return fmt.Errorf("READY nodes %+v", ns)
+		}
+		return nil
+	})
 	queues := func() string {
 		out, stderr, code := cli(t, "queue", "list", "-json", "-address", addr)
 		if code != 0 {
