@@ -56,9 +56,14 @@ func startWorld(t *testing.T) *world { return startWorldWith(t, nil) }
 // startWorldWith is startWorld with extra flags for some agents (a1, a2,
 // a3); later flags override earlier ones.
 func startWorldWith(t *testing.T, extra map[string][]string) *world {
-	q := startQuorum(t)
+	return startWorldOn(t, startQuorum(t), 3, extra)
+}
+
+// startWorldOn starts n agents (a1 on 127.0.0.4, a2 on .5, ...; at most
+// three) joined to quorum q, with extra flags for some of them.
+func startWorldOn(t *testing.T, q *quorum, n int, extra map[string][]string) *world {
 	q.waitForLeader("s1", 30*time.Second, "")
-	w := &world{quorum: q, agentIPs: []string{"127.0.0.4", "127.0.0.5", "127.0.0.6"}, agents: map[string]*proc{}}
+	w := &world{quorum: q, agentIPs: []string{"127.0.0.4", "127.0.0.5", "127.0.0.6"}[:n], agents: map[string]*proc{}}
 	rpcPort, serfPort := freePort(t, w.agentIPs...), freePort(t, w.agentIPs...)
 	for serfPort == rpcPort {
 		serfPort = freePort(t, w.agentIPs...)
@@ -81,15 +86,15 @@ func startWorldWith(t *testing.T, extra map[string][]string) *world {
 		w.agents[id] = startProc(t, id, append(args, extra[id]...)...)
 	}
 	amLogsOnFailure(t, dirs)
-	waitFor(t, 30*time.Second, "three READY nodes", func() error {
+	waitFor(t, 30*time.Second, fmt.Sprintf("%d READY nodes", n), func() error {
 		nodes := w.nodes("s2")
 		ready := 0
-		for _, n := range nodes {
-			if n.Status == "READY" {
+		for _, node := range nodes {
+			if node.Status == "READY" {
 				ready++
 			}
 		}
-		if ready != 3 {
+		if ready != n {
 			return fmt.Errorf("nodes %+v", nodes)
 		}
 		return nil

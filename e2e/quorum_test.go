@@ -43,6 +43,8 @@ type quorum struct {
 	procs    map[string]*proc
 	// sec, if set, is the cluster's TLS, gossip key and ACLs.
 	sec *security
+	// serverFlags are given to every server after the harness' own.
+	serverFlags []string
 }
 
 func (q *quorum) rpcAddr(id string) string {
@@ -71,7 +73,7 @@ func (q *quorum) args(id string) []string {
 	if q.sec != nil {
 		args = append(args, "-config", q.sec.config("server", id))
 	}
-	return args
+	return append(args, q.serverFlags...)
 }
 
 // startQuorum starts a secure quorum: TLS, a gossip key and ACLs, as the
@@ -84,8 +86,11 @@ func startQuorum(t *testing.T) *quorum { return startQuorumWith(t, newSecurity(t
 // survive.
 func startOpenQuorum(t *testing.T) *quorum { return startQuorumWith(t, nil) }
 
-func startQuorumWith(t *testing.T, sec *security) *quorum {
-	q := &quorum{t: t, ips: []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}, dirs: map[string]string{}, procs: map[string]*proc{}, sec: sec}
+// startQuorumWith starts a quorum secured by sec (nil: open) whose servers
+// also get serverFlags.
+func startQuorumWith(t *testing.T, sec *security, serverFlags ...string) *quorum {
+	q := &quorum{t: t, ips: []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}, dirs: map[string]string{}, procs: map[string]*proc{},
+		sec: sec, serverFlags: serverFlags}
 	q.rpcPort = freePort(t, q.ips...)
 	q.serfPort = freePort(t, q.ips...)
 	for q.serfPort == q.rpcPort {

@@ -197,7 +197,7 @@ func runAppStatus(args []string) error {
 	}
 	var resp rpc.AppStatusResponse
 	if err := cf.call("App.Status", &rpc.AppRequest{RequestHeader: cf.header(), AppID: pos[0]}, &resp); err != nil {
-		return err
+		return explainAppNotFound(err)
 	}
 	printStaleNote(cf, &resp.ResponseMeta)
 	if cf.json {
@@ -244,6 +244,16 @@ func printApp(a rpc.AppInfo) {
 	w.Flush()
 }
 
+// explainAppNotFound adds to a not-found answer for an app that it may
+// have finished and been garbage collected (SPEC §20), which an operator
+// who saw it in a list a while ago would otherwise not guess.
+func explainAppNotFound(err error) error {
+	if rpc.IsNotFound(err) {
+		return fmt.Errorf("%w (finished apps are removed past max_completed_apps or app_gc_threshold; 'weft app list' shows those kept)", err)
+	}
+	return err
+}
+
 func runAppKill(args []string) error {
 	cf, pos, err := clientCommand("app kill", args, 1, "weft app kill APP", nil)
 	if err != nil {
@@ -251,7 +261,7 @@ func runAppKill(args []string) error {
 	}
 	var resp rpc.WriteResponse
 	if err := cf.call("App.Kill", &rpc.AppRequest{AppID: pos[0]}, &resp); err != nil {
-		return err
+		return explainAppNotFound(err)
 	}
 	if cf.json {
 		return printJSON(resp)

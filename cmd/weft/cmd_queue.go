@@ -201,7 +201,7 @@ func printQueuePlan(cf *clientFlags, name string, resp rpc.QueueApplyResponse) e
 	}
 	fmt.Fprintf(stdout, "Dry run of %s: nothing was changed. Fair shares now -> after:\n\n", name)
 	w := table()
-	fmt.Fprintln(w, "QUEUE\tSTEADY FAIR SHARE\tINSTANTANEOUS FAIR SHARE\t")
+	fmt.Fprintln(w, "QUEUE\tSTEADY FAIR SHARE\tINSTANTANEOUS FAIR SHARE")
 	for _, q := range plan.Queues {
 		label := q.Name
 		switch {
@@ -210,7 +210,7 @@ func printQueuePlan(cf *clientFlags, name string, resp rpc.QueueApplyResponse) e
 		case q.Removed:
 			label += " (removed)"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t\n", label, shareChange(q.SteadyFairShareNow, q.SteadyFairShareAfter, q.Added, q.Removed),
+		fmt.Fprintf(w, "%s\t%s\t%s\n", label, shareChange(q.SteadyFairShareNow, q.SteadyFairShareAfter, q.Added, q.Removed),
 			shareChange(q.InstantaneousFairShareNow, q.InstantaneousFairShareAfter, q.Added, q.Removed))
 	}
 	w.Flush()
