@@ -242,7 +242,7 @@ func TestDrainEmptiesANodeWithoutFailingTheApp(t *testing.T) {
 	if len(draining) != 1 || draining[0].ID != node || draining[0].Status != "DRAINING" || draining[0].DrainDeadline == 0 {
 		t.Fatalf("node list -state DRAINING: %+v; want %s alone, with its deadline", draining, node)
 	}
-	deadline := time.UnixMilli(draining[0].DrainDeadline)
+	deadline := time.Unix(0, draining[0].DrainDeadline)
 	code, _, body := httpGet(t, httpsClient(t, w.sec, "server"), httpURL(t, w.procs["s2"])+"/v1/node/"+node, os.Getenv("WEFT_TOKEN"))
 	var status struct {
 		Node drainNode `json:"node"`

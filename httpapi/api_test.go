@@ -2,10 +2,13 @@ package httpapi
 
 import (
 	"bytes"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/weft-sched/weft/internal/testutil"
 	"github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -81,10 +84,15 @@ func TestEveryRouteAnswers(t *testing.T) {
 			work = c.ID
 		}
 	}
-	ta.do("GET", "/v1/containers?app="+id+"&node=n1&state=COMPLETED", nil).mustJSON(t, 200, &ctrs)
-	if len(ctrs) != 3 {
-		t.Fatalf("containers by app, node and state %+v", ctrs)
-	}
+	// The app is FINISHED once its AM says so; its AM container completes
+	// when the agent next reports it, so wait for all three to be.
+	testutil.WaitForNoError(t, 15*time.Second, "every container of "+id+" COMPLETED", func() error {
+		ta.do("GET", "/v1/containers?app="+id+"&node=n1&state=COMPLETED", nil).mustJSON(t, 200, &ctrs)
+		if len(ctrs) != 3 {
+			return fmt.Errorf("containers by app, node and state: %+v", ctrs)
+		}
+		return nil
+	})
 	ta.do("GET", "/v1/containers?state=RUNNING", nil).mustJSON(t, 200, &ctrs)
 	if len(ctrs) != 0 {
 		t.Fatalf("running containers %+v", ctrs)

@@ -158,7 +158,7 @@ type NodeInfo struct {
 	// to the leader (0 in stale reads from followers).
 	EstimatedQueueWait time.Duration `codec:"estimated_queue_wait" json:"estimated_queue_wait_ns"`
 	// DrainDeadline is when a DRAINING node's remaining containers are
-	// killed (Unix ms); 0 unless it is DRAINING.
+	// killed (Unix ns, like every time in these types); 0 unless it is DRAINING.
 	DrainDeadline int64 `codec:"drain_deadline" json:"drain_deadline,omitempty"`
 }
 
@@ -169,7 +169,7 @@ func NewNodeInfo(n *scheduler.Node) NodeInfo {
 		Epoch: n.Epoch, Capacity: n.Capacity, AllocatedGuaranteed: n.AllocatedGuaranteed,
 		AllocatedOpportunistic: n.AllocatedOpportunistic, RunningGuaranteed: n.RunningGuaranteed,
 		RunningOpportunistic: n.RunningOpportunistic, Queued: n.Queued,
-		DrainDeadline: n.DrainDeadline / int64(time.Millisecond),
+		DrainDeadline: n.DrainDeadline,
 	}
 }
 

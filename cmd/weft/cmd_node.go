@@ -105,10 +105,10 @@ func drainNote(n rpc.NodeInfo, now time.Time) string {
 	return " (until " + drainDeadline(n.DrainDeadline, now) + ")"
 }
 
-// drainDeadline shows a drain deadline (Unix ms): the time, and how long
+// drainDeadline shows a drain deadline (Unix ns): the time, and how long
 // from now.
-func drainDeadline(ms int64, now time.Time) string {
-	at := time.UnixMilli(ms)
+func drainDeadline(ns int64, now time.Time) string {
+	at := time.Unix(0, ns)
 	left := at.Sub(now).Round(time.Second)
 	when := "passed"
 	if left > 0 {

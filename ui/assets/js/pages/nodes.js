@@ -5,7 +5,7 @@
 import { asList, request, watch } from "../api.js";
 import { h, link, replace } from "../dom.js";
 import { ask } from "../confirm.js";
-import { ago, idOrder, mem, num, stamp } from "../format.js";
+import { ago, idOrder, mem, nsToDate, num, stamp } from "../format.js";
 import { badge, empty, errorNote, pageHead, table, usageBar } from "../widgets.js";
 
 export function render(main, ctx) {
@@ -72,9 +72,9 @@ export function drainButton(n, signal, done) {
 /** nodeState is a node's state badge; a DRAINING node's deadline under it. */
 export function nodeState(n) {
   if (n.status !== "DRAINING" || !n.drain_deadline) return badge(n.status, n.status_reason);
-  const at = new Date(n.drain_deadline);
+  const at = nsToDate(n.drain_deadline);
   return h("div", badge(n.status, n.status_reason),
-    h("div.sub-line.deadline", { title: `Containers still running at ${stamp(at)} are killed`, dataset: { deadline: String(n.drain_deadline) } },
+    h("div.sub-line.deadline", { title: `Containers still running at ${stamp(at)} are killed`, dataset: { deadline: String(at.getTime()) } },
       "deadline ", h("span", ago(at))));
 }
 
