@@ -452,6 +452,9 @@ func TestDryRunAndListFiltersAsAnOperatorReadsThem(t *testing.T) {
 	if err := cliJSON(t, &none, "container", "list", "-state", "COMPLETED", "-address", addr); err != nil || none == nil || len(none) != 0 {
 		t.Errorf("container list -state COMPLETED -json: %+v %v; want []", none, err)
 	}
+	if out, stderr, code := cli(t, "container", "list", "-state", "COMPLETED", "-address", addr); code != 0 || out != "No containers with state=COMPLETED.\n" {
+		t.Errorf("container list -state COMPLETED: exit %d, stdout %q, stderr %q; want one line saying there are none", code, out, stderr)
+	}
 	var running []appInfo
 	if err := cliJSON(t, &running, "app", "list", "-state", "Running", "-address", addr); err != nil || len(running) != 1 || running[0].ID != id {
 		t.Errorf("app list -state Running: %+v %v; want %s", running, err, id)

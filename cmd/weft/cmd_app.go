@@ -181,6 +181,10 @@ func runAppList(args []string) error {
 	if cf.json {
 		return printJSON(orEmpty(resp.Apps))
 	}
+	if len(resp.Apps) == 0 {
+		fmt.Fprintln(stdout, "No apps"+filterNote("queue", req.Queue, "state", req.State, "user", req.User)+".")
+		return nil
+	}
 	w := table()
 	fmt.Fprintln(w, "ID\tNAME\tQUEUE\tUSER\tSTATE\tCONTAINERS (R/C)\tAM ATTEMPTS")
 	for _, a := range resp.Apps {

@@ -153,3 +153,18 @@ func runRaftRemovePeer(args []string) error {
 	fmt.Fprintf(stdout, "Removed peer %s%s from the Raft configuration\n", req.ID, req.Address)
 	return nil
 }
+
+// filterNote says which list filters were given, from name/value pairs:
+// " with state=RUNNING, user=alice", or "" when none was.
+func filterNote(pairs ...string) string {
+	var set []string
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] != "" {
+			set = append(set, pairs[i]+"="+pairs[i+1])
+		}
+	}
+	if len(set) == 0 {
+		return ""
+	}
+	return " with " + strings.Join(set, ", ")
+}

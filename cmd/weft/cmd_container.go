@@ -43,6 +43,10 @@ func runContainerList(args []string) error {
 	if cf.json {
 		return printJSON(orEmpty(resp.Containers))
 	}
+	if len(resp.Containers) == 0 {
+		fmt.Fprintln(stdout, "No containers"+filterNote("app", req.AppID, "node", req.NodeID, "state", req.State)+".")
+		return nil
+	}
 	w := table()
 	fmt.Fprintln(w, "ID\tAPP\tNODE\tTYPE\tSTATE\tEXIT\tREASON\tAM\tRESOURCES")
 	for _, c := range resp.Containers {

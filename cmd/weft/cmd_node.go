@@ -40,6 +40,10 @@ func runNodeList(args []string) error {
 	if cf.json {
 		return printJSON(orEmpty(resp.Nodes))
 	}
+	if len(resp.Nodes) == 0 {
+		fmt.Fprintln(stdout, "No nodes"+filterNote("state", req.State)+".")
+		return nil
+	}
 	w := table()
 	fmt.Fprintln(w, "ID\tADDRESS\tRACK\tSTATUS\tCAPACITY\tALLOCATED (G)\tRUNNING (G)\tRUNNING (O)\tMEMORY (O)\tVCORES (O)\tQUEUED")
 	for _, n := range resp.Nodes {

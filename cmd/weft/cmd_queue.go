@@ -201,7 +201,7 @@ func printQueuePlan(cf *clientFlags, name string, resp rpc.QueueApplyResponse) e
 	}
 	fmt.Fprintf(stdout, "Dry run of %s: nothing was changed. Fair shares now -> after:\n\n", name)
 	w := table()
-	fmt.Fprintln(w, "QUEUE\tSTEADY FAIR SHARE\tINSTANTANEOUS FAIR SHARE")
+	fmt.Fprintln(w, "QUEUE\tSTEADY FAIR SHARE\tINSTANT FAIR SHARE")
 	for _, q := range plan.Queues {
 		label := q.Name
 		switch {
