@@ -136,8 +136,8 @@ func TestDrainedNodeEmptiesByItsDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(list.Nodes) != 1 || list.Nodes[0].ID != other.id || list.Nodes[0].Status != "DRAINING" ||
-		list.Nodes[0].DrainDeadline != deadline.UnixMilli() {
-		t.Fatalf("draining nodes: %+v, want %s until %d", list.Nodes, other.id, deadline.UnixMilli())
+		list.Nodes[0].DrainDeadline != deadline.UnixNano() {
+		t.Fatalf("draining nodes: %+v, want %s until %d", list.Nodes, other.id, deadline.UnixNano())
 	}
 	// The least-loaded list AMRMProxies place opportunistic containers
 	// from is rebuilt without it at once.
