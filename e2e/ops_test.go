@@ -21,13 +21,13 @@ import (
 // against real processes: what Prometheus scrapes, a drain, garbage
 // collection, a queue dry run and the list filters.
 
-// scrape GETs a /v1/metrics page without a token (it is public) and
-// parses it as Prometheus does.
-func scrape(t *testing.T, c *http.Client, url string) map[string]*dto.MetricFamily {
+// scrape GETs a /v1/metrics page with token ("" for none) and parses it
+// as Prometheus does.
+func scrape(t *testing.T, c *http.Client, url, token string) map[string]*dto.MetricFamily {
 	t.Helper()
-	code, _, body := httpGet(t, c, url, "")
+	code, _, body := httpGet(t, c, url, token)
 	if code != http.StatusOK {
-		t.Fatalf("GET %s without a token: %d %s", url, code, body)
+		t.Fatalf("GET %s (token given: %v): %d %s", url, token != "", code, body)
 	}
 	p := expfmt.NewTextParser(model.LegacyValidation)
 	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
@@ -111,7 +111,8 @@ func exactly(v float64) *float64 { return &v }
 
 // After an app ran on a secure cluster of two agents, the leader's and the
 // AM's agent's /v1/metrics parse and the SPEC §16 series are there and
-// moved; /v1/metrics needs no token while the API does.
+// moved; a server's /v1/metrics asks a token as the API does, an agent's
+// is public.
 func TestMetricsMoveWhenAnAppRuns(t *testing.T) {
 	w := startWorldOn(t, startQuorum(t), 2, nil)
 	id := w.submit("-num-containers", "2", "-memory-mb", "64", "--", "true")
@@ -135,7 +136,10 @@ func TestMetricsMoveWhenAnAppRuns(t *testing.T) {
 		t.Errorf("GET /v1/status with the token: %d %s", code, body)
 	}
 
-	fams := scrape(t, srv, base+"/v1/metrics")
+	if code, _, body := httpGet(t, srv, base+"/v1/metrics", ""); code != http.StatusForbidden {
+		t.Errorf("GET /v1/metrics on a server without a token: %d %s; want 403", code, body)
+	}
+	fams := scrape(t, srv, base+"/v1/metrics", os.Getenv("WEFT_TOKEN"))
 	q := map[string]string{"queue": "root.default"}
 	checkMetrics(t, "leader "+leader, fams, []metricCheck{
 		{name: "weft_server_leader", eq: exactly(1)},
@@ -169,7 +173,7 @@ func TestMetricsMoveWhenAnAppRuns(t *testing.T) {
 	}
 
 	agent := httpsClient(t, w.sec, "agent")
-	fams = scrape(t, agent, httpURL(t, w.agents[amNode])+"/v1/metrics")
+	fams = scrape(t, agent, httpURL(t, w.agents[amNode])+"/v1/metrics", "")
 	checkMetrics(t, "agent "+amNode, fams, []metricCheck{
 		{name: "weft_agent_containers_running", labels: map[string]string{"execution_type": "guaranteed"}, eq: exactly(0)},
 		{name: "weft_agent_containers_running", labels: map[string]string{"execution_type": "opportunistic"}, eq: exactly(0)},

@@ -176,6 +176,11 @@ func TestTokensWithACLs(t *testing.T) {
 	ta.token = ""
 	ta.do("GET", "/v1/nodes", nil).errorIs(t, 403, "lacks node:read (over HTTP, send the token in the X-Weft-Token header")
 	ta.do("GET", "/v1/health", nil).mustJSON(t, 200, nil) // public
+	// A server's metrics name queues and their usage: operator:read.
+	ta.do("GET", "/v1/metrics", nil).errorIs(t, 403, "lacks operator:read")
+	if m := ta.do("GET", "/v1/metrics", nil, HeaderToken, mgmt); m.code != 200 || string(m.body) != "weft_up 1\n" {
+		t.Fatalf("metrics with the token: %d %q", m.code, m.body)
+	}
 	ta.do("GET", "/v1/nodes", nil, HeaderToken, mgmt).mustJSON(t, 200, nil)
 	ta.do("GET", "/v1/nodes", nil, "Authorization", "Bearer "+mgmt).mustJSON(t, 200, nil)
 	ta.do("GET", "/v1/nodes", nil, HeaderToken, "not-a-token").errorIs(t, 403, "ACL token not found")
@@ -196,6 +201,7 @@ func TestTokensWithACLs(t *testing.T) {
 	}
 	ta.token = tok.Token.SecretID
 	ta.do("GET", "/v1/apps", nil).mustJSON(t, 200, nil)
+	ta.do("GET", "/v1/metrics", nil).errorIs(t, 403, "lacks operator:read")
 	ta.do("POST", "/v1/apps", []byte(`{"dshell": {"command": ["true"]}}`)).errorIs(t, 403, "permission denied")
 	ta.do("PUT", "/v1/queues", []byte(`queue "root" {}`)).errorIs(t, 403, "permission denied")
 	var self rpc.ACLToken

@@ -28,7 +28,7 @@ type route struct {
 // serverRoutes is a server's whole HTTP API (SPEC §16).
 var serverRoutes = []route{
 	{method: "GET", path: "/v1/health", rpc: "Status.Leader", capability: rpc.CapPublic, handle: (*api).serverHealth},
-	{method: "GET", path: "/v1/metrics", capability: rpc.CapPublic, handle: (*api).serveMetrics},
+	{method: "GET", path: "/v1/metrics", rpc: "Status.Raft", capability: rpc.CapOperatorRead, handle: (*api).serverMetrics},
 	{method: "GET", path: "/v1/status", rpc: "Status.Cluster", capability: rpc.CapOperatorRead, read: true, handle: (*api).status},
 	{method: "GET", path: "/v1/members", rpc: "Status.Members", capability: rpc.CapOperatorRead, handle: (*api).members},
 	{method: "GET", path: "/v1/operator/raft/peers", rpc: "Operator.RaftGetConfiguration", capability: rpc.CapOperatorRead, read: true, handle: (*api).raftPeers},
@@ -86,6 +86,22 @@ func (a *api) agentHealth(q *request) error {
 	return nil
 }
 
+// serverMetrics serves a server's metrics to a caller whose token grants
+// operator:read: they name queues, their usage and the RPC methods, which
+// the ACLs keep from anonymous callers elsewhere. The token is checked by
+// calling Status.Raft (local, cheap, operator:read), the one code path for
+// ACLs.
+func (a *api) serverMetrics(q *request) error {
+	var probe rpc.RaftStatus
+	if err := a.call(q, "Status.Raft", &q.header, &probe); err != nil {
+		return err
+	}
+	return a.serveMetrics(q)
+}
+
+// serveMetrics serves the process's metrics. An agent's are public, as in
+// Nomad: they hold its own load and latencies, no queue or app names, and
+// stay readable when no server is.
 func (a *api) serveMetrics(q *request) error {
 	if a.metrics == nil {
 		return rpc.Errorf(rpc.CodeNotFound, "this process serves no metrics")
