@@ -36,6 +36,10 @@ const (
 	NodeSecretResetType  MessageType = 21 // a NodeSecretResetRequest (SPEC §15)
 	NodeDrainType        MessageType = 22 // a NodeDrainRequest (SPEC §20)
 	GCType               MessageType = 23 // a GCRequest (SPEC §20)
+	// ContainerUpdateBatchType is a ContainerUpdateBatchRequest: many
+	// heartbeats' ContainerUpdateRequests in one entry (the leader's
+	// heartbeat batcher).
+	ContainerUpdateBatchType MessageType = 24
 )
 
 // IgnoreUnknownTypeFlag marks a command that a server which does not know
@@ -164,6 +168,20 @@ type ContainerUpdateRequest struct {
 	NodeID  string            `codec:"node_id"`
 	Records []ContainerRecord `codec:"records"`
 	Updates []ContainerStatus `codec:"updates"`
+}
+
+// ContainerUpdateBatchRequest carries the ContainerUpdateRequests of many
+// heartbeats, applied in order as if each were its own entry: one that is
+// rejected changes nothing and does not stop the others. The result is a
+// *ContainerUpdateBatchResult.
+type ContainerUpdateBatchRequest struct {
+	Updates []ContainerUpdateRequest `codec:"updates"`
+}
+
+// ContainerUpdateBatchResult holds, per update of a
+// ContainerUpdateBatchRequest, nil or the error that rejected it.
+type ContainerUpdateBatchResult struct {
+	Errors []error
 }
 
 // ContainerStopRequest stops containers: released by their AM, killed by a

@@ -86,6 +86,17 @@ func (t *txn) applyContainerUpdate(req *ContainerUpdateRequest) error {
 	return nil
 }
 
+// applyContainerUpdateBatch applies each update in order, as its own
+// command would be: a rejected one changed nothing (recordOpportunistic
+// rejects before any change) and the rest still apply.
+func (t *txn) applyContainerUpdateBatch(req *ContainerUpdateBatchRequest) *ContainerUpdateBatchResult {
+	res := &ContainerUpdateBatchResult{Errors: make([]error, len(req.Updates))}
+	for i := range req.Updates {
+		res.Errors[i] = t.applyContainerUpdate(&req.Updates[i])
+	}
+	return res
+}
+
 // applyContainerStop stops containers; it is refused whole if any ID is
 // unknown or belongs to another app.
 func (t *txn) applyContainerStop(req *ContainerStopRequest) error {

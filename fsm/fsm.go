@@ -160,6 +160,8 @@ func (f *FSM) decodeCommand(index uint64, msgType MessageType, body []byte) (fun
 		return bind(body, func(t *txn, req *PlanApplyRequest) any { return t.applyPlan(req) })
 	case ContainerUpdateType:
 		return bind(body, func(t *txn, req *ContainerUpdateRequest) any { return errOrNil(t.applyContainerUpdate(req)) })
+	case ContainerUpdateBatchType:
+		return bind(body, func(t *txn, req *ContainerUpdateBatchRequest) any { return t.applyContainerUpdateBatch(req) })
 	case ContainerStopType:
 		return bind(body, func(t *txn, req *ContainerStopRequest) any { return errOrNil(t.applyContainerStop(req)) })
 	case PromoteType:

@@ -50,6 +50,8 @@ var commandNames = map[MessageType]string{
 	NodeSecretResetType:  "node_secret_reset",
 	NodeDrainType:        "node_drain",
 	GCType:               "gc",
+
+	ContainerUpdateBatchType: "container_update_batch",
 }
 
 // CommandName names command type t in snake_case ("plan_apply"); every type

@@ -23,6 +23,9 @@ func (e *Node) Register(ctx context.Context, args *wrpc.NodeRegisterRequest, rep
 	if done, err := e.srv.forwardWrite(ctx, "Node.Register", args, reply); done {
 		return err
 	}
+	if !e.srv.leaderReady.Load() {
+		return wrpc.ErrNotReady // its secret check would read an old state
+	}
 	if err := scheduler.ValidateNodeID(args.ID); err != nil {
 		return wrpc.Errorf(wrpc.CodeBadRequest, "%v", err)
 	}
@@ -88,13 +91,20 @@ func (s *Server) heartbeatSeen(id string, epoch uint64, now time.Time, load *wrp
 
 // Heartbeat keeps a node alive and reconciles its containers: it records
 // the opportunistic containers AMRMProxies placed there and every state
-// change, in one Raft command and only when something changed, and answers
+// change, batched with other heartbeats' into one Raft command and only
+// when something changed (answering once it is applied), and answers
 // with what the agent must do: among that, stop the containers it runs
 // that the servers do not hold live on that node. Only the agent with the
 // node's secret is heard.
 func (e *Node) Heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply *wrpc.HeartbeatResponse) error {
 	if done, err := e.srv.forwardWrite(ctx, "Node.Heartbeat", args, reply); done {
 		return err
+	}
+	if !e.srv.leaderReady.Load() {
+		// A leader still replaying its log holds an old state: it would
+		// tell live nodes to register again (and their agents to kill
+		// every container). The agent (or the forwarding follower) retries.
+		return wrpc.ErrNotReady
 	}
 	st := e.srv.fsm.State()
 	node, ok := st.Node(args.NodeID)
@@ -113,7 +123,8 @@ func (e *Node) Heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply
 	records, refused := newOpportunistic(st, args)
 	updates := containerUpdates(st, args, now)
 	if len(records)+len(updates) > 0 {
-		if _, _, err := e.srv.raftApply(ctx, fsm.ContainerUpdateType, &fsm.ContainerUpdateRequest{
+		// Batched with other heartbeats' (batch.go); answered once applied.
+		if err := e.srv.updates.submit(ctx, e.srv.shutdownCh, fsm.ContainerUpdateRequest{
 			NodeID: args.NodeID, Records: records, Updates: updates}); err != nil {
 			return err
 		}

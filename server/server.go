@@ -59,6 +59,8 @@ type Server struct {
 	// the why-pending explanations under waitsMu.
 	waitsMu sync.Mutex
 	waits   *scheduler.LocalityWaits
+	// updates batches heartbeats' container updates into few Raft entries.
+	updates *updateBatcher
 	// promoteMu makes the leader decide promotions one request at a time.
 	promoteMu sync.Mutex
 
@@ -105,6 +107,7 @@ func New(config *Config) (*Server, error) {
 		pool:         wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleServer),
 		agentPool:    wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleAgent),
 	}
+	s.updates = newUpdateBatcher(s.proposeUpdates)
 	s.fsm = fsm.New(config.Logger, fsm.WithSkipIndex(config.RaftSkipIndex), fsm.WithApplyTimer(metrics.FSMApply))
 	if config.RaftSkipIndex != 0 {
 		s.logger.Warn("raft_skip_index is set: the entry at that index is skipped if it cannot be applied; every server must run with the same value",
@@ -143,6 +146,7 @@ func New(config *Config) (*Server, error) {
 	s.goFunc(s.serfEventLoop)
 	s.goFunc(s.monitorLeadership)
 	s.goFunc(s.watchHalt)
+	s.goFunc(func() { s.updates.run(s.shutdownCh) })
 	if len(config.Join) > 0 {
 		s.goFunc(func() { s.joinLoop(config.Join) })
 	}

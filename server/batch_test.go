@@ -1,0 +1,212 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weft-sched/weft/fsm"
+	"github.com/weft-sched/weft/internal/testutil"
+	wrpc "github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
+)
+
+// holdFirst wraps propose so that its first call waits until release is
+// closed (after entered is closed); it counts the calls and their sizes.
+type heldProposer struct {
+	mu      sync.Mutex
+	sizes   []int
+	entered chan struct{}
+	release chan struct{}
+	next    proposeFunc
+}
+
+func newHeldProposer(next proposeFunc) *heldProposer {
+	return &heldProposer{entered: make(chan struct{}), release: make(chan struct{}), next: next}
+}
+
+func (h *heldProposer) propose(updates []fsm.ContainerUpdateRequest) ([]error, error) {
+	h.mu.Lock()
+	h.sizes = append(h.sizes, len(updates))
+	first := len(h.sizes) == 1
+	h.mu.Unlock()
+	if first {
+		close(h.entered)
+		<-h.release
+	}
+	return h.next(updates)
+}
+
+func (h *heldProposer) calls() []int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]int(nil), h.sizes...)
+}
+
+// Updates queued while a batch is in flight go out together in the next;
+// each waiter gets its own update's result; a failed batch fails every
+// waiter in it.
+func TestUpdateBatcherGroupsWhileOneIsInFlight(t *testing.T) {
+	const n = 20
+	fail := errors.New("apply failed")
+	h := newHeldProposer(func(updates []fsm.ContainerUpdateRequest) ([]error, error) {
+		errs := make([]error, len(updates))
+		for i, u := range updates {
+			if u.NodeID == "rejected" {
+				errs[i] = fmt.Errorf("rejected %s", u.NodeID)
+			}
+			if u.NodeID == "fail" {
+				return nil, fail
+			}
+		}
+		return errs, nil
+	})
+	b := newUpdateBatcher(h.propose)
+	stop := make(chan struct{})
+	defer close(stop)
+	go b.run(stop)
+	ctx := context.Background()
+
+	results := make([]error, n)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); results[0] = b.submit(ctx, stop, fsm.ContainerUpdateRequest{NodeID: "n0"}) }()
+	<-h.entered
+	for i := 1; i < n; i++ {
+		id := fmt.Sprintf("n%d", i)
+		if i == 7 {
+			id = "rejected"
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); results[i] = b.submit(ctx, stop, fsm.ContainerUpdateRequest{NodeID: id}) }()
+	}
+	testutil.WaitFor(t, 10*time.Second, func() bool { return len(b.in) == n-1 })
+	close(h.release)
+	wg.Wait()
+	if got := h.calls(); len(got) != 2 || got[0] != 1 || got[1] != n-1 {
+		t.Fatalf("batches %v, want [1 %d]", got, n-1)
+	}
+	for i, err := range results {
+		if (i == 7) != (err != nil) {
+			t.Fatalf("update %d: %v", i, err)
+		}
+	}
+
+	// A batch whose apply fails fails every waiter in it.
+	h2 := newHeldProposer(h.next)
+	b.propose.Store(ptr(proposeFunc(h2.propose)))
+	wg.Add(1)
+	var firstErr error
+	go func() { defer wg.Done(); firstErr = b.submit(ctx, stop, fsm.ContainerUpdateRequest{NodeID: "n0"}) }()
+	<-h2.entered
+	failed := make([]error, 5)
+	for i := range failed {
+		id := fmt.Sprintf("m%d", i)
+		if i == 3 {
+			id = "fail"
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); failed[i] = b.submit(ctx, stop, fsm.ContainerUpdateRequest{NodeID: id}) }()
+	}
+	testutil.WaitFor(t, 10*time.Second, func() bool { return len(b.in) == len(failed) })
+	close(h2.release)
+	wg.Wait()
+	if firstErr != nil {
+		t.Fatalf("the first batch: %v", firstErr)
+	}
+	for i, err := range failed {
+		if !errors.Is(err, fail) {
+			t.Fatalf("waiter %d of the failed batch got %v", i, err)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Concurrent heartbeats that each record a container are committed in
+// fewer Raft entries than heartbeats, and each is answered only once its
+// container is in the state.
+func TestConcurrentHeartbeatsShareEntries(t *testing.T) {
+	c := newTestCluster(t)
+	l := c.start("s1", 1)
+	c.waitForLeader()
+	app := submit(t, c, l, "batched")
+	const n = 12
+	nodes := make([]*fakeNode, n)
+	for i := range nodes {
+		nodes[i] = registerFake(t, c, l, fmt.Sprintf("n%d", i), scheduler.Resources{MemoryMB: 8192, Vcores: 8})
+	}
+	waitAMPlaced(t, l, app)
+	h := newHeldProposer(l.proposeUpdates)
+	l.updates.propose.Store(ptr(proposeFunc(h.propose)))
+	before := l.raft.AppliedIndex()
+
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	beat := func(i int) {
+		defer wg.Done()
+		nd := nodes[i]
+		id := fmt.Sprintf("o-%s-1-1", nd.id)
+		req := &wrpc.HeartbeatRequest{NodeID: nd.id, Epoch: nd.epoch, Secret: nd.secret, Containers: []wrpc.ContainerReport{{
+			ID: id, AppID: app, Attempt: 1, AskID: 1, Resources: scheduler.Resources{MemoryMB: 64, Vcores: 1},
+			ExecutionType: string(scheduler.Opportunistic), State: scheduler.ContainerQueued, AllocatedAt: 1}}}
+		var hb wrpc.HeartbeatResponse
+		if errs[i] = c.call(l, "Node.Heartbeat", req, &hb); errs[i] != nil {
+			return
+		}
+		if _, ok := l.State().Container(id); !ok {
+			errs[i] = fmt.Errorf("heartbeat of %s answered before %s was applied", nd.id, id)
+		}
+	}
+	wg.Add(1)
+	go beat(0)
+	<-h.entered
+	for i := 1; i < n; i++ {
+		wg.Add(1)
+		go beat(i)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() bool { return len(l.updates.in) == n-1 })
+	close(h.release)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("heartbeat %d: %v", i, err)
+		}
+	}
+	if got := h.calls(); len(got) != 2 {
+		t.Fatalf("%d heartbeats made batches %v, want 2", n, got)
+	}
+	if entries := l.raft.AppliedIndex() - before; entries >= n {
+		t.Fatalf("%d heartbeats took %d Raft entries", n, entries)
+	}
+}
+
+// A leader that has not applied its barrier (still replaying its log)
+// answers heartbeats and registrations with the retryable not_ready: it
+// never tells a live node to register again from an old state.
+func TestUnreadyLeaderAnswersNotReady(t *testing.T) {
+	c := newTestCluster(t)
+	l := c.start("s1", 1)
+	c.waitForLeader()
+	n := registerFake(t, c, l, "n1", scheduler.Resources{MemoryMB: 1024, Vcores: 1})
+	l.leaderReady.Store(false)
+	var hb wrpc.HeartbeatResponse
+	err := c.call(l, "Node.Heartbeat", &wrpc.HeartbeatRequest{NodeID: "ghost", Epoch: 1, Secret: nodeSecret("ghost")}, &hb)
+	if !errors.Is(err, wrpc.ErrNotReady) || !wrpc.IsRetryable(err) || hb.ReRegister {
+		t.Fatalf("heartbeat to an unready leader: %v, re-register %v; want not_ready", err, hb.ReRegister)
+	}
+	var reg wrpc.NodeRegisterResponse
+	err = c.call(l, "Node.Register", &wrpc.NodeRegisterRequest{ID: "n2", Address: "127.0.0.1:1",
+		Capacity: scheduler.Resources{MemoryMB: 1024, Vcores: 1}, Secret: nodeSecret("n2")}, &reg)
+	if !errors.Is(err, wrpc.ErrNotReady) {
+		t.Fatalf("registration at an unready leader: %v; want not_ready", err)
+	}
+	l.leaderReady.Store(true)
+	if err := c.call(l, "Node.Heartbeat", &wrpc.HeartbeatRequest{NodeID: "ghost", Epoch: 1, Secret: nodeSecret("ghost")}, &hb); err != nil || !hb.ReRegister {
+		t.Fatalf("heartbeat of an unknown node at a ready leader: %v, re-register %v", err, hb.ReRegister)
+	}
+	n.heartbeat(t, l, wrpc.HeartbeatRequest{})
+}

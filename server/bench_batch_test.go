@@ -1,0 +1,97 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weft-sched/weft/fsm"
+	wrpc "github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
+)
+
+// BenchmarkHeartbeatContainerChanges measures heartbeats that each report a
+// container change, sent concurrently by 256 nodes to the leader of a
+// three-server cluster on raft-boltdb (fsync): every heartbeat records one
+// finished opportunistic container. It reports heartbeats/s, the Raft
+// entries/s they took and the heartbeat latency.
+func BenchmarkHeartbeatContainerChanges(b *testing.B) {
+	c := benchCluster(b)
+	l := c.leader()
+	res, _, err := l.raftApply(context.Background(), fsm.AppSubmitType, &fsm.AppSubmitRequest{Spec: testSpec("bench")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	app := res.(string)
+	const nodes = 256
+	type node struct {
+		id, secret string
+		epoch      uint64
+	}
+	ns := make([]*node, nodes)
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; i < nodes; i += 8 {
+				n := &node{id: fmt.Sprintf("n%04d", i), secret: nodeSecret(fmt.Sprint(i))}
+				var reg wrpc.NodeRegisterResponse
+				if err := c.call(l, "Node.Register", &wrpc.NodeRegisterRequest{ID: n.id, Address: "127.0.0.1:1",
+					Capacity: scheduler.Resources{MemoryMB: 1 << 20, Vcores: 1 << 10}, Secret: n.secret}, &reg); err != nil {
+					b.Error(err)
+					return
+				}
+				n.epoch = reg.Epoch
+				ns[i] = n
+			}
+		}(w)
+	}
+	wg.Wait()
+	if b.Failed() {
+		return
+	}
+	var next atomic.Int64
+	var mu sync.Mutex
+	var lat []time.Duration
+	before := l.raft.AppliedIndex()
+	b.ResetTimer()
+	b.SetParallelism(nodes / 2) // 2 cores: one goroutine per node
+	b.RunParallel(func(pb *testing.PB) {
+		g := int(next.Add(1) - 1)
+		n := ns[g%nodes]
+		seq := 0
+		var mine []time.Duration
+		for pb.Next() {
+			seq++
+			req := &wrpc.HeartbeatRequest{NodeID: n.id, Epoch: n.epoch, Secret: n.secret, Containers: []wrpc.ContainerReport{{
+				ID: fmt.Sprintf("o-%s-%d-%d", n.id, g, seq), AppID: app, Attempt: 1, AskID: 1,
+				Resources:     scheduler.Resources{MemoryMB: 64, Vcores: 1},
+				ExecutionType: string(scheduler.Opportunistic), State: scheduler.ContainerCompleted, AllocatedAt: 1, At: 2}}}
+			var hb wrpc.HeartbeatResponse
+			start := time.Now()
+			if err := c.call(l, "Node.Heartbeat", req, &hb); err != nil {
+				b.Error(err)
+				return
+			}
+			mine = append(mine, time.Since(start))
+		}
+		mu.Lock()
+		lat = append(lat, mine...)
+		mu.Unlock()
+	})
+	b.StopTimer()
+	entries := l.raft.AppliedIndex() - before
+	secs := b.Elapsed().Seconds()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	if len(lat) > 0 {
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	}
+	b.ReportMetric(float64(len(lat))/secs, "heartbeats/s")
+	b.ReportMetric(float64(entries)/secs, "entries/s")
+}
