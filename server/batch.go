@@ -13,14 +13,20 @@ import (
 // entry carries; a batch whose encoding passes raftMaxCommand is split.
 const maxUpdateBatch = 512
 
+// batchesInFlight is how many batches may be proposed and not yet applied
+// at once: two lets the leader write one to its log while a follower
+// writes the other.
+const batchesInFlight = 2
+
 // updateBatcher commits the container updates of concurrent heartbeats
 // together (group commit): a heartbeat's update is queued, and one
-// goroutine proposes everything queued as one ContainerUpdateBatch entry,
-// waits for it to be applied, then proposes what queued meanwhile. With one
-// entry of its own in flight at a time, an idle leader commits a lone
-// heartbeat at once and a busy one in few entries; the scheduler's plans
-// take their own path to Raft (raftApply) and wait behind at most one
-// batch, never behind a queue of heartbeats. Each heartbeat's answer waits
+// goroutine proposes everything queued as one ContainerUpdateBatch entry
+// as soon as fewer than batchesInFlight of its entries await their apply.
+// So an idle leader commits a lone heartbeat at once and a busy one in few
+// entries (what queues while the batches in flight commit goes out as the
+// next); the scheduler's plans take their own path to Raft (raftApply) and
+// wait behind at most batchesInFlight batches, never behind a queue of
+// heartbeats. Each heartbeat's answer waits
 // for its batch's apply; an apply that fails fails every waiter in it.
 type updateBatcher struct {
 	in chan *updateWaiter
@@ -28,6 +34,8 @@ type updateBatcher struct {
 	// returns each one's result, or the error that failed them all. It is
 	// swappable so tests can watch or hold the batches.
 	propose atomic.Pointer[proposeFunc]
+	// slots holds a token per batch in flight (at most its capacity).
+	slots chan struct{}
 }
 
 // proposeFunc commits a batch of updates (see updateBatcher.propose).
@@ -40,7 +48,7 @@ type updateWaiter struct {
 }
 
 func newUpdateBatcher(propose proposeFunc) *updateBatcher {
-	b := &updateBatcher{in: make(chan *updateWaiter, maxUpdateBatch)}
+	b := &updateBatcher{in: make(chan *updateWaiter, maxUpdateBatch), slots: make(chan struct{}, batchesInFlight)}
 	b.propose.Store(&propose)
 	return b
 }
@@ -71,6 +79,13 @@ func (b *updateBatcher) submit(ctx context.Context, stop <-chan struct{}, req fs
 func (b *updateBatcher) run(stop <-chan struct{}) {
 	batch := make([]*updateWaiter, 0, maxUpdateBatch)
 	for {
+		// Take a slot first: while every slot is taken, updates wait in
+		// b.in and all go out together in the next batch.
+		select {
+		case b.slots <- struct{}{}:
+		case <-stop:
+			return
+		}
 		select {
 		case w := <-b.in:
 			batch = append(batch[:0], w)
@@ -86,22 +101,28 @@ func (b *updateBatcher) run(stop <-chan struct{}) {
 				break drain
 			}
 		}
-		reqs := make([]fsm.ContainerUpdateRequest, len(batch))
-		for i, w := range batch {
-			reqs[i] = w.req
+		go b.commit(batch)
+		batch = make([]*updateWaiter, 0, maxUpdateBatch)
+	}
+}
+
+// commit proposes one batch, answers its waiters and frees its slot.
+func (b *updateBatcher) commit(batch []*updateWaiter) {
+	defer func() { <-b.slots }()
+	reqs := make([]fsm.ContainerUpdateRequest, len(batch))
+	for i, w := range batch {
+		reqs[i] = w.req
+	}
+	errs, err := (*b.propose.Load())(reqs)
+	for i, w := range batch {
+		switch {
+		case err != nil:
+			w.done <- err
+		case i < len(errs):
+			w.done <- errs[i]
+		default:
+			w.done <- fmt.Errorf("the batch answered %d of %d updates", len(errs), len(batch))
 		}
-		errs, err := (*b.propose.Load())(reqs)
-		for i, w := range batch {
-			switch {
-			case err != nil:
-				w.done <- err
-			case i < len(errs):
-				w.done <- errs[i]
-			default:
-				w.done <- fmt.Errorf("the batch answered %d of %d updates", len(errs), len(batch))
-			}
-		}
-		clear(batch)
 	}
 }
 

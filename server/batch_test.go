@@ -14,8 +14,9 @@ import (
 	"github.com/weft-sched/weft/scheduler"
 )
 
-// holdFirst wraps propose so that its first call waits until release is
-// closed (after entered is closed); it counts the calls and their sizes.
+// heldProposer wraps propose so that its first batchesInFlight calls wait
+// until release is closed (entered is closed once they all wait); it
+// counts the calls and their sizes.
 type heldProposer struct {
 	mu      sync.Mutex
 	sizes   []int
@@ -31,10 +32,12 @@ func newHeldProposer(next proposeFunc) *heldProposer {
 func (h *heldProposer) propose(updates []fsm.ContainerUpdateRequest) ([]error, error) {
 	h.mu.Lock()
 	h.sizes = append(h.sizes, len(updates))
-	first := len(h.sizes) == 1
+	k := len(h.sizes)
 	h.mu.Unlock()
-	if first {
+	if k == batchesInFlight {
 		close(h.entered)
+	}
+	if k <= batchesInFlight {
 		<-h.release
 	}
 	return h.next(updates)
@@ -46,10 +49,11 @@ func (h *heldProposer) calls() []int {
 	return append([]int(nil), h.sizes...)
 }
 
-// Updates queued while a batch is in flight go out together in the next;
+// Updates queued while every batch slot is taken go out together in the
+// next batch;
 // each waiter gets its own update's result; a failed batch fails every
 // waiter in it.
-func TestUpdateBatcherGroupsWhileOneIsInFlight(t *testing.T) {
+func TestUpdateBatcherGroupsWhileSlotsAreTaken(t *testing.T) {
 	const n = 20
 	fail := errors.New("apply failed")
 	h := newHeldProposer(func(updates []fsm.ContainerUpdateRequest) ([]error, error) {
@@ -72,10 +76,7 @@ func TestUpdateBatcherGroupsWhileOneIsInFlight(t *testing.T) {
 
 	results := make([]error, n)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); results[0] = b.submit(ctx, stop, fsm.ContainerUpdateRequest{NodeID: "n0"}) }()
-	<-h.entered
-	for i := 1; i < n; i++ {
+	submitAt := func(i int) {
 		id := fmt.Sprintf("n%d", i)
 		if i == 7 {
 			id = "rejected"
@@ -83,11 +84,15 @@ func TestUpdateBatcherGroupsWhileOneIsInFlight(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); results[i] = b.submit(ctx, stop, fsm.ContainerUpdateRequest{NodeID: id}) }()
 	}
-	testutil.WaitFor(t, 10*time.Second, func() bool { return len(b.in) == n-1 })
+	fillSlots(t, h, submitAt)
+	for i := batchesInFlight; i < n; i++ {
+		submitAt(i)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() bool { return len(b.in) == n-batchesInFlight })
 	close(h.release)
 	wg.Wait()
-	if got := h.calls(); len(got) != 2 || got[0] != 1 || got[1] != n-1 {
-		t.Fatalf("batches %v, want [1 %d]", got, n-1)
+	if got := h.calls(); len(got) != batchesInFlight+1 || got[batchesInFlight] != n-batchesInFlight {
+		t.Fatalf("batches %v, want %d of one, then one of %d", got, batchesInFlight, n-batchesInFlight)
 	}
 	for i, err := range results {
 		if (i == 7) != (err != nil) {
@@ -98,10 +103,11 @@ func TestUpdateBatcherGroupsWhileOneIsInFlight(t *testing.T) {
 	// A batch whose apply fails fails every waiter in it.
 	h2 := newHeldProposer(h.next)
 	b.propose.Store(ptr(proposeFunc(h2.propose)))
-	wg.Add(1)
-	var firstErr error
-	go func() { defer wg.Done(); firstErr = b.submit(ctx, stop, fsm.ContainerUpdateRequest{NodeID: "n0"}) }()
-	<-h2.entered
+	firstErrs := make([]error, batchesInFlight)
+	fillSlots(t, h2, func(i int) {
+		wg.Add(1)
+		go func() { defer wg.Done(); firstErrs[i] = b.submit(ctx, stop, fsm.ContainerUpdateRequest{NodeID: "n0"}) }()
+	})
 	failed := make([]error, 5)
 	for i := range failed {
 		id := fmt.Sprintf("m%d", i)
@@ -114,8 +120,10 @@ func TestUpdateBatcherGroupsWhileOneIsInFlight(t *testing.T) {
 	testutil.WaitFor(t, 10*time.Second, func() bool { return len(b.in) == len(failed) })
 	close(h2.release)
 	wg.Wait()
-	if firstErr != nil {
-		t.Fatalf("the first batch: %v", firstErr)
+	for _, err := range firstErrs {
+		if err != nil {
+			t.Fatalf("a batch before the failed one: %v", err)
+		}
 	}
 	for i, err := range failed {
 		if !errors.Is(err, fail) {
@@ -125,6 +133,18 @@ func TestUpdateBatcherGroupsWhileOneIsInFlight(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// fillSlots submits one update at a time (submitAt(i) for each slot i) and
+// waits for each to be its own batch, held by h: afterwards every slot is
+// taken, and what is submitted next queues.
+func fillSlots(t *testing.T, h *heldProposer, submitAt func(i int)) {
+	t.Helper()
+	for i := 0; i < batchesInFlight; i++ {
+		submitAt(i)
+		testutil.WaitFor(t, 10*time.Second, func() bool { return len(h.calls()) == i+1 })
+	}
+	<-h.entered
+}
 
 // Concurrent heartbeats that each record a container are committed in
 // fewer Raft entries than heartbeats, and each is answered only once its
@@ -161,14 +181,12 @@ func TestConcurrentHeartbeatsShareEntries(t *testing.T) {
 			errs[i] = fmt.Errorf("heartbeat of %s answered before %s was applied", nd.id, id)
 		}
 	}
-	wg.Add(1)
-	go beat(0)
-	<-h.entered
-	for i := 1; i < n; i++ {
+	fillSlots(t, h, func(i int) { wg.Add(1); go beat(i) })
+	for i := batchesInFlight; i < n; i++ {
 		wg.Add(1)
 		go beat(i)
 	}
-	testutil.WaitFor(t, 10*time.Second, func() bool { return len(l.updates.in) == n-1 })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return len(l.updates.in) == n-batchesInFlight })
 	close(h.release)
 	wg.Wait()
 	for i, err := range errs {
@@ -176,8 +194,8 @@ func TestConcurrentHeartbeatsShareEntries(t *testing.T) {
 			t.Fatalf("heartbeat %d: %v", i, err)
 		}
 	}
-	if got := h.calls(); len(got) != 2 {
-		t.Fatalf("%d heartbeats made batches %v, want 2", n, got)
+	if got := h.calls(); len(got) != batchesInFlight+1 {
+		t.Fatalf("%d heartbeats made batches %v, want %d", n, got, batchesInFlight+1)
 	}
 	if entries := l.raft.AppliedIndex() - before; entries >= n {
 		t.Fatalf("%d heartbeats took %d Raft entries", n, entries)
