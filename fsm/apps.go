@@ -159,7 +159,8 @@ func (t *txn) applyAskUpdate(req *AskUpdateRequest) error {
 		}
 	}
 	// Containers placed after SeenIndex are ones the AM has not heard of yet.
-	placedAfter := scheduler.PlacedSince(t.appContainers(req.AppID), req.Attempt, req.SeenIndex)
+	// (Placed after it means changed after it: the change index has them.)
+	placedAfter := scheduler.PlacedSince(t.appContainersChangedSince(req.AppID, req.SeenIndex), req.Attempt, req.SeenIndex)
 	a := app.Copy()
 	changed := false
 	for _, ask := range req.Asks {

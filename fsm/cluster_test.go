@@ -128,6 +128,18 @@ func checkInvariants(t testing.TB, st *State) {
 	if got := ids(st.AllocatedBefore(math.MaxInt64)); !reflect.DeepEqual(got, wantUnstarted) {
 		t.Fatalf("unstarted index holds %v, want %v", got, wantUnstarted)
 	}
+	// The change index holds each app's containers, by modify index.
+	for _, a := range st.Apps() {
+		all, changed := st.AppContainers(a.ID), st.AppContainersChangedSince(a.ID, 0)
+		if got, want := ids(changed), ids(all); !reflect.DeepEqual(got, want) {
+			t.Fatalf("app %s: change index holds %v, want %v", a.ID, got, want)
+		}
+		for i := 1; i < len(changed); i++ {
+			if changed[i].ModifyIndex < changed[i-1].ModifyIndex {
+				t.Fatalf("app %s: change index out of order at %s", a.ID, changed[i].ID)
+			}
+		}
+	}
 	checkIdentityInvariants(t, st)
 	checkOpsInvariants(t, st)
 	for _, a := range st.ActiveApps() {

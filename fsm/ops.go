@@ -149,6 +149,7 @@ func (t *txn) applyGC(req *GCRequest) *GCResult {
 		for _, c := range cs {
 			lazy(&t.containers, t.next.containers).Delete([]byte(c.ID))
 			lazy(&t.byApp, t.next.byApp).Delete(pairKey(c.AppID, c.ID))
+			lazy(&t.byAppChange, t.next.byAppChange).Delete(changeKey(c))
 		}
 		lazy(&t.apps, t.next.apps).Delete([]byte(id))
 		if _, ok := lazy(&t.finished, t.next.finished).Delete(finishedKey(a)); ok {

@@ -143,6 +143,7 @@ func readSnapshot(r io.Reader) (*State, error) {
 	copy(s.tableIndex[:], hdr.TableIndex)
 	nodes, apps, active := s.nodes.Txn(), s.apps.Txn(), s.activeApps.Txn()
 	containers, byApp, live := s.containers.Txn(), s.byApp.Txn(), s.liveByNode.Txn()
+	byAppChange := s.byAppChange.Txn()
 	marked, unstarted := s.marked.Txn(), s.unstarted.Txn()
 	draining, down, finished := s.draining.Txn(), s.down.Txn(), s.finished.Txn()
 	requests, requestsByIndex := s.requests.Txn(), s.requestsByIndex.Txn()
@@ -156,6 +157,7 @@ func readSnapshot(r io.Reader) (*State, error) {
 		case recordEnd:
 			s.nodes, s.apps, s.activeApps = nodes.CommitOnly(), apps.CommitOnly(), active.CommitOnly()
 			s.containers, s.byApp, s.liveByNode = containers.CommitOnly(), byApp.CommitOnly(), live.CommitOnly()
+			s.byAppChange = byAppChange.CommitOnly()
 			s.marked, s.unstarted = marked.CommitOnly(), unstarted.CommitOnly()
 			s.draining, s.down, s.finished = draining.CommitOnly(), down.CommitOnly(), finished.CommitOnly()
 			s.requests, s.requestsByIndex = requests.CommitOnly(), requestsByIndex.CommitOnly()
@@ -200,8 +202,12 @@ func readSnapshot(r io.Reader) (*State, error) {
 			if err := dec.Decode(c); err != nil {
 				return nil, fmt.Errorf("read container: %w", err)
 			}
-			containers.Insert([]byte(c.ID), c)
+			if old, replaced := containers.Insert([]byte(c.ID), c); replaced {
+				// A damaged snapshot holds a container twice: the last one wins.
+				byAppChange.Delete(changeKey(old))
+			}
 			byApp.Insert(pairKey(c.AppID, c.ID), c)
+			byAppChange.Insert(changeKey(c), c)
 			if c.State.Live() {
 				live.Insert(pairKey(c.NodeID, c.ID), c)
 			}

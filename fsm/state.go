@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"encoding/binary"
 	"sync/atomic"
 
@@ -42,7 +43,10 @@ type State struct {
 	activeApps *iradix.Tree[*scheduler.App]       // big-endian create index, non-terminal apps only
 	containers *iradix.Tree[*scheduler.Container] // container ID
 	byApp      *iradix.Tree[*scheduler.Container] // app ID \x00 container ID
-	liveByNode *iradix.Tree[*scheduler.Container] // node ID \x00 container ID, live containers only
+	// byAppChange: every container by app ID \x00 big-endian modify index
+	// then ID, so an AM's answer reads only what changed since its index.
+	byAppChange *iradix.Tree[*scheduler.Container]
+	liveByNode  *iradix.Tree[*scheduler.Container] // node ID \x00 container ID, live containers only
 	// marked: live containers marked for preemption, by kill time then ID.
 	marked *iradix.Tree[*scheduler.Container]
 	// unstarted: live ALLOCATED task containers, by allocation time then ID.
@@ -153,6 +157,31 @@ func timeKey(t int64, id string) []byte {
 	return append(indexKey(uint64(max(t, 0))), id...)
 }
 
+// AppContainersChangedSince returns an app's containers last changed after
+// index (created, or changed in any way since), oldest change first: an
+// AM's answer built from them reads nothing it has seen.
+func (s *State) AppContainersChangedSince(appID string, index uint64) []*scheduler.Container {
+	return changedSince(s.byAppChange.Root(), appID, index)
+}
+
+func changedSince(root *iradix.Node[*scheduler.Container], appID string, index uint64) []*scheduler.Container {
+	prefix := []byte(appID + "\x00")
+	it := root.Iterator()
+	it.SeekLowerBound(append(prefix, indexKey(index+1)...))
+	var out []*scheduler.Container
+	for k, v, ok := it.Next(); ok && bytes.HasPrefix(k, prefix); k, v, ok = it.Next() {
+		out = append(out, v)
+	}
+	return out
+}
+
+// changeKey is c's key in the byAppChange index.
+func changeKey(c *scheduler.Container) []byte {
+	k := make([]byte, 0, len(c.AppID)+1+8+len(c.ID))
+	k = append(append(append(k, c.AppID...), 0), indexKey(c.ModifyIndex)...)
+	return append(k, c.ID...)
+}
+
 // markedKey and unstartedKey return c's key in the marked and unstarted
 // indexes, or nil when it does not belong there.
 func markedKey(c *scheduler.Container) []byte {
@@ -191,18 +220,19 @@ func pairKey(a, b string) []byte { return []byte(a + "\x00" + b) }
 
 func newState() *State {
 	s := &State{
-		changed:    make(chan struct{}),
-		nodes:      iradix.New[*scheduler.Node](),
-		apps:       iradix.New[*scheduler.App](),
-		activeApps: iradix.New[*scheduler.App](),
-		containers: iradix.New[*scheduler.Container](),
-		byApp:      iradix.New[*scheduler.Container](),
-		liveByNode: iradix.New[*scheduler.Container](),
-		marked:     iradix.New[*scheduler.Container](),
-		unstarted:  iradix.New[*scheduler.Container](),
-		draining:   iradix.New[*scheduler.Node](),
-		down:       iradix.New[*scheduler.Node](),
-		finished:   iradix.New[*scheduler.App](),
+		changed:     make(chan struct{}),
+		nodes:       iradix.New[*scheduler.Node](),
+		apps:        iradix.New[*scheduler.App](),
+		activeApps:  iradix.New[*scheduler.App](),
+		containers:  iradix.New[*scheduler.Container](),
+		byApp:       iradix.New[*scheduler.Container](),
+		byAppChange: iradix.New[*scheduler.Container](),
+		liveByNode:  iradix.New[*scheduler.Container](),
+		marked:      iradix.New[*scheduler.Container](),
+		unstarted:   iradix.New[*scheduler.Container](),
+		draining:    iradix.New[*scheduler.Node](),
+		down:        iradix.New[*scheduler.Node](),
+		finished:    iradix.New[*scheduler.App](),
 
 		requests:        iradix.New[*RequestRecord](),
 		requestsByIndex: iradix.New[*RequestRecord](),

@@ -14,17 +14,18 @@ type txn struct {
 	next  State
 	index uint64 // Raft index of the entry being applied
 
-	nodes      *iradix.Txn[*scheduler.Node]
-	apps       *iradix.Txn[*scheduler.App]
-	activeApps *iradix.Txn[*scheduler.App]
-	containers *iradix.Txn[*scheduler.Container]
-	byApp      *iradix.Txn[*scheduler.Container]
-	liveByNode *iradix.Txn[*scheduler.Container]
-	marked     *iradix.Txn[*scheduler.Container]
-	unstarted  *iradix.Txn[*scheduler.Container]
-	draining   *iradix.Txn[*scheduler.Node]
-	down       *iradix.Txn[*scheduler.Node]
-	finished   *iradix.Txn[*scheduler.App]
+	nodes       *iradix.Txn[*scheduler.Node]
+	apps        *iradix.Txn[*scheduler.App]
+	activeApps  *iradix.Txn[*scheduler.App]
+	containers  *iradix.Txn[*scheduler.Container]
+	byApp       *iradix.Txn[*scheduler.Container]
+	byAppChange *iradix.Txn[*scheduler.Container]
+	liveByNode  *iradix.Txn[*scheduler.Container]
+	marked      *iradix.Txn[*scheduler.Container]
+	unstarted   *iradix.Txn[*scheduler.Container]
+	draining    *iradix.Txn[*scheduler.Node]
+	down        *iradix.Txn[*scheduler.Node]
+	finished    *iradix.Txn[*scheduler.App]
 
 	requests        *iradix.Txn[*RequestRecord]
 	requestsByIndex *iradix.Txn[*RequestRecord]
@@ -158,6 +159,7 @@ func (t *txn) storeContainer(c *scheduler.Container, accountApp bool) {
 	} else {
 		live.Delete(pairKey(c.NodeID, c.ID))
 	}
+	t.reindex(&t.byAppChange, t.next.byAppChange, old, c, existed, changeKey)
 	t.reindex(&t.marked, t.next.marked, old, c, existed, markedKey)
 	t.reindex(&t.unstarted, t.next.unstarted, old, c, existed, unstartedKey)
 	if n, ok := t.mutableNode(c.NodeID); ok {
@@ -257,6 +259,15 @@ func (t *txn) appContainers(appID string) []*scheduler.Container {
 	return collect(t.next.byApp, []byte(appID+"\x00"))
 }
 
+// appContainersChangedSince is State.AppContainersChangedSince as of this
+// txn.
+func (t *txn) appContainersChangedSince(appID string, index uint64) []*scheduler.Container {
+	if t.byAppChange == nil {
+		return changedSince(t.next.byAppChange.Root(), appID, index)
+	}
+	return changedSince(t.byAppChange.Root(), appID, index)
+}
+
 func collectTxn[T any](tx *iradix.Txn[T], prefix []byte) []T {
 	var out []T
 	it := tx.Root().Iterator()
@@ -284,6 +295,7 @@ func (t *txn) commit(index uint64) {
 	commitTree(&t.next.activeApps, t.activeApps)
 	commitTree(&t.next.containers, t.containers)
 	commitTree(&t.next.byApp, t.byApp)
+	commitTree(&t.next.byAppChange, t.byAppChange)
 	commitTree(&t.next.liveByNode, t.liveByNode)
 	commitTree(&t.next.marked, t.marked)
 	commitTree(&t.next.unstarted, t.unstarted)

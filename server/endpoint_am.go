@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"sort"
 	"time"
 
 	"github.com/weft-sched/weft/fsm"
@@ -138,50 +139,73 @@ func (e *AM) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, reply *
 		hdr.MaxWait = time.Millisecond // the promotion results are news enough
 	}
 	return e.srv.blockingQuery(ctx, &hdr, &wrpc.ResponseMeta{}, func(st *fsm.State) (uint64, error) {
-		reply.Allocated, reply.Completed, reply.PreemptionWarnings = reply.Allocated[:0], reply.Completed[:0], reply.PreemptionWarnings[:0]
-		app, ok := st.App(args.AppID)
-		if !ok {
-			return 0, wrpc.Errorf(wrpc.CodeNotFound, "app %s not found", args.AppID)
-		}
-		reply.AppState = string(app.State)
-		ring := keyringOf(st)
-		index := app.CreateIndex
-		if app.State.Terminal() {
-			index = app.ModifyIndex
-		}
-		for _, c := range st.AppContainers(args.AppID) {
-			if c.IsAM || c.Attempt != args.Attempt {
-				continue
-			}
-			index = max(index, c.ModifyIndex)
-			addr := ""
-			if n, ok := st.Node(c.NodeID); ok {
-				addr = n.Address
-			}
-			// Containers an AMRMProxy allocated reached the AM from it,
-			// not from here.
-			if c.CreateIndex > args.MinQueryIndex && !c.Distributed {
-				info := wrpc.NewContainerInfo(c, addr)
-				info.User = app.Spec.User
-				if c.State == scheduler.ContainerAllocated { // only what is still to start needs a token
-					tok, err := containerToken(ring, c, app.Spec.User)
-					if err != nil {
-						return 0, noKey(err)
-					}
-					info.Token = tok
-				}
-				reply.Allocated = append(reply.Allocated, info)
-			}
-			if c.State == scheduler.ContainerCompleted && c.ModifyIndex > args.MinQueryIndex {
-				reply.Completed = append(reply.Completed, wrpc.NewContainerInfo(c, addr))
-			}
-			if c.State.Live() && c.PreemptKillAt > 0 {
-				reply.PreemptionWarnings = append(reply.PreemptionWarnings, c.ID)
-			}
-		}
-		reply.Index = index
-		return index, nil
+		return amAnswer(st, args, reply)
 	})
+}
+
+// amAnswer fills an Allocate answer from st: the containers allocated to
+// and completed for the AM's attempt since its MinQueryIndex, and its
+// preemption warnings. It reads only the app's containers changed since
+// that index (never the completed rest), and returns the index the AM has
+// now seen.
+func amAnswer(st *fsm.State, args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateResponse) (uint64, error) {
+	reply.Allocated, reply.Completed, reply.PreemptionWarnings = reply.Allocated[:0], reply.Completed[:0], reply.PreemptionWarnings[:0]
+	app, ok := st.App(args.AppID)
+	if !ok {
+		return 0, wrpc.Errorf(wrpc.CodeNotFound, "app %s not found", args.AppID)
+	}
+	reply.AppState = string(app.State)
+	ring := keyringOf(st)
+	index := app.CreateIndex
+	if app.State.Terminal() {
+		index = app.ModifyIndex
+	}
+	// Only what changed since the AM's index: an app's containers,
+	// completed ones included, are never rescanned.
+	changed := st.AppContainersChangedSince(args.AppID, args.MinQueryIndex)
+	sort.Slice(changed, func(i, j int) bool { return changed[i].ID < changed[j].ID })
+	news := false
+	for _, c := range changed {
+		if c.IsAM || c.Attempt != args.Attempt {
+			continue
+		}
+		news = true
+		index = max(index, c.ModifyIndex)
+		addr := ""
+		if n, ok := st.Node(c.NodeID); ok {
+			addr = n.Address
+		}
+		// Containers an AMRMProxy allocated reached the AM from it,
+		// not from here.
+		if c.CreateIndex > args.MinQueryIndex && !c.Distributed {
+			info := wrpc.NewContainerInfo(c, addr)
+			info.User = app.Spec.User
+			if c.State == scheduler.ContainerAllocated { // only what is still to start needs a token
+				tok, err := containerToken(ring, c, app.Spec.User)
+				if err != nil {
+					return 0, noKey(err)
+				}
+				info.Token = tok
+			}
+			reply.Allocated = append(reply.Allocated, info)
+		}
+		if c.State == scheduler.ContainerCompleted {
+			reply.Completed = append(reply.Completed, wrpc.NewContainerInfo(c, addr))
+		}
+	}
+	if !news {
+		// Nothing of the attempt changed in (MinQueryIndex, now]: the
+		// AM has seen all there is up to the older of the two.
+		index = max(index, min(args.MinQueryIndex, st.Index()))
+	}
+	for _, c := range st.PreemptionMarked() { // live and marked: few
+		if c.AppID == args.AppID && !c.IsAM && c.Attempt == args.Attempt {
+			reply.PreemptionWarnings = append(reply.PreemptionWarnings, c.ID)
+		}
+	}
+	sort.Strings(reply.PreemptionWarnings)
+	reply.Index = index
+	return index, nil
 }
 
 // Finish ends the app as FINISHED or FAILED.

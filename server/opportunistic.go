@@ -132,7 +132,7 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 // It returns, per ask, how many containers it could not place, whether a
 // list is known, and its length.
 func (s *Server) allocateCentral(ctx context.Context, st *fsm.State, app *scheduler.App, attempt int, asks []scheduler.Ask, seenIndex uint64) (unplaced []int, listKnown bool, listLen int, err error) {
-	placedAfter := scheduler.PlacedSince(st.AppContainers(app.ID), attempt, seenIndex)
+	placedAfter := scheduler.PlacedSince(st.AppContainersChangedSince(app.ID, seenIndex), attempt, seenIndex)
 	unplaced = make([]int, len(asks))
 	var plan []scheduler.Placement
 	var pos []int
