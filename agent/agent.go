@@ -301,7 +301,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context) bool {
 		a.discoverServers(servers)
 		listAt := a.sched.view().At
 		req := &wrpc.HeartbeatRequest{NodeID: a.config.NodeID, Epoch: a.epoch.Load(), Secret: a.secret, Containers: a.mgr.reports(),
-			Load: a.mgr.load(), LeastLoadedAt: listAt, WorkloadKeyID: a.keys.newestID()}
+			Load: a.mgr.load(), LeastLoadedAt: listAt, SameListOK: true, WorkloadKeyID: a.keys.newestID()}
 		var resp wrpc.HeartbeatResponse
 		hbCtx, cancel := context.WithTimeout(ctx, a.heartbeatTimeout())
 		err := a.client.Call(hbCtx, "Node.Heartbeat", req, &resp)

@@ -72,6 +72,14 @@ func (d *distScheduler) update(resp *wrpc.HeartbeatResponse, sent int64, now tim
 	if resp.LeastLoadedAt == sent && resp.LeastLoaded == nil {
 		return // the list we said we held (left out of the answer)
 	}
+	if resp.LeastLoadedSame {
+		// Recomputed, entry for entry the list we said we held: take it
+		// as the new computation, its room afresh, as if sent again.
+		if sent == d.at && resp.LeastLoadedAt != d.at {
+			d.install(d.list, resp.LeastLoadedAt, now.Add(-resp.LeastLoadedAge))
+		}
+		return
+	}
 	if resp.LeastLoadedAt != d.at {
 		d.nodesUsed = len(resp.LeastLoaded)
 		d.install(resp.LeastLoaded, resp.LeastLoadedAt, now.Add(-resp.LeastLoadedAge))

@@ -85,3 +85,26 @@ func TestRenewsWhenNoListEverCame(t *testing.T) {
 		t.Fatalf("stale=%v nodes=%d: an agent that never got a list renews one itself, of nodes_used's default", stale, n)
 	}
 }
+
+// A recomputed list the leader leaves out as the same as the one held is
+// taken as the new computation: its room starts afresh, as if it had been
+// sent again. One said to be the same as a list not held changes nothing.
+func TestSameListRenewsTheRoom(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	d := newDistScheduler(time.Second, t0)
+	d.update(list(9, 0, 4), 0, t0)
+	if got := d.allocate(scheduler.Ask{Count: 4, Resources: oneCore}, t0); len(got) != 4 {
+		t.Fatalf("allocated %d of 4", len(got))
+	}
+	d.update(&wrpc.HeartbeatResponse{LeastLoadedAt: 12, LeastLoadedSame: true}, 8, t0.Add(3*time.Second))
+	if got := d.allocate(scheduler.Ask{Count: 1, Resources: oneCore}, t0.Add(3*time.Second)); len(got) != 0 {
+		t.Fatalf("a list said the same as one not held renewed the room")
+	}
+	d.update(&wrpc.HeartbeatResponse{LeastLoadedAt: 11, LeastLoadedSame: true}, 9, t0.Add(3*time.Second))
+	if l, _ := d.snapshot(); len(l) != 1 || d.view().At != 11 {
+		t.Fatalf("list %+v at %d after the same list at 11", l, d.view().At)
+	}
+	if got := d.allocate(scheduler.Ask{Count: 4, Resources: oneCore}, t0.Add(3100*time.Millisecond)); len(got) != 4 {
+		t.Fatalf("allocated %d from the same list recomputed after every allocation, want 4", len(got))
+	}
+}

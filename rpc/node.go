@@ -82,6 +82,9 @@ type HeartbeatRequest struct {
 	// LeastLoadedAt is the computation of the least-loaded list the agent
 	// holds; the leader sends a list only when it has a newer one.
 	LeastLoadedAt int64 `codec:"least_loaded_at"`
+	// SameListOK says the agent understands LeastLoadedSame: the leader
+	// may leave out a recomputed list identical to the one it holds.
+	SameListOK bool `codec:"same_list_ok"`
 	// WorkloadKeyID is the newest workload key the agent holds (0: none);
 	// the answer carries the keys only when the servers' newest differs.
 	WorkloadKeyID uint32 `codec:"workload_key_id"`
@@ -123,6 +126,11 @@ type HeartbeatResponse struct {
 	// LeastLoadedAge is how long ago the list was computed, as the leader
 	// answers: an agent places the computation on its own clock with it.
 	LeastLoadedAge time.Duration `codec:"least_loaded_age"`
+	// LeastLoadedSame (to an agent that sent SameListOK) says the list
+	// computed at LeastLoadedAt, left out, is entry for entry the one
+	// computed at the request's LeastLoadedAt, which the agent holds: it
+	// takes it as the new computation.
+	LeastLoadedSame bool `codec:"least_loaded_same"`
 	// QueueLimit is the opportunistic queue length the agent must shed to
 	// (0: no limit known).
 	QueueLimit int `codec:"queue_limit"`

@@ -169,7 +169,7 @@ func (e *Node) Heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply
 		reply.WorkloadKeys = wireKeys(st)
 	}
 	reply.Servers = e.srv.serverAddrs()
-	e.srv.opportunisticView(st, now, args.LeastLoadedAt, reply)
+	e.srv.opportunisticView(st, now, args.LeastLoadedAt, args.SameListOK, reply)
 	reply.Centralized = !opportunisticConfig(st).Distributed
 	return nil
 }

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"math/rand/v2"
+	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,9 +22,13 @@ type loadBoard struct {
 	since    time.Time // leadership began (board reset)
 	computed time.Time
 	list     []scheduler.LeastLoadedNode
-	limit    int
-	room     *scheduler.Room // centralized allocation's room on list
-	rr       int             // where centralized round-robin goes on
+	// same holds the earlier computations (Unix ns, newest last) whose
+	// list is entry for entry list: an agent holding one of them gets
+	// LeastLoadedSame instead of the list again.
+	same  []int64
+	limit int
+	room  *scheduler.Room // centralized allocation's room on list
+	rr    int             // where centralized round-robin goes on
 	// inflight holds central placements not committed yet: a list rebuilt
 	// meanwhile must not hand their places out again.
 	inflight map[*scheduler.Placement]struct{}
@@ -33,7 +39,7 @@ type loadBoard struct {
 func (b *loadBoard) reset(now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.since, b.computed, b.list, b.limit, b.room, b.rr = now, time.Time{}, nil, 0, nil, 0
+	b.since, b.computed, b.list, b.same, b.limit, b.room, b.rr = now, time.Time{}, nil, nil, 0, nil, 0
 }
 
 // opportunisticConfig returns the cluster's settings, or the defaults for
@@ -54,11 +60,13 @@ func listGrace(cfg scheduler.OpportunisticConfig) time.Duration {
 }
 
 // opportunisticView fills a heartbeat response's opportunistic view: the
-// least-loaded list when it is newer than the computation the agent holds,
+// least-loaded list when it is newer than the computation the agent holds
+// (or, to an agent that says it understands, LeastLoadedSame when the
+// newer one is entry for entry the one it holds),
 // its computation and age, and the queue limit. It rebuilds the list when
 // the last one is older than the sorting interval. Right after a
 // leadership change it says nothing (at 0, limit 0) until the loads are in.
-func (s *Server) opportunisticView(st *fsm.State, now time.Time, agentHas int64, reply *wrpc.HeartbeatResponse) {
+func (s *Server) opportunisticView(st *fsm.State, now time.Time, agentHas int64, sameListOK bool, reply *wrpc.HeartbeatResponse) {
 	b := &s.board
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -66,9 +74,22 @@ func (s *Server) opportunisticView(st *fsm.State, now time.Time, agentHas int64,
 		return
 	}
 	reply.LeastLoadedAt, reply.LeastLoadedAge, reply.QueueLimit = b.computed.UnixNano(), now.Sub(b.computed), b.limit
-	if reply.LeastLoadedAt != agentHas {
+	switch {
+	case reply.LeastLoadedAt == agentHas:
+	case sameListOK && agentHas != 0 && slices.Contains(b.same, agentHas):
+		reply.LeastLoadedSame = true
+	default:
 		reply.LeastLoaded = b.list
 	}
+}
+
+// maxSameLists bounds loadBoard.same.
+const maxSameLists = 16
+
+// sameList reports whether two least-loaded lists are entry for entry
+// equal.
+func sameList(a, b []scheduler.LeastLoadedNode) bool {
+	return slices.EqualFunc(a, b, func(x, y scheduler.LeastLoadedNode) bool { return reflect.DeepEqual(x, y) })
 }
 
 // refreshBoard rebuilds the list and limit if they are due; it reports
@@ -99,7 +120,16 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 	if len(loads) < ready && now.Sub(b.since) < listGrace(cfg) {
 		return !b.computed.IsZero()
 	}
-	b.list = scheduler.LeastLoaded(loads, cfg.NodesUsed)
+	list := scheduler.LeastLoaded(loads, cfg.NodesUsed)
+	if !b.computed.IsZero() && sameList(b.list, list) {
+		b.same = append(b.same, b.computed.UnixNano())
+		if len(b.same) > maxSameLists {
+			b.same = slices.Delete(b.same, 0, len(b.same)-maxSameLists)
+		}
+	} else {
+		b.same = b.same[:0]
+	}
+	b.list = list
 	b.limit = scheduler.QueueLimit(queued, cfg.QueueLimitStdev, cfg.MinQueueLength, cfg.MaxQueueLength)
 	b.room = scheduler.NewRoom(b.list)
 	// Containers this leader placed that their nodes have not reported yet,
