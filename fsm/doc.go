@@ -2,7 +2,8 @@
 // holds (queue configuration, nodes, apps, containers and their indexes —
 // among them the time-ordered indexes of containers marked for preemption
 // and of allocations not started, which let the leader's duties read only
-// what is due; and of DRAINING nodes, DOWN nodes by when they went down
+// what is due; each app's containers by modify index, from which an AM's
+// answer reads only what changed since its index; and of DRAINING nodes, DOWN nodes by when they went down
 // and finished apps by finish time, from which drain and garbage
 // collection read, ops.go), the request IDs of recent client writes (so a retried
 // write is applied once and answered as the first time), the workload

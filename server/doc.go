@@ -9,7 +9,10 @@
 // commits plans, preemption, node liveness (a Tick(now) state machine that
 // marks a node DOWN only on evidence a healthy node cannot produce),
 // recording what agents report (including the opportunistic containers
-// AMRMProxies allocated), the least-loaded node list and queue limit pushed
+// AMRMProxies allocated; concurrent heartbeats' changes are group-committed
+// as few Raft entries, each heartbeat answered once its batch is applied,
+// and no heartbeat is answered before the leader's barrier), the
+// least-loaded node list (left out when unchanged) and queue limit pushed
 // to agents, centralized opportunistic allocation and promotions, the
 // drain of a node (Node.Drain; at its deadline what still runs there is
 // killed as drained) and garbage collection of finished apps and DOWN
