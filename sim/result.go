@@ -19,6 +19,7 @@ type Result struct {
 // Summary is a run's totals. Durations are in milliseconds in JSON.
 type Summary struct {
 	Nodes            int     `json:"nodes"`
+	NodesRegistered  int     `json:"nodes_registered"`
 	DurationSeconds  float64 `json:"duration_seconds"`
 	RegisterSeconds  float64 `json:"register_seconds"`
 	AppsSubmitted    uint64  `json:"apps_submitted"`
@@ -34,6 +35,7 @@ type Summary struct {
 	Allocations      uint64  `json:"allocations"`
 	Opportunistic    uint64  `json:"opportunistic_allocations"`
 	AllocationsPerS  float64 `json:"allocations_per_second"`
+	AllocationsPeak  uint64  `json:"allocations_peak_second"`
 	AskToAllocP50MS  float64 `json:"ask_to_allocation_p50_ms"`
 	AskToAllocP99MS  float64 `json:"ask_to_allocation_p99_ms"`
 	HeartbeatCount   uint64  `json:"heartbeats"`
@@ -68,7 +70,7 @@ func (r *Run) result(end time.Time) *Result {
 	defer s.mu.Unlock()
 	dur := end.Sub(s.start)
 	sum := Summary{
-		Nodes: len(r.nodes), DurationSeconds: dur.Seconds(), RegisterSeconds: r.registerTook.Seconds(),
+		Nodes: len(r.nodes), NodesRegistered: r.registered, DurationSeconds: dur.Seconds(), RegisterSeconds: r.registerTook.Seconds(),
 		AppsSubmitted: s.appsSubmitted, AppsFinished: s.appsFinished, AppsFailed: s.appsFailed, SubmitErrors: s.submitErrors,
 		LastSubmitError: s.lastSubmitErr, AMsStarted: r.amsStarted.Load(), TasksSubmitted: s.tasksSubmitted,
 		TasksFinished: s.tasksDone, TasksOfFinished: s.tasksOfFinished, TasksDoneOfFin: s.tasksDoneFinished,
@@ -78,21 +80,24 @@ func (r *Run) result(end time.Time) *Result {
 		HeartbeatCount: s.heartbeats.Count(), HeartbeatFailed: s.heartbeatFailures,
 		HeartbeatP50MS: ms(s.heartbeats.Quantile(0.5)), HeartbeatP99MS: ms(s.heartbeats.Quantile(0.99)), HeartbeatMaxMS: ms(s.heartbeats.max),
 		SpuriousDown: r.downNodes, Reregistrations: r.rereg, LeaderChanges: s.leaderChanges,
-		MeasuredFromNote: "measured from when every node had registered; the simulator shares the machine with the servers",
+		MeasuredFromNote: "measured from when every node had registered (or a minute after the last started); the simulator shares the machine with the servers",
 	}
 	if r.downErr != nil {
 		sum.DownCheckError = r.downErr.Error()
 	}
 	res := &Result{Summary: sum}
 	var utilSum float64
-	for i, sec := range s.seconds {
+	// Heartbeats answered while the run winds down are not in the series.
+	secs := s.seconds[:min(len(s.seconds), int(dur/time.Second)+1)]
+	for i, sec := range secs {
 		res.Series = append(res.Series, SeriesPoint{Second: i, Allocations: sec.Allocations, Completions: sec.Completions,
 			Running: sec.Running, Utilisation: sec.Utilisation, HeartbeatP99MS: ms(sec.Heartbeats.Quantile(0.99))})
 		utilSum += sec.Utilisation
 		res.Summary.UtilisationPeak = max(res.Summary.UtilisationPeak, sec.Utilisation)
+		res.Summary.AllocationsPeak = max(res.Summary.AllocationsPeak, sec.Allocations)
 	}
-	if len(s.seconds) > 0 {
-		res.Summary.UtilisationMean = utilSum / float64(len(s.seconds))
+	if len(secs) > 0 {
+		res.Summary.UtilisationMean = utilSum / float64(len(secs))
 	}
 	return res
 }
@@ -101,13 +106,13 @@ func (r *Run) result(end time.Time) *Result {
 func (s *Summary) Text() string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
-	p("weft sim: %d nodes, %.0f s measured (after %.1f s of registrations)", s.Nodes, s.DurationSeconds, s.RegisterSeconds)
+	p("weft sim: %d nodes (%d registered), %.0f s measured (after %.1f s of registrations)", s.Nodes, s.NodesRegistered, s.DurationSeconds, s.RegisterSeconds)
 	p("apps:        %d submitted, %d finished, %d failed, %d refused (AMs started: %d)", s.AppsSubmitted, s.AppsFinished, s.AppsFailed, s.SubmitErrors, s.AMsStarted)
 	if s.LastSubmitError != "" {
 		p("             last refusal: %s", s.LastSubmitError)
 	}
 	p("tasks:       %d submitted, %d finished; finished apps: %d of %d tasks done", s.TasksSubmitted, s.TasksFinished, s.TasksDoneOfFin, s.TasksOfFinished)
-	p("allocations: %d (%d opportunistic), %.1f/s", s.Allocations, s.Opportunistic, s.AllocationsPerS)
+	p("allocations: %d (%d opportunistic), %.1f/s over the run, %d in the busiest second", s.Allocations, s.Opportunistic, s.AllocationsPerS, s.AllocationsPeak)
 	p("ask→alloc:   p50 %.1f ms, p99 %.1f ms", s.AskToAllocP50MS, s.AskToAllocP99MS)
 	p("heartbeats:  %d, %d failed; p50 %.1f ms, p99 %.1f ms, max %.1f ms", s.HeartbeatCount, s.HeartbeatFailed, s.HeartbeatP50MS, s.HeartbeatP99MS, s.HeartbeatMaxMS)
 	p("utilisation: mean %.1f%%, peak %.1f%% (vcores)", 100*s.UtilisationMean, 100*s.UtilisationPeak)

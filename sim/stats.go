@@ -98,6 +98,16 @@ type Stats struct {
 	submitErrors       uint64
 	lastSubmitErr      string
 	opportunisticAlloc uint64
+	// frozen is set when the measured time ends: later heartbeats, as the
+	// run winds down, are not counted.
+	frozen bool
+}
+
+// Freeze ends the measured time.
+func (s *Stats) Freeze() {
+	s.mu.Lock()
+	s.frozen = true
+	s.mu.Unlock()
 }
 
 // NewStats starts gathering at start.
@@ -118,6 +128,9 @@ func (s *Stats) Heartbeat(d time.Duration) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.frozen {
+		return
+	}
 	s.heartbeats.Add(d)
 	s.second(time.Now()).Heartbeats.Add(d)
 }
@@ -128,7 +141,9 @@ func (s *Stats) HeartbeatFailed() {
 		return
 	}
 	s.mu.Lock()
-	s.heartbeatFailures++
+	if !s.frozen {
+		s.heartbeatFailures++
+	}
 	s.mu.Unlock()
 }
 
@@ -136,6 +151,9 @@ func (s *Stats) HeartbeatFailed() {
 func (s *Stats) Allocated(d time.Duration, opportunistic bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.frozen {
+		return
+	}
 	s.askToAlloc.Add(d)
 	s.allocations++
 	if opportunistic {
@@ -148,6 +166,9 @@ func (s *Stats) Allocated(d time.Duration, opportunistic bool) {
 func (s *Stats) TaskDone() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.frozen {
+		return
+	}
 	s.tasksDone++
 	s.second(time.Now()).Completions++
 }
@@ -156,6 +177,9 @@ func (s *Stats) TaskDone() {
 func (s *Stats) AppSubmitted(tasks int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.frozen {
+		return
+	}
 	s.appsSubmitted++
 	s.tasksSubmitted += uint64(tasks)
 }
@@ -173,6 +197,9 @@ func (s *Stats) SubmitFailed(err error) {
 func (s *Stats) AppEnded(tasks, done int, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.frozen {
+		return
+	}
 	if !ok {
 		s.appsFailed++
 		return

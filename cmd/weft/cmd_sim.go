@@ -21,7 +21,7 @@ func runSim(args []string) error {
 	var servers, nodeRes, trace, out, logLevel, taskRes, queues string
 	var startServers, nodes, racks, queueLen, apps, tasksMin, tasksMax int
 	var heartbeat, duration, taskMin, taskMax time.Duration
-	var rate, opp float64
+	var rate, opp, joinRate float64
 	var seed uint64
 	fs.StringVar(&servers, "servers", "", "comma-separated RPC `ADDRS` of a running server quorum")
 	fs.IntVar(&startServers, "start-servers", 0, "start `N` weft server processes on 127.0.0.1 instead (open, in a temporary directory)")
@@ -29,6 +29,7 @@ func runSim(args []string) error {
 	fs.StringVar(&nodeRes, "node-resources", "memory_mb=65536,vcores=64", "capacity of each simulated node")
 	fs.IntVar(&racks, "racks", 1, "spread the nodes round-robin over `R` racks")
 	fs.DurationVar(&heartbeat, "heartbeat", time.Second, "node heartbeat interval")
+	fs.Float64Var(&joinRate, "join-rate", 200, "how many nodes start per second")
 	fs.IntVar(&queueLen, "queue-length", 10, "each node's opportunistic queue length")
 	fs.DurationVar(&duration, "duration", time.Minute, "how long to run once the nodes have registered")
 	fs.StringVar(&trace, "trace", "", "YARN SLS JSON trace `FILE` to replay (else the synthetic workload below)")
@@ -113,7 +114,7 @@ func runSim(args []string) error {
 		addrs = srv.Addrs
 	}
 	fmt.Fprintf(stderr, "sim: %d nodes of %s joining %s; %d apps to submit over %s\n", nodes, capacity, strings.Join(addrs, ","), len(jobs), duration)
-	res, err := sim.Simulate(ctx, sim.Config{Servers: addrs, Nodes: nodes, NodeResources: capacity, Racks: racks, Heartbeat: heartbeat,
+	res, err := sim.Simulate(ctx, sim.Config{Servers: addrs, Nodes: nodes, NodeResources: capacity, Racks: racks, Heartbeat: heartbeat, JoinRate: joinRate,
 		QueueLength: queueLen, Duration: duration, Jobs: jobs, Progress: stderr, Logger: logger})
 	if err != nil {
 		return err
