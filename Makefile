@@ -136,3 +136,27 @@ chaos:
 ## chaos-short: the CI version: the SPEC §13 acceptance round, then seeded rounds (about 3 minutes).
 chaos-short:
 	$(MAKE) --no-print-directory chaos ROUNDS=$(CHAOS_SHORT_ROUNDS) CHAOS_FLAGS="-chaos.acceptance $(CHAOS_FLAGS)"
+
+# sim-bench: the load simulator's scenarios (SPEC §17, docs/scale.md), each
+# against three `weft server` processes it starts, results in bench/sim-*.txt
+# and charts under bench/sim/. SIM_DURATION shortens or lengthens each run.
+SIM_DURATION ?= 60s
+SIM_SCENARIOS := \
+	heartbeats-1000:-nodes=1000 \
+	heartbeats-2000:-nodes=2000 \
+	apps-1000:-nodes=1000+-apps-per-second=2+-tasks-min=10+-tasks-max=100 \
+	throughput-1000:-nodes=1000+-apps=100+-apps-per-second=100+-tasks-min=1000+-tasks-max=1000+-task-duration-min=20s+-task-duration-max=40s
+
+.PHONY: sim-bench
+
+## sim-bench: run the simulator scenarios (heartbeats at 1,000 and 2,000 nodes, apps and 100,000 containers on 1,000) and write bench/sim-*.txt.
+sim-bench: build
+	@mkdir -p bench/sim
+	@set -e; for s in $(SIM_SCENARIOS); do \
+	  name=$${s%%:*}; flags=$$(echo "$${s#*:}" | tr '+' ' '); \
+	  case $$name in heartbeats-*) flags="$$flags -apps-per-second 0";; esac; \
+	  echo "== sim $$name: $$flags -duration $(SIM_DURATION)"; \
+	  { echo "# weft sim $$name ($$(git describe --always --dirty), $$(nproc) cores, $$(date -u +%FT%TZ))"; \
+	    echo "# bin/weft sim -start-servers 3 $$flags -duration $(SIM_DURATION)"; \
+	    ./$(BIN) sim -start-servers 3 $$flags -duration $(SIM_DURATION) -out bench/sim/$$name || echo "FAILED: exit $$?"; } | tee bench/sim-$$name.txt; \
+	done

@@ -55,6 +55,22 @@ var helps = map[string]helpEntry{
 		desc:     "Runs one server and N agents in this process, with their data in a temporary directory removed on exit. It is open (no TLS, gossip key or ACLs), so it listens on loopback only.",
 		examples: []string{"weft dev", "weft dev -agents 1 -resources memory_mb=2048,vcores=2 -log-json"},
 	},
+	"sim": {
+		usage: []string{
+			"weft sim (-servers ADDR,... | -start-servers N) [-nodes N] [-node-resources memory_mb=M,vcores=V] [-racks R] [-heartbeat D] [-duration D] [-trace FILE | synthetic flags] [-out DIR]",
+		},
+		summary: "load-test a server quorum with simulated nodes and AMs",
+		desc: "Runs the load simulator (SPEC §17): thousands of simulated nodes register and heartbeat over the real node " +
+			"protocol (one connection each, like agents) and simulated AMs speak the real AM protocol, against a running " +
+			"quorum (-servers) or one it starts itself (-start-servers, open, on loopback). Tasks run for their trace or " +
+			"synthetic duration with no processes. Prints a summary (apps and tasks finished, allocations/s, ask-to-allocation " +
+			"and heartbeat latency, utilisation, spurious DOWN nodes, leadership changes) and, with -out, writes summary.txt, " +
+			"summary.json, series.csv and SVG charts. A progress line goes to stderr every few seconds.",
+		examples: []string{
+			"weft sim -start-servers 3 -nodes 1000 -duration 2m -apps-per-second 2 -out /tmp/sim",
+			"weft sim -servers 10.0.0.1:8030,10.0.0.2:8030 -nodes 500 -trace sls-trace.json -out /tmp/sim",
+		},
+	},
 	"members": {
 		usage:    []string{"weft members [-json] [-stale]"},
 		summary:  "list the members of the gossip pool",

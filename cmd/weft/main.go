@@ -38,6 +38,7 @@ func init() {
 		"am":        runAM,
 		"acl":       runACL,
 		"tls":       runTLS,
+		"sim":       runSim,
 		"help":      runHelp,
 	}
 }

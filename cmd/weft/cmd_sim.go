@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/weft-sched/weft/scheduler"
+	"github.com/weft-sched/weft/sim"
+)
+
+// runSim runs the load simulator (SPEC §17) against a server quorum given
+// or started here.
+func runSim(args []string) error {
+	fs := newFlagSet("sim")
+	var servers, nodeRes, trace, out, logLevel, taskRes, queues string
+	var startServers, nodes, racks, queueLen, apps, tasksMin, tasksMax int
+	var heartbeat, duration, taskMin, taskMax time.Duration
+	var rate, opp, joinRate float64
+	var seed uint64
+	fs.StringVar(&servers, "servers", "", "comma-separated RPC `ADDRS` of a running server quorum")
+	fs.IntVar(&startServers, "start-servers", 0, "start `N` weft server processes on 127.0.0.1 instead (open, in a temporary directory)")
+	fs.IntVar(&nodes, "nodes", 100, "how many simulated nodes (`N`)")
+	fs.StringVar(&nodeRes, "node-resources", "memory_mb=65536,vcores=64", "capacity of each simulated node")
+	fs.IntVar(&racks, "racks", 1, "spread the nodes round-robin over `R` racks")
+	fs.DurationVar(&heartbeat, "heartbeat", time.Second, "node heartbeat interval")
+	fs.Float64Var(&joinRate, "join-rate", 200, "how many nodes start per second")
+	fs.IntVar(&queueLen, "queue-length", 10, "each node's opportunistic queue length")
+	fs.DurationVar(&duration, "duration", time.Minute, "how long to run once the nodes have registered")
+	fs.StringVar(&trace, "trace", "", "YARN SLS JSON trace `FILE` to replay (else the synthetic workload below)")
+	fs.Float64Var(&rate, "apps-per-second", 1, "synthetic: mean app arrival rate (0: no apps, heartbeats only)")
+	fs.IntVar(&apps, "apps", 0, "synthetic: how many apps in all (0: as many as -duration allows)")
+	fs.IntVar(&tasksMin, "tasks-min", 10, "synthetic: fewest tasks per app")
+	fs.IntVar(&tasksMax, "tasks-max", 100, "synthetic: most tasks per app")
+	fs.DurationVar(&taskMin, "task-duration-min", 2*time.Second, "synthetic: shortest task")
+	fs.DurationVar(&taskMax, "task-duration-max", 10*time.Second, "synthetic: longest task")
+	fs.StringVar(&taskRes, "task-resources", "memory_mb=1024,vcores=1", "resources of each task (a trace's own container.memory/vcores win)")
+	fs.StringVar(&queues, "queues", scheduler.DefaultQueue+"=1", "synthetic: queue mix, `QUEUE=WEIGHT,...` (the queues must exist)")
+	fs.Float64Var(&opp, "opportunistic", 0, "synthetic: fraction of apps whose tasks are opportunistic")
+	fs.Uint64Var(&seed, "seed", 1, "synthetic: random seed")
+	fs.StringVar(&out, "out", "", "write summary.txt, summary.json, series.csv and SVG charts into `DIR`")
+	fs.StringVar(&logLevel, "log-level", "error", "log `LEVEL` of the simulator")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("weft sim takes no arguments, got %q", pos[0])
+	}
+	if (servers == "") == (startServers == 0) {
+		return usagef("give -servers ADDR,... or -start-servers N")
+	}
+	if nodes < 1 || racks < 1 || heartbeat <= 0 || duration <= 0 {
+		return usagef("-nodes, -racks, -heartbeat and -duration must be positive")
+	}
+	capacity, err := scheduler.ParseResources(nodeRes)
+	if err != nil {
+		return usagef("-node-resources: %v", err)
+	}
+	taskR, err := scheduler.ParseResources(taskRes)
+	if err != nil {
+		return usagef("-task-resources: %v", err)
+	}
+	var jobs []sim.Job
+	if trace != "" {
+		f, err := os.Open(trace)
+		if err != nil {
+			return err
+		}
+		jobs, err = sim.ParseSLS(f, taskR)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	} else {
+		mix, err := parseQueueMix(queues)
+		if err != nil {
+			return usagef("-queues: %v", err)
+		}
+		syn := sim.Synthetic{AppsPerSecond: rate, Apps: apps, Duration: duration, TasksMin: tasksMin, TasksMax: tasksMax,
+			TaskMin: taskMin, TaskMax: taskMax, Resources: taskR, Queues: mix, Opportunistic: opp, Seed: seed}
+		if jobs, err = syn.Generate(); err != nil {
+			return usagef("%v", err)
+		}
+	}
+	logger, err := newLogger(logLevel, false)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	addrs := strings.Split(servers, ",")
+	if startServers > 0 {
+		dir, err := os.MkdirTemp("", "weft-sim-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "sim: starting %d server processes in %s\n", startServers, dir)
+		srv, err := sim.StartServers(ctx, exe, startServers, dir)
+		if err != nil {
+			return err
+		}
+		defer srv.Stop()
+		addrs = srv.Addrs
+	}
+	fmt.Fprintf(stderr, "sim: %d nodes of %s joining %s; %d apps to submit over %s\n", nodes, capacity, strings.Join(addrs, ","), len(jobs), duration)
+	res, err := sim.Simulate(ctx, sim.Config{Servers: addrs, Nodes: nodes, NodeResources: capacity, Racks: racks, Heartbeat: heartbeat, JoinRate: joinRate,
+		QueueLength: queueLen, Duration: duration, Jobs: jobs, Progress: stderr, Logger: logger})
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, res.Summary.Text())
+	if out != "" {
+		if err := res.WriteFiles(out); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "sim: wrote %s\n", out)
+	}
+	return nil
+}
+
+// parseQueueMix reads QUEUE=WEIGHT,... (a bare QUEUE weighs 1).
+func parseQueueMix(s string) (map[string]float64, error) {
+	mix := map[string]float64{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, w, found := strings.Cut(part, "=")
+		weight := 1.0
+		if found {
+			var err error
+			if weight, err = strconv.ParseFloat(w, 64); err != nil || weight <= 0 {
+				return nil, fmt.Errorf("%q: the weight must be a positive number", part)
+			}
+		}
+		mix[name] = weight
+	}
+	if len(mix) == 0 {
+		return nil, fmt.Errorf("no queues")
+	}
+	return mix, nil
+}

@@ -1,0 +1,22 @@
+// Package sim is weft's load simulator (SPEC §17): simulated nodes and
+// simulated application masters that speak the real node and AM protocols
+// to a real server quorum, so that the servers can be measured at
+// thousands of nodes with no real processes or containers.
+//
+// A Node registers and heartbeats over one connection of its own, as an
+// agent does, and "runs" the containers started on it for their task's
+// duration, deciding what starts, queues or is evicted with the agents'
+// own scheduler.LocalScheduler; it reports each completion in its next
+// heartbeat. When the servers tell a node to launch an app's AM, the
+// simulation starts an AM in-process with the launch's token; it asks for
+// its tasks' containers, records how long each ask took to be allocated,
+// starts them on their simulated nodes and finishes the app when every
+// task has completed. Workloads come from a synthetic generator or a YARN
+// SLS JSON trace. Simulate runs one scenario and returns a Result, which
+// writes a summary, a per-second CSV and SVG charts. The simulated clock
+// is the real one.
+//
+// sim must never be imported by the servers or agents: it is a client of
+// theirs, and what it measures is only as true as its protocols are the
+// real ones.
+package sim

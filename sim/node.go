@@ -1,0 +1,365 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/weft-sched/weft/internal/clock"
+	"github.com/weft-sched/weft/internal/identity"
+	wrpc "github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
+)
+
+// NodeConfig describes one simulated node.
+type NodeConfig struct {
+	ID       string
+	Rack     string
+	Capacity scheduler.Resources
+	// Servers are the servers' RPC addresses.
+	Servers []string
+	// Heartbeat is the heartbeat interval.
+	Heartbeat time.Duration
+	// QueueLength is the opportunistic queue's length (0: reject what does
+	// not fit at once).
+	QueueLength int
+	Clock       clock.Clock
+	Logger      hclog.Logger
+	// OnLaunchAM is called, once per attempt, when the servers tell this
+	// node to launch an AM: the simulation starts a simulated AM for it.
+	OnLaunchAM func(n *Node, l wrpc.AMLaunch)
+	// Stats receives heartbeat latencies and container completions.
+	Stats *Stats
+}
+
+// simContainer is one container the node holds: running for its task's
+// duration, queued, or completed and not acknowledged yet.
+type simContainer struct {
+	report wrpc.ContainerReport
+	dur    time.Duration // how long it runs once started
+	endAt  time.Time     // when it completes, once running
+	// onEnd, if set, is told when the container completes (the AM's task).
+	onEnd func(reason scheduler.ExitReason)
+}
+
+// Node is a simulated node: it registers and heartbeats over the real
+// node protocol with one connection of its own, as an agent does, and
+// "runs" the containers started on it for their task's duration, deciding
+// what starts, queues or is evicted with the agent's own
+// scheduler.LocalScheduler. It runs no processes.
+type Node struct {
+	cfg    NodeConfig
+	client *wrpc.Client
+	secret string
+
+	mu         sync.Mutex
+	epoch      uint64
+	local      *scheduler.LocalScheduler
+	containers map[string]*simContainer
+	launched   map[string]bool // AM containers handed to OnLaunchAM
+	// Reregistrations counts the times the servers asked this node to
+	// register again (it was marked DOWN or they restarted).
+	reregistrations int
+}
+
+// NewNode returns a node; Run makes it live.
+func NewNode(cfg NodeConfig) (*Node, error) {
+	secret, err := identity.NewNodeSecret()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	return &Node{cfg: cfg, secret: secret, client: wrpc.NewClient(cfg.Servers, wrpc.NewPool(nil)),
+		local: scheduler.NewLocalScheduler(cfg.Capacity, cfg.QueueLength), containers: map[string]*simContainer{},
+		launched: map[string]bool{}}, nil
+}
+
+// ID returns the node's ID.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// Address is the RPC address the node registers with: simulated nodes
+// listen nowhere, simulated AMs reach them in-process.
+func (n *Node) Address() string { return "sim.invalid:0" }
+
+// Reregistrations returns how often the servers told the node to register
+// again.
+func (n *Node) Reregistrations() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.reregistrations
+}
+
+// Run registers and heartbeats until ctx ends, registering again when the
+// servers ask.
+func (n *Node) Run(ctx context.Context) {
+	defer n.client.Close()
+	for ctx.Err() == nil {
+		if !n.register(ctx) {
+			return
+		}
+		n.heartbeatLoop(ctx)
+	}
+}
+
+func (n *Node) register(ctx context.Context) bool {
+	req := &wrpc.NodeRegisterRequest{ID: n.cfg.ID, Address: n.Address(), Rack: n.cfg.Rack, Capacity: n.cfg.Capacity, Secret: n.secret}
+	backoff := 200 * time.Millisecond
+	for {
+		var resp wrpc.NodeRegisterResponse
+		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := n.client.Call(callCtx, "Node.Register", req, &resp)
+		cancel()
+		if err == nil {
+			n.mu.Lock()
+			n.epoch = resp.Epoch
+			n.mu.Unlock()
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if !wrpc.IsRetryable(err) {
+			req.RequestID = ""
+		}
+		n.cfg.Logger.Debug("registration failed; retrying", "node", n.cfg.ID, "error", err)
+		select {
+		case <-n.cfg.Clock.After(backoff):
+		case <-ctx.Done():
+			return false
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// heartbeatLoop heartbeats every interval; it returns when ctx ends or the
+// servers ask the node to register again.
+func (n *Node) heartbeatLoop(ctx context.Context) {
+	tick := n.cfg.Clock.NewTicker(n.cfg.Heartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C():
+		case <-ctx.Done():
+			return
+		}
+		now := n.cfg.Clock.Now()
+		n.mu.Lock()
+		n.completeDue(now)
+		req := &wrpc.HeartbeatRequest{NodeID: n.cfg.ID, Epoch: n.epoch, Secret: n.secret, Containers: n.reports(), Load: n.load()}
+		n.mu.Unlock()
+		var resp wrpc.HeartbeatResponse
+		hbCtx, cancel := context.WithTimeout(ctx, max(2*n.cfg.Heartbeat, 3*time.Second))
+		began := time.Now()
+		err := n.client.Call(hbCtx, "Node.Heartbeat", req, &resp)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			n.cfg.Stats.HeartbeatFailed()
+			continue
+		}
+		n.cfg.Stats.Heartbeat(time.Since(began))
+		if resp.ReRegister {
+			n.mu.Lock()
+			n.reregistrations++
+			for id := range n.containers {
+				n.stopLocked(id, scheduler.ReasonLost, now)
+			}
+			n.mu.Unlock()
+			return
+		}
+		if len(resp.Servers) > 0 {
+			n.client.SetServers(resp.Servers)
+		}
+		n.apply(&resp, now)
+	}
+}
+
+// apply carries out a heartbeat's answer: acknowledgements, kills,
+// promotions and AM launches.
+func (n *Node) apply(resp *wrpc.HeartbeatResponse, now time.Time) {
+	var launch []wrpc.AMLaunch
+	n.mu.Lock()
+	for _, id := range resp.Acked {
+		if c, ok := n.containers[id]; ok && c.report.State == scheduler.ContainerCompleted {
+			delete(n.containers, id)
+			delete(n.launched, id)
+		}
+	}
+	for _, id := range resp.Promote {
+		if n.local.Promote(id) {
+			if c, ok := n.containers[id]; ok {
+				c.report.ExecutionType = string(scheduler.Guaranteed)
+			}
+		}
+	}
+	for _, k := range resp.Kill {
+		n.stopLocked(k.ID, k.Reason, now)
+	}
+	if resp.QueueLimit > 0 && n.local.Load().Queued > resp.QueueLimit {
+		n.act(n.local.Shed(resp.QueueLimit), now)
+	}
+	for _, l := range resp.LaunchAMs {
+		if n.launched[l.Container.ID] {
+			continue
+		}
+		n.launched[l.Container.ID] = true
+		n.startLocked(l.Container, 0, nil, now) // an AM runs until its AM finishes
+		launch = append(launch, l)
+	}
+	n.mu.Unlock()
+	for _, l := range launch {
+		if n.cfg.OnLaunchAM != nil {
+			n.cfg.OnLaunchAM(n, l)
+		}
+	}
+}
+
+// Start runs a container placed on this node for dur (0: until Finish),
+// as Container.Start does on an agent; onEnd is told when it completes.
+// It returns the container's state after the start: RUNNING, QUEUED or
+// COMPLETED (rejected).
+func (n *Node) Start(ci wrpc.ContainerInfo, dur time.Duration, onEnd func(scheduler.ExitReason)) scheduler.ContainerState {
+	now := n.cfg.Clock.Now()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, dup := n.containers[ci.ID]; dup {
+		return n.containers[ci.ID].report.State
+	}
+	return n.startLocked(ci, dur, onEnd, now)
+}
+
+func (n *Node) startLocked(ci wrpc.ContainerInfo, dur time.Duration, onEnd func(scheduler.ExitReason), now time.Time) scheduler.ContainerState {
+	et := scheduler.ExecutionType(ci.ExecutionType)
+	if et == "" {
+		et = scheduler.Guaranteed
+	}
+	c := &simContainer{dur: dur, onEnd: onEnd, report: wrpc.ContainerReport{ID: ci.ID, AppID: ci.AppID, Attempt: ci.Attempt, AskID: ci.AskID,
+		Resources: ci.Resources, ExecutionType: string(et), State: scheduler.ContainerQueued, AllocatedAt: ci.AllocatedAt, At: now.UnixNano()}}
+	n.containers[ci.ID] = c
+	n.act(n.local.Submit(scheduler.LocalContainer{ID: ci.ID, Resources: ci.Resources, ExecutionType: et}), now)
+	return c.report.State
+}
+
+// Finish completes a container that runs until told (an AM's), exit 0.
+func (n *Node) Finish(id string) {
+	now := n.cfg.Clock.Now()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if c, ok := n.containers[id]; ok && c.report.State != scheduler.ContainerCompleted {
+		n.complete(c, scheduler.ReasonExited, now)
+		n.act(n.local.Finished(id), now)
+	}
+}
+
+// stopLocked stops a container at once (simulated processes exit when
+// told) with reason.
+func (n *Node) stopLocked(id string, reason scheduler.ExitReason, now time.Time) {
+	c, ok := n.containers[id]
+	if !ok || c.report.State == scheduler.ContainerCompleted {
+		return
+	}
+	act := n.local.Stop(id, reason)
+	n.act(act, now)
+	if c.report.State != scheduler.ContainerCompleted {
+		n.complete(c, reason, now)
+		n.act(n.local.Finished(id), now)
+	}
+}
+
+// act carries out the local scheduler's actions: starts run their
+// container's duration, kills and drops complete at once.
+func (n *Node) act(a scheduler.Actions, now time.Time) {
+	for len(a.Start)+len(a.Kill)+len(a.Drop) > 0 {
+		var next scheduler.Actions
+		for _, id := range a.Start {
+			if c, ok := n.containers[id]; ok {
+				c.report.State, c.report.StartedAt, c.report.At = scheduler.ContainerRunning, now.UnixNano(), now.UnixNano()
+				if c.dur > 0 {
+					c.endAt = now.Add(c.dur)
+				}
+			}
+		}
+		for _, s := range a.Drop {
+			if c, ok := n.containers[s.ID]; ok {
+				n.complete(c, s.Reason, now)
+			}
+		}
+		for _, s := range a.Kill {
+			if c, ok := n.containers[s.ID]; ok {
+				n.complete(c, s.Reason, now)
+			}
+			fin := n.local.Finished(s.ID)
+			next.Start = append(next.Start, fin.Start...)
+			next.Kill = append(next.Kill, fin.Kill...)
+			next.Drop = append(next.Drop, fin.Drop...)
+		}
+		a = next
+	}
+}
+
+// complete marks a container completed with reason (exit 0 when it
+// exited by itself).
+func (n *Node) complete(c *simContainer, reason scheduler.ExitReason, now time.Time) {
+	if c.report.State == scheduler.ContainerCompleted {
+		return
+	}
+	c.report.State, c.report.Reason, c.report.At = scheduler.ContainerCompleted, reason, now.UnixNano()
+	if reason == scheduler.ReasonExited {
+		zero := 0
+		c.report.ExitCode = &zero
+	}
+	if c.onEnd != nil {
+		go c.onEnd(reason)
+	}
+}
+
+// completeDue completes the running containers whose time is up.
+func (n *Node) completeDue(now time.Time) {
+	for id, c := range n.containers {
+		if c.report.State == scheduler.ContainerRunning && !c.endAt.IsZero() && !now.Before(c.endAt) {
+			n.complete(c, scheduler.ReasonExited, now)
+			n.act(n.local.Finished(id), now)
+		}
+	}
+}
+
+func (n *Node) reports() []wrpc.ContainerReport {
+	out := make([]wrpc.ContainerReport, 0, len(n.containers))
+	for _, c := range n.containers {
+		out = append(out, c.report)
+	}
+	return out
+}
+
+func (n *Node) load() wrpc.NodeLoad {
+	l := n.local.Load()
+	return wrpc.NodeLoad{QueueCapacity: n.cfg.QueueLength, RunningGuaranteed: l.RunningGuaranteed, RunningOpportunistic: l.RunningOpportunistic,
+		Queued: l.Queued, Used: l.Used, UsedOpportunistic: l.UsedOpportunistic}
+}
+
+// Used returns what the node's running containers use.
+func (n *Node) Used() scheduler.Resources {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.local.Load().Used
+}
+
+// Running returns how many containers run on the node.
+func (n *Node) Running() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	l := n.local.Load()
+	return l.RunningGuaranteed + l.RunningOpportunistic
+}
+
+// String names the node for logs.
+func (n *Node) String() string { return fmt.Sprintf("sim node %s", n.cfg.ID) }

@@ -1,0 +1,158 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Result is what a run measured: Summary as summary.txt and summary.json,
+// Series as series.csv and the charts.
+type Result struct {
+	Summary Summary
+	Series  []SeriesPoint
+}
+
+// Summary is a run's totals. Durations are in milliseconds in JSON.
+type Summary struct {
+	Nodes            int     `json:"nodes"`
+	NodesRegistered  int     `json:"nodes_registered"`
+	DurationSeconds  float64 `json:"duration_seconds"`
+	RegisterSeconds  float64 `json:"register_seconds"`
+	AppsSubmitted    uint64  `json:"apps_submitted"`
+	AppsFinished     uint64  `json:"apps_finished"`
+	AppsFailed       uint64  `json:"apps_failed"`
+	SubmitErrors     uint64  `json:"submit_errors"`
+	LastSubmitError  string  `json:"last_submit_error,omitempty"`
+	AMsStarted       int64   `json:"ams_started"`
+	TasksSubmitted   uint64  `json:"tasks_submitted"`
+	TasksFinished    uint64  `json:"tasks_finished"`
+	TasksOfFinished  uint64  `json:"tasks_of_finished_apps"`
+	TasksDoneOfFin   uint64  `json:"tasks_done_of_finished_apps"`
+	Allocations      uint64  `json:"allocations"`
+	Opportunistic    uint64  `json:"opportunistic_allocations"`
+	AllocationsPerS  float64 `json:"allocations_per_second"`
+	AllocationsPeak  uint64  `json:"allocations_peak_second"`
+	AskToAllocP50MS  float64 `json:"ask_to_allocation_p50_ms"`
+	AskToAllocP99MS  float64 `json:"ask_to_allocation_p99_ms"`
+	HeartbeatCount   uint64  `json:"heartbeats"`
+	HeartbeatFailed  uint64  `json:"heartbeats_failed"`
+	HeartbeatP50MS   float64 `json:"heartbeat_p50_ms"`
+	HeartbeatP99MS   float64 `json:"heartbeat_p99_ms"`
+	HeartbeatMaxMS   float64 `json:"heartbeat_max_ms"`
+	UtilisationMean  float64 `json:"utilisation_mean"`
+	UtilisationPeak  float64 `json:"utilisation_peak"`
+	SpuriousDown     int     `json:"spurious_down_nodes"`
+	DownCheckError   string  `json:"down_check_error,omitempty"`
+	Reregistrations  int     `json:"reregistrations"`
+	LeaderChanges    int     `json:"leadership_changes"`
+	MeasuredFromNote string  `json:"note"`
+}
+
+// SeriesPoint is one second of the run.
+type SeriesPoint struct {
+	Second         int
+	Allocations    uint64
+	Completions    uint64
+	Running        int
+	Utilisation    float64
+	HeartbeatP99MS float64
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func (r *Run) result(end time.Time) *Result {
+	s := r.stats
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dur := end.Sub(s.start)
+	sum := Summary{
+		Nodes: len(r.nodes), NodesRegistered: r.registered, DurationSeconds: dur.Seconds(), RegisterSeconds: r.registerTook.Seconds(),
+		AppsSubmitted: s.appsSubmitted, AppsFinished: s.appsFinished, AppsFailed: s.appsFailed, SubmitErrors: s.submitErrors,
+		LastSubmitError: s.lastSubmitErr, AMsStarted: r.amsStarted.Load(), TasksSubmitted: s.tasksSubmitted,
+		TasksFinished: s.tasksDone, TasksOfFinished: s.tasksOfFinished, TasksDoneOfFin: s.tasksDoneFinished,
+		Allocations: s.allocations, Opportunistic: s.opportunisticAlloc,
+		AllocationsPerS: float64(s.allocations) / max(dur.Seconds(), 1e-9),
+		AskToAllocP50MS: ms(s.askToAlloc.Quantile(0.5)), AskToAllocP99MS: ms(s.askToAlloc.Quantile(0.99)),
+		HeartbeatCount: s.heartbeats.Count(), HeartbeatFailed: s.heartbeatFailures,
+		HeartbeatP50MS: ms(s.heartbeats.Quantile(0.5)), HeartbeatP99MS: ms(s.heartbeats.Quantile(0.99)), HeartbeatMaxMS: ms(s.heartbeats.max),
+		SpuriousDown: r.downNodes, Reregistrations: r.rereg, LeaderChanges: s.leaderChanges,
+		MeasuredFromNote: "measured from when every node had registered (or a minute after the last started); the simulator shares the machine with the servers",
+	}
+	if r.downErr != nil {
+		sum.DownCheckError = r.downErr.Error()
+	}
+	res := &Result{Summary: sum}
+	var utilSum float64
+	// Heartbeats answered while the run winds down are not in the series.
+	secs := s.seconds[:min(len(s.seconds), int(dur/time.Second)+1)]
+	for i, sec := range secs {
+		res.Series = append(res.Series, SeriesPoint{Second: i, Allocations: sec.Allocations, Completions: sec.Completions,
+			Running: sec.Running, Utilisation: sec.Utilisation, HeartbeatP99MS: ms(sec.Heartbeats.Quantile(0.99))})
+		utilSum += sec.Utilisation
+		res.Summary.UtilisationPeak = max(res.Summary.UtilisationPeak, sec.Utilisation)
+		res.Summary.AllocationsPeak = max(res.Summary.AllocationsPeak, sec.Allocations)
+	}
+	if len(secs) > 0 {
+		res.Summary.UtilisationMean = utilSum / float64(len(secs))
+	}
+	return res
+}
+
+// Text renders the summary for people.
+func (s *Summary) Text() string {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
+	p("weft sim: %d nodes (%d registered), %.0f s measured (after %.1f s of registrations)", s.Nodes, s.NodesRegistered, s.DurationSeconds, s.RegisterSeconds)
+	p("apps:        %d submitted, %d finished, %d failed, %d refused (AMs started: %d)", s.AppsSubmitted, s.AppsFinished, s.AppsFailed, s.SubmitErrors, s.AMsStarted)
+	if s.LastSubmitError != "" {
+		p("             last refusal: %s", s.LastSubmitError)
+	}
+	p("tasks:       %d submitted, %d finished; finished apps: %d of %d tasks done", s.TasksSubmitted, s.TasksFinished, s.TasksDoneOfFin, s.TasksOfFinished)
+	p("allocations: %d (%d opportunistic), %.1f/s over the run, %d in the busiest second", s.Allocations, s.Opportunistic, s.AllocationsPerS, s.AllocationsPeak)
+	p("ask→alloc:   p50 %.1f ms, p99 %.1f ms", s.AskToAllocP50MS, s.AskToAllocP99MS)
+	p("heartbeats:  %d, %d failed; p50 %.1f ms, p99 %.1f ms, max %.1f ms", s.HeartbeatCount, s.HeartbeatFailed, s.HeartbeatP50MS, s.HeartbeatP99MS, s.HeartbeatMaxMS)
+	p("utilisation: mean %.1f%%, peak %.1f%% (vcores)", 100*s.UtilisationMean, 100*s.UtilisationPeak)
+	down := fmt.Sprint(s.SpuriousDown)
+	if s.DownCheckError != "" {
+		down = "unknown (" + s.DownCheckError + ")"
+	}
+	p("nodes:       spurious DOWN at the end %s; re-registrations asked %d", down, s.Reregistrations)
+	p("leadership:  %d changes seen", s.LeaderChanges)
+	p("note:        %s", s.MeasuredFromNote)
+	return b.String()
+}
+
+// WriteFiles writes summary.txt, summary.json, series.csv and the SVG
+// charts into dir, creating it.
+func (r *Result) WriteFiles(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(r.Summary, "", "  ")
+	if err != nil {
+		return err
+	}
+	var csv strings.Builder
+	csv.WriteString("second,allocations,completions,running,utilisation,heartbeat_p99_ms\n")
+	for _, p := range r.Series {
+		fmt.Fprintf(&csv, "%d,%d,%d,%d,%.4f,%.3f\n", p.Second, p.Allocations, p.Completions, p.Running, p.Utilisation, p.HeartbeatP99MS)
+	}
+	files := map[string]string{
+		"summary.txt":  r.Summary.Text(),
+		"summary.json": string(js) + "\n",
+		"series.csv":   csv.String(),
+	}
+	for name, c := range r.charts() {
+		files[name] = c
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,225 @@
+package sim
+
+import (
+	"math"
+	"sync"
+	"time"
+)
+
+// Hist is a histogram of durations in logarithmic buckets (about 4%
+// apart, from 10 µs up), so percentiles of millions of samples cost a few
+// kilobytes. The zero value is empty and ready.
+type Hist struct {
+	counts [histBuckets]uint64
+	n      uint64
+	max    time.Duration
+}
+
+const (
+	histBuckets = 600
+	histMin     = 10 * time.Microsecond
+	histGrowth  = 1.04
+)
+
+func histBucket(d time.Duration) int {
+	if d <= histMin {
+		return 0
+	}
+	b := int(math.Log(float64(d)/float64(histMin))/math.Log(histGrowth)) + 1
+	return min(b, histBuckets-1)
+}
+
+// Add records one sample.
+func (h *Hist) Add(d time.Duration) {
+	h.counts[histBucket(d)]++
+	h.n++
+	h.max = max(h.max, d)
+}
+
+// Merge adds o's samples to h.
+func (h *Hist) Merge(o *Hist) {
+	for i, c := range o.counts {
+		h.counts[i] += c
+	}
+	h.n += o.n
+	h.max = max(h.max, o.max)
+}
+
+// Count returns the number of samples.
+func (h *Hist) Count() uint64 { return h.n }
+
+// Quantile returns the q-quantile (0 < q ≤ 1) to within a bucket's width
+// (the bucket's upper bound, never above the largest sample); 0 if empty.
+func (h *Hist) Quantile(q float64) time.Duration {
+	if h.n == 0 {
+		return 0
+	}
+	want := uint64(math.Ceil(q * float64(h.n)))
+	var seen uint64
+	for i, c := range h.counts {
+		seen += c
+		if seen >= want {
+			upper := time.Duration(float64(histMin) * math.Pow(histGrowth, float64(i)))
+			return min(upper, h.max)
+		}
+	}
+	return h.max
+}
+
+// Second is what one second of a run saw.
+type Second struct {
+	Allocations uint64
+	Completions uint64
+	Heartbeats  Hist
+	// Running and Utilisation are sampled once in the second.
+	Running     int
+	Utilisation float64
+}
+
+// Stats gathers a run's measurements, per second from its start. It is
+// safe for concurrent use.
+type Stats struct {
+	start time.Time
+
+	mu                 sync.Mutex
+	seconds            []*Second
+	heartbeats         Hist
+	heartbeatFailures  uint64
+	askToAlloc         Hist
+	allocations        uint64
+	tasksDone          uint64
+	appsSubmitted      uint64
+	appsFinished       uint64
+	appsFailed         uint64
+	tasksSubmitted     uint64
+	tasksOfFinished    uint64
+	tasksDoneFinished  uint64
+	leaderChanges      int
+	submitErrors       uint64
+	lastSubmitErr      string
+	opportunisticAlloc uint64
+	// frozen is set when the measured time ends: later heartbeats, as the
+	// run winds down, are not counted.
+	frozen bool
+}
+
+// Freeze ends the measured time.
+func (s *Stats) Freeze() {
+	s.mu.Lock()
+	s.frozen = true
+	s.mu.Unlock()
+}
+
+// NewStats starts gathering at start.
+func NewStats(start time.Time) *Stats { return &Stats{start: start} }
+
+func (s *Stats) second(now time.Time) *Second {
+	i := max(0, int(now.Sub(s.start)/time.Second))
+	for len(s.seconds) <= i {
+		s.seconds = append(s.seconds, &Second{})
+	}
+	return s.seconds[i]
+}
+
+// Heartbeat records one answered heartbeat and how long it took.
+func (s *Stats) Heartbeat(d time.Duration) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.frozen {
+		return
+	}
+	s.heartbeats.Add(d)
+	s.second(time.Now()).Heartbeats.Add(d)
+}
+
+// HeartbeatFailed records a heartbeat no server answered in time.
+func (s *Stats) HeartbeatFailed() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	if !s.frozen {
+		s.heartbeatFailures++
+	}
+	s.mu.Unlock()
+}
+
+// Allocated records a container an AM received, d after it asked.
+func (s *Stats) Allocated(d time.Duration, opportunistic bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.frozen {
+		return
+	}
+	s.askToAlloc.Add(d)
+	s.allocations++
+	if opportunistic {
+		s.opportunisticAlloc++
+	}
+	s.second(time.Now()).Allocations++
+}
+
+// TaskDone records a task an AM saw complete.
+func (s *Stats) TaskDone() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.frozen {
+		return
+	}
+	s.tasksDone++
+	s.second(time.Now()).Completions++
+}
+
+// AppSubmitted records an app submitted with tasks tasks.
+func (s *Stats) AppSubmitted(tasks int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.frozen {
+		return
+	}
+	s.appsSubmitted++
+	s.tasksSubmitted += uint64(tasks)
+}
+
+// SubmitFailed records an app the servers would not take.
+func (s *Stats) SubmitFailed(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.submitErrors++
+	s.lastSubmitErr = err.Error()
+}
+
+// AppEnded records an app whose AM finished it: tasks it had, done of
+// them completed; ok is false if it failed.
+func (s *Stats) AppEnded(tasks, done int, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.frozen {
+		return
+	}
+	if !ok {
+		s.appsFailed++
+		return
+	}
+	s.appsFinished++
+	s.tasksOfFinished += uint64(tasks)
+	s.tasksDoneFinished += uint64(done)
+}
+
+// LeaderChanged records that the servers' leader changed.
+func (s *Stats) LeaderChanged() {
+	s.mu.Lock()
+	s.leaderChanges++
+	s.mu.Unlock()
+}
+
+// Sample records the cluster's running containers and utilisation now.
+func (s *Stats) Sample(now time.Time, running int, utilisation float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sec := s.second(now)
+	sec.Running, sec.Utilisation = running, utilisation
+}
