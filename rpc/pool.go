@@ -59,6 +59,10 @@ type Pool struct {
 	// one each, past the servers' per-client limit).
 	dialing map[string]chan struct{}
 	closed  bool
+
+	// streamsOpened counts the streams the pool has opened (benchmarks
+	// and tests: how often a call found no idle stream).
+	streamsOpened atomic.Int64
 }
 
 // PoolMaxStreamsPerConn is the most streams a Pool opens on one
@@ -216,6 +220,7 @@ func (p *Pool) stream(ctx context.Context, addr string) (*muxSession, *clientStr
 				s.unreserve()
 				return s, nil, fmt.Errorf("open stream: %w", err) // Call drops s
 			}
+			p.streamsOpened.Add(1)
 			return s, &clientStream{Conn: conn, codec: NewClientCodec(conn), sess: s}, nil
 		}
 		if err := p.dialOnce(ctx, addr); err != nil {
