@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	msgpackrpc "github.com/hashicorp/net-rpc-msgpackrpc/v2"
@@ -106,6 +107,33 @@ func BenchmarkRPCHotPath(b *testing.B) {
 		})
 		b.StopTimer()
 		b.ReportMetric(float64(p.streamsOpened.Load())/float64(b.N), "streams/op")
+	})
+	// Forwarding comes in bursts (agents' heartbeats are not evenly
+	// spread): each op is a burst of 64 concurrent calls through one Pool,
+	// after which they are all idle again.
+	b.Run("heartbeat/pool-burst64", func(b *testing.B) {
+		p := NewPool(nil)
+		defer p.Shutdown()
+		addr := ts.Addr()
+		const burst = 64
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			var wg sync.WaitGroup
+			for range burst {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var resp HeartbeatResponse
+					if err := p.Call(context.Background(), addr, "Node.Heartbeat", hotpathHeartbeat(), &resp); err != nil {
+						b.Error(err)
+					}
+				}()
+			}
+			wg.Wait()
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(p.streamsOpened.Load())/float64(b.N*burst), "streams/call")
 	})
 }
 
