@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/rpc"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 )
@@ -106,4 +107,41 @@ func decodeResponse(raw []byte, out any) error {
 		err = io.ErrUnexpectedEOF // raw is one whole value: EOF inside it is a short value
 	}
 	return err
+}
+
+// clientCall holds the headers of one call made with callWithCodec,
+// pooled so that a call's headers cost no allocation.
+type clientCall struct {
+	req  rpc.Request
+	resp rpc.Response
+}
+
+var clientCalls = sync.Pool{New: func() any { return new(clientCall) }}
+
+var nextCallSeq atomic.Uint64
+
+// callWithCodec makes one call on cc and waits for its answer, as
+// net-rpc-msgpackrpc's CallWithCodec does (the same messages on the
+// wire): a server's error answer is an rpc.ServerError; failing to write
+// the request or read the answer is returned as it is.
+func callWithCodec(cc rpc.ClientCodec, method string, args, reply any) error {
+	c := clientCalls.Get().(*clientCall)
+	defer func() {
+		*c = clientCall{}
+		clientCalls.Put(c)
+	}()
+	c.req = rpc.Request{ServiceMethod: method, Seq: nextCallSeq.Add(1)}
+	if err := cc.WriteRequest(&c.req, args); err != nil {
+		return err
+	}
+	if err := cc.ReadResponseHeader(&c.resp); err != nil {
+		return err
+	}
+	if c.resp.Error != "" {
+		if err := cc.ReadResponseBody(nil); err != nil {
+			return err
+		}
+		return rpc.ServerError(c.resp.Error)
+	}
+	return cc.ReadResponseBody(reply)
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	msgpackrpc "github.com/hashicorp/net-rpc-msgpackrpc/v2"
 	"github.com/hashicorp/yamux"
 	"github.com/weft-sched/weft/internal/tlsutil"
 )
@@ -158,7 +157,7 @@ func (p *Pool) Call(ctx context.Context, addr, method string, args, reply any) e
 	st.SetDeadline(deadline)
 	// A caller that gives up early closes the stream under the call.
 	stop := context.AfterFunc(ctx, func() { st.Close() })
-	err = msgpackrpc.CallWithCodec(st.codec, method, args, reply)
+	err = callWithCodec(st.codec, method, args, reply)
 	cancelled := !stop()
 	var se rpc.ServerError
 	switch {
