@@ -90,6 +90,15 @@ type clientStream struct {
 	codec rpc.ClientCodec
 	sess  *muxSession
 	once  sync.Once
+	// closeFn is Close as a func value, made once per stream rather than
+	// once per call (Call's context.AfterFunc).
+	closeFn func()
+}
+
+func newClientStream(conn net.Conn, s *muxSession) *clientStream {
+	st := &clientStream{Conn: conn, codec: NewClientCodec(conn), sess: s}
+	st.closeFn = func() { st.Close() }
+	return st
 }
 
 // Close closes the stream and frees its place in the session.
@@ -156,16 +165,16 @@ func (p *Pool) Call(ctx context.Context, addr, method string, args, reply any) e
 	}
 	st.SetDeadline(deadline)
 	// A caller that gives up early closes the stream under the call.
-	stop := context.AfterFunc(ctx, func() { st.Close() })
+	stop := context.AfterFunc(ctx, st.closeFn)
 	err = callWithCodec(st.codec, method, args, reply)
 	cancelled := !stop()
-	var se rpc.ServerError
+	se, isServerErr := err.(rpc.ServerError) // callWithCodec does not wrap it
 	switch {
 	case err == nil && !cancelled:
 		s.answered.Store(true)
 		s.release(st)
 		return nil
-	case errors.As(err, &se) && !cancelled:
+	case isServerErr && !cancelled:
 		s.answered.Store(true)
 		s.release(st)
 		return decodeError(string(se))
@@ -205,7 +214,8 @@ func (p *Pool) stream(ctx context.Context, addr string) (*muxSession, *clientStr
 			p.mu.Unlock()
 			return nil, nil, fmt.Errorf("connection pool is shut down")
 		}
-		sessions := append([]*muxSession(nil), p.sessions[addr]...)
+		var onStack [4]*muxSession
+		sessions := append(onStack[:0], p.sessions[addr]...)
 		p.mu.Unlock()
 		for _, s := range sessions {
 			if s.session.IsClosed() {
@@ -225,7 +235,7 @@ func (p *Pool) stream(ctx context.Context, addr string) (*muxSession, *clientStr
 				return s, nil, fmt.Errorf("open stream: %w", err) // Call drops s
 			}
 			p.streamsOpened.Add(1)
-			return s, &clientStream{Conn: conn, codec: NewClientCodec(conn), sess: s}, nil
+			return s, newClientStream(conn, s), nil
 		}
 		if err := p.dialOnce(ctx, addr); err != nil {
 			return nil, nil, err
@@ -331,8 +341,11 @@ func (p *Pool) drop(s *muxSession) {
 	s.session.Close()
 }
 
+// release keeps st idle for the next call, or closes it past the idle
+// bound. Its deadline is left as it is: nothing reads or writes an idle
+// stream, and the next Call sets its own (clearing it cost two
+// allocations a call).
 func (s *muxSession) release(st *clientStream) {
-	st.SetDeadline(time.Time{})
 	s.mu.Lock()
 	if len(s.idle) < maxIdleStreams {
 		s.idle = append(s.idle, st)

@@ -111,7 +111,7 @@ func TestPoolIdleBound(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &clientStream{Conn: conn, codec: NewClientCodec(conn), sess: s}
+		return newClientStream(conn, s)
 	}
 	var held []*clientStream
 	for {
