@@ -310,7 +310,7 @@ func (p *Pool) dial(ctx context.Context, addr string) error {
 	if err != nil {
 		return fmt.Errorf("handshake with %s: %w", addr, err)
 	}
-	ys, err := yamux.Client(conn, YamuxConfig())
+	ys, err := yamux.Client(newFrameConn(conn), YamuxConfig())
 	if err != nil {
 		conn.Close()
 		return fmt.Errorf("start session with %s: %w", addr, err)
