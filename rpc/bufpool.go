@@ -16,6 +16,10 @@ const (
 
 var bufPools [maxBufClass + 1]sync.Pool
 
+// bufBoxes holds empty *[]byte boxes: the pools keep buffers in boxes, and
+// reusing the boxes spares an allocation for every buffer given back.
+var bufBoxes = sync.Pool{New: func() any { return new([]byte) }}
+
 // getBuf returns a buffer of length at least size (its whole capacity).
 func getBuf(size int) []byte {
 	class := max(bits.Len(uint(max(size, 1)-1)), minBufClass)
@@ -23,7 +27,10 @@ func getBuf(size int) []byte {
 		return make([]byte, size)
 	}
 	if p, ok := bufPools[class].Get().(*[]byte); ok {
-		return (*p)[:cap(*p)]
+		b := (*p)[:cap(*p)]
+		*p = nil
+		bufBoxes.Put(p)
+		return b
 	}
 	return make([]byte, 1<<class)
 }
@@ -34,6 +41,7 @@ func putBuf(b []byte) {
 	if c < 1<<minBufClass || c > 1<<maxBufClass || c&(c-1) != 0 {
 		return // not one of ours
 	}
-	b = b[:c]
-	bufPools[bits.Len(uint(c))-1].Put(&b)
+	p := bufBoxes.Get().(*[]byte)
+	*p = b[:c]
+	bufPools[bits.Len(uint(c))-1].Put(p)
 }

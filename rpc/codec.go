@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
-	msgpackrpc "github.com/hashicorp/net-rpc-msgpackrpc/v2"
 )
 
 // MaxRequestSize bounds a request (header and body) twice: the bytes it
@@ -198,11 +197,6 @@ func decodeBytes(raw []byte, out any) error {
 	d.ResetBytes(nil)
 	decoders.Put(d)
 	return err
-}
-
-// NewClientCodec returns the client side of msgpack RPC over conn.
-func NewClientCodec(conn io.ReadWriteCloser) rpc.ClientCodec {
-	return msgpackrpc.NewCodecFromHandle(true, true, conn, MsgpackHandle)
 }
 
 // Encode and Decode are the msgpack helpers for anything that is not an RPC

@@ -10,7 +10,9 @@
 // server-side dispatcher (Server: a context per request that carries its
 // connection and the caller's deadline, errors coded so they survive the
 // wire, handler panics contained; Server.Call runs the same path in
-// process for the HTTP API, whose clients hold no certificate), a pool of yamux-multiplexed connections,
+// process for the HTTP API, whose clients hold no certificate), a pool of yamux-multiplexed connections
+// (idle streams kept for the next burst of calls; codecs that hold a pooled
+// buffer only while a message is in flight),
 // a client that bounds every attempt, fails over across servers at once and
 // gives every write a request ID, and every request and response type that
 // crosses a process boundary (the AM and container-management protocols'

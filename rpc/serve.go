@@ -159,7 +159,7 @@ func (l *Listener) handle(conn net.Conn) {
 }
 
 func (l *Listener) serveMultiplex(conn net.Conn, info *ConnInfo) {
-	session, err := yamux.Server(conn, l.serverYamuxConfig())
+	session, err := yamux.Server(newFrameConn(conn), l.serverYamuxConfig())
 	if err != nil {
 		l.logger.Warn("cannot start yamux session", "remote", conn.RemoteAddr(), "error", err)
 		conn.Close()

@@ -184,19 +184,22 @@ func (s *Server) ServeConn(ctx context.Context, conn io.ReadWriteCloser, info *C
 		sc.Close()
 	}()
 	for {
-		var req rpc.Request
-		if err := sc.ReadRequestHeader(&req); err != nil {
+		c := serverCalls.Get().(*serverCall)
+		c.req = rpc.Request{}
+		if err := sc.ReadRequestHeader(&c.req); err != nil {
+			c.put()
 			return
 		}
-		m := s.methods[req.ServiceMethod]
+		m := s.methods[c.req.ServiceMethod]
 		var args any
 		if m != nil {
 			args = m.newArgs()
 		}
 		if err := sc.ReadRequestBody(args); err != nil {
 			if errors.Is(err, ErrTooLarge) {
-				s.respond(sc, &req, nil, err) // say why, even if the connection closes
+				s.respond(sc, c, nil, err) // say why, even if the connection closes
 			}
+			c.put()
 			if sc.broken.Load() {
 				return
 			}
@@ -206,25 +209,47 @@ func (s *Server) ServeConn(ctx context.Context, conn io.ReadWriteCloser, info *C
 		}
 		track.requestBegin()
 		if m == nil {
-			s.respond(sc, &req, nil, Errorf(CodeBadRequest, "unknown method %q", req.ServiceMethod))
+			s.respond(sc, c, nil, Errorf(CodeBadRequest, "unknown method %q", c.req.ServiceMethod))
+			c.put()
 			track.requestEnd()
 			continue
 		}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
+			c.put()
 			track.requestEnd()
 			return
 		}
+		c.m, c.args = m, args
 		wg.Add(1)
-		go func(req rpc.Request) {
+		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			reply, err := s.invoke(ctx, req.ServiceMethod, m, args)
-			s.respond(sc, &req, reply, err)
+			reply, err := s.invoke(ctx, c.req.ServiceMethod, c.m, c.args)
+			s.respond(sc, c, reply, err)
+			c.put()
 			track.requestEnd()
-		}(req)
+		}()
 	}
+}
+
+// serverCall is one request being served: its header, its response
+// header, and what dispatch found for it. They are pooled, so that a
+// request's headers cost no allocation; one is put back once its answer
+// has been written.
+type serverCall struct {
+	req  rpc.Request
+	resp rpc.Response
+	m    *method
+	args any
+}
+
+var serverCalls = sync.Pool{New: func() any { return new(serverCall) }}
+
+func (c *serverCall) put() {
+	*c = serverCall{}
+	serverCalls.Put(c)
 }
 
 // requestTracker is told when a whole request has arrived on a connection
@@ -278,13 +303,13 @@ func observe(name string, t metrics.Timer, err *error) {
 	metrics.RPC(name, code, t)
 }
 
-func (s *Server) respond(sc *ServerCodec, req *rpc.Request, reply any, err error) {
-	resp := rpc.Response{ServiceMethod: req.ServiceMethod, Seq: req.Seq}
+func (s *Server) respond(sc *ServerCodec, c *serverCall, reply any, err error) {
+	c.resp = rpc.Response{ServiceMethod: c.req.ServiceMethod, Seq: c.req.Seq}
 	if err != nil {
-		resp.Error = encodeError(err)
+		c.resp.Error = encodeError(err)
 		reply = struct{}{}
 	}
-	if werr := sc.WriteResponse(&resp, reply); werr != nil {
-		s.logger.Debug("could not write RPC response", "method", req.ServiceMethod, "error", werr)
+	if werr := sc.WriteResponse(&c.resp, reply); werr != nil {
+		s.logger.Debug("could not write RPC response", "method", c.req.ServiceMethod, "error", werr)
 	}
 }
