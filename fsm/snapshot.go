@@ -147,6 +147,10 @@ func readSnapshot(r io.Reader) (*State, error) {
 	draining, down, finished := s.draining.Txn(), s.down.Txn(), s.finished.Txn()
 	requests, requestsByIndex := s.requests.Txn(), s.requestsByIndex.Txn()
 	aclTokens, aclBySecret, aclPolicies := s.acl.tokens.Txn(), s.acl.bySecret.Txn(), s.acl.policies.Txn()
+	// Containers are indexed once all are read (restore_index.go), so
+	// that each secondary index is built in key order.
+	var read []*scheduler.Container
+	duplicates := false
 	for {
 		b, err := br.ReadByte()
 		if err != nil {
@@ -154,6 +158,10 @@ func readSnapshot(r io.Reader) (*State, error) {
 		}
 		switch t := recordType(b); t {
 		case recordEnd:
+			if duplicates {
+				read = lastOfEach(containers, read)
+			}
+			indexContainers(read, byApp, live, marked, unstarted)
 			s.nodes, s.apps, s.activeApps = nodes.CommitOnly(), apps.CommitOnly(), active.CommitOnly()
 			s.containers, s.byApp, s.liveByNode = containers.CommitOnly(), byApp.CommitOnly(), live.CommitOnly()
 			s.marked, s.unstarted = marked.CommitOnly(), unstarted.CommitOnly()
@@ -200,17 +208,10 @@ func readSnapshot(r io.Reader) (*State, error) {
 			if err := dec.Decode(c); err != nil {
 				return nil, fmt.Errorf("read container: %w", err)
 			}
-			containers.Insert([]byte(c.ID), c)
-			byApp.Insert(pairKey(c.AppID, c.ID), c)
-			if c.State.Live() {
-				live.Insert(pairKey(c.NodeID, c.ID), c)
+			if _, replaced := containers.Insert([]byte(c.ID), c); replaced {
+				duplicates = true
 			}
-			if k := markedKey(c); k != nil {
-				marked.Insert(k, c)
-			}
-			if k := unstartedKey(c); k != nil {
-				unstarted.Insert(k, c)
-			}
+			read = append(read, c)
 		case recordRequest:
 			r := new(RequestRecord)
 			if err := dec.Decode(r); err != nil {
