@@ -148,6 +148,10 @@ func readSnapshot(r io.Reader) (*State, error) {
 	draining, down, finished := s.draining.Txn(), s.down.Txn(), s.finished.Txn()
 	requests, requestsByIndex := s.requests.Txn(), s.requestsByIndex.Txn()
 	aclTokens, aclBySecret, aclPolicies := s.acl.tokens.Txn(), s.acl.bySecret.Txn(), s.acl.policies.Txn()
+	// Containers are indexed once all are read (restore_index.go), so
+	// that each secondary index is built in key order.
+	var read []*scheduler.Container
+	duplicates := false
 	for {
 		b, err := br.ReadByte()
 		if err != nil {
@@ -155,6 +159,10 @@ func readSnapshot(r io.Reader) (*State, error) {
 		}
 		switch t := recordType(b); t {
 		case recordEnd:
+			if duplicates {
+				read = lastOfEach(containers, read)
+			}
+			indexContainers(read, byApp, byAppChange, live, marked, unstarted)
 			s.nodes, s.apps, s.activeApps = nodes.CommitOnly(), apps.CommitOnly(), active.CommitOnly()
 			s.containers, s.byApp, s.liveByNode = containers.CommitOnly(), byApp.CommitOnly(), live.CommitOnly()
 			s.byAppChange = byAppChange.CommitOnly()
@@ -202,21 +210,10 @@ func readSnapshot(r io.Reader) (*State, error) {
 			if err := dec.Decode(c); err != nil {
 				return nil, fmt.Errorf("read container: %w", err)
 			}
-			if old, replaced := containers.Insert([]byte(c.ID), c); replaced {
-				// A damaged snapshot holds a container twice: the last one wins.
-				byAppChange.Delete(changeKey(old))
+			if _, replaced := containers.Insert([]byte(c.ID), c); replaced {
+				duplicates = true
 			}
-			byApp.Insert(pairKey(c.AppID, c.ID), c)
-			byAppChange.Insert(changeKey(c), c)
-			if c.State.Live() {
-				live.Insert(pairKey(c.NodeID, c.ID), c)
-			}
-			if k := markedKey(c); k != nil {
-				marked.Insert(k, c)
-			}
-			if k := unstartedKey(c); k != nil {
-				unstarted.Insert(k, c)
-			}
+			read = append(read, c)
 		case recordRequest:
 			r := new(RequestRecord)
 			if err := dec.Decode(r); err != nil {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/weft-sched/weft/rpc"
@@ -38,6 +39,11 @@ func TestAgentServesHealthAndLogsThroughTheServers(t *testing.T) {
 	agentAPI.do("GET", "/v1/container/c-404-0/logs", nil).errorIs(t, 404, "c-404-0")
 	agentAPI.do("GET", "/v1/metrics", nil).errorIs(t, 404, "serves no metrics")
 	agentAPI.do("GET", "/v1/apps", nil).errorIs(t, 404, "no route")
+	// Its profiles too: the servers check the token (operator:write).
+	if p := agentAPI.do("GET", "/debug/pprof/goroutine?debug=1", nil); p.code != 200 || !strings.HasPrefix(string(p.body), "goroutine profile:") {
+		t.Fatalf("agent goroutine profile: %d %.100q", p.code, p.body)
+	}
 	agentAPI.token = ""
 	agentAPI.do("GET", "/v1/container/"+work+"/logs", nil).errorIs(t, 403, "permission denied")
+	agentAPI.do("GET", "/debug/pprof/goroutine?debug=1", nil).errorIs(t, 403, "lacks operator:write")
 }

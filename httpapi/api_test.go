@@ -181,6 +181,16 @@ func TestTokensWithACLs(t *testing.T) {
 	if m := ta.do("GET", "/v1/metrics", nil, HeaderToken, mgmt); m.code != 200 || string(m.body) != "weft_up 1\n" {
 		t.Fatalf("metrics with the token: %d %q", m.code, m.body)
 	}
+	// Profiles show what a process holds and does: operator:write.
+	ta.do("GET", "/debug/pprof/goroutine?debug=1", nil).errorIs(t, 403, "lacks operator:write")
+	if p := ta.do("GET", "/debug/pprof/goroutine?debug=1", nil, HeaderToken, mgmt); p.code != 200 || !strings.HasPrefix(string(p.body), "goroutine profile:") {
+		t.Fatalf("goroutine profile with the token: %d %.100q", p.code, p.body)
+	}
+	if p := ta.do("GET", "/debug/pprof/heap", nil, HeaderToken, mgmt); p.code != 200 || len(p.body) < 2 || p.body[0] != 0x1f || p.body[1] != 0x8b {
+		t.Fatalf("heap profile with the token: %d, not gzip: %.20q", p.code, p.body)
+	}
+	ta.do("GET", "/debug/pprof/nothing", nil, HeaderToken, mgmt).errorIs(t, 404, `no profile "nothing"`)
+	ta.do("GET", "/debug/pprof/heap?bogus=1", nil, HeaderToken, mgmt).errorIs(t, 400, "unknown query parameter")
 	ta.do("GET", "/v1/nodes", nil, HeaderToken, mgmt).mustJSON(t, 200, nil)
 	ta.do("GET", "/v1/nodes", nil, "Authorization", "Bearer "+mgmt).mustJSON(t, 200, nil)
 	ta.do("GET", "/v1/nodes", nil, HeaderToken, "not-a-token").errorIs(t, 403, "ACL token not found")
@@ -202,6 +212,7 @@ func TestTokensWithACLs(t *testing.T) {
 	ta.token = tok.Token.SecretID
 	ta.do("GET", "/v1/apps", nil).mustJSON(t, 200, nil)
 	ta.do("GET", "/v1/metrics", nil).errorIs(t, 403, "lacks operator:read")
+	ta.do("GET", "/debug/pprof/heap", nil).errorIs(t, 403, "lacks operator:write")
 	ta.do("POST", "/v1/apps", []byte(`{"dshell": {"command": ["true"]}}`)).errorIs(t, 403, "permission denied")
 	ta.do("PUT", "/v1/queues", []byte(`queue "root" {}`)).errorIs(t, 403, "permission denied")
 	var self rpc.ACLToken

@@ -46,14 +46,17 @@ var serverRoutes = []route{
 	{method: "GET", path: "/v1/containers", rpc: "Container.List", capability: rpc.CapQueueRead, read: true, params: []string{"app", "node", "state"}, handle: (*api).containers},
 	{method: "GET", path: "/v1/container/{id}/logs", rpc: "Container.Logs", capability: rpc.CapQueueRead, params: logParams, handle: (*api).logs},
 	{method: "GET", path: "/v1/acl/token/self", rpc: "ACL.TokenSelf", capability: rpc.CapToken, handle: (*api).tokenSelf},
+	{method: "GET", path: "/debug/pprof/{profile}", rpc: debugProbe, capability: rpc.CapOperatorWrite, params: pprofParams, handle: (*api).pprofProfile},
 }
 
-// agentRoutes is an agent's HTTP API: its health, its metrics, and
-// container logs (relayed through the servers, which check the token).
+// agentRoutes is an agent's HTTP API: its health, its metrics, container
+// logs and its profiles (both relayed through the servers, which check
+// the token).
 var agentRoutes = []route{
 	{method: "GET", path: "/v1/health", capability: rpc.CapPublic, handle: (*api).agentHealth},
 	{method: "GET", path: "/v1/metrics", capability: rpc.CapPublic, handle: (*api).serveMetrics},
 	{method: "GET", path: "/v1/container/{id}/logs", rpc: "Container.Logs", capability: rpc.CapQueueRead, params: logParams, handle: (*api).logs},
+	{method: "GET", path: "/debug/pprof/{profile}", rpc: debugProbe, capability: rpc.CapOperatorWrite, params: pprofParams, handle: (*api).pprofProfile},
 }
 
 // call calls method in process for the HTTP client of q.

@@ -32,6 +32,7 @@ var wantRoutes = map[string]rpc.Capability{
 	"GET /v1/containers":          rpc.CapQueueRead,
 	"GET /v1/container/{id}/logs": rpc.CapQueueRead,
 	"GET /v1/acl/token/self":      rpc.CapToken,
+	"GET /debug/pprof/{profile}":  rpc.CapOperatorWrite,
 }
 
 // wantAgentRoutes is wantRoutes for an agent.
@@ -39,6 +40,7 @@ var wantAgentRoutes = map[string]rpc.Capability{
 	"GET /v1/health":              rpc.CapPublic,
 	"GET /v1/metrics":             rpc.CapPublic,
 	"GET /v1/container/{id}/logs": rpc.CapQueueRead,
+	"GET /debug/pprof/{profile}":  rpc.CapOperatorWrite,
 }
 
 func TestEveryRouteDeclaresItsCapability(t *testing.T) {

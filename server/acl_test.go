@@ -28,6 +28,7 @@ var wantCapabilities = map[string]wrpc.Capability{
 	"Status.Self":                   wrpc.CapServer,
 	"Operator.RaftGetConfiguration": wrpc.CapOperatorRead,
 	"Operator.RaftRemovePeer":       wrpc.CapOperatorWrite,
+	"Operator.Debug":                wrpc.CapOperatorWrite,
 	"Operator.WorkloadKeyRotate":    wrpc.CapOperatorWrite,
 	"Operator.KeyringList":          wrpc.CapOperatorWrite,
 	"Operator.KeyringInstall":       wrpc.CapOperatorWrite,

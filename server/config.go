@@ -55,6 +55,13 @@ type Config struct {
 	// LocalID, Logger, NotifyCh, BatchApplyCh and MaxAppendEntries are
 	// always set by the server.
 	RaftConfig *raft.Config
+	// RaftSnapshotInterval, RaftSnapshotThreshold and RaftTrailingLogs,
+	// if not zero, replace Raft's SnapshotInterval, SnapshotThreshold and
+	// TrailingLogs (over RaftConfig too); zero keeps Raft's (or
+	// RaftConfig's). weft server sets them from its configuration.
+	RaftSnapshotInterval  time.Duration
+	RaftSnapshotThreshold uint64
+	RaftTrailingLogs      uint64
 	// SerfFastGossip shortens gossip intervals (tests, weft dev).
 	SerfFastGossip bool
 	// Encrypt is the gossip encryption key (base64 of 32 bytes, SPEC §15),

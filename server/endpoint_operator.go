@@ -50,3 +50,11 @@ func (e *Operator) RaftRemovePeer(ctx context.Context, args *wrpc.RaftRemovePeer
 	}
 	return fmt.Errorf("no raft peer with id %q or address %q: %w", args.ID, args.Address, wrpc.ErrNotFound)
 }
+
+// Debug answers nothing and changes nothing: it is how the HTTP API's
+// /debug/pprof routes (a server's own, and an agent's relayed here) check
+// that the caller's token grants operator:write before they serve a
+// profile. It is answered by the server called, never forwarded.
+func (e *Operator) Debug(ctx context.Context, args *wrpc.RequestHeader, reply *struct{}) error {
+	return nil
+}

@@ -19,6 +19,7 @@ func (s *Server) registerEndpoints() {
 
 	wrpc.Register(r, "Operator.RaftGetConfiguration", wrpc.CapOperatorRead, op.RaftGetConfiguration)
 	wrpc.Register(r, "Operator.RaftRemovePeer", wrpc.CapOperatorWrite, op.RaftRemovePeer)
+	wrpc.Register(r, "Operator.Debug", wrpc.CapOperatorWrite, op.Debug)
 	wrpc.Register(r, "Operator.WorkloadKeyRotate", wrpc.CapOperatorWrite, op.WorkloadKeyRotate)
 	wrpc.Register(r, "Operator.KeyringList", wrpc.CapOperatorWrite, op.KeyringList)
 	wrpc.Register(r, "Operator.KeyringInstall", wrpc.CapOperatorWrite, op.KeyringInstall)

@@ -165,6 +165,15 @@ func (s *Server) setupRaft() error {
 		c := *s.config.RaftConfig
 		conf = &c
 	}
+	if s.config.RaftSnapshotInterval > 0 {
+		conf.SnapshotInterval = s.config.RaftSnapshotInterval
+	}
+	if s.config.RaftSnapshotThreshold > 0 {
+		conf.SnapshotThreshold = s.config.RaftSnapshotThreshold
+	}
+	if s.config.RaftTrailingLogs > 0 {
+		conf.TrailingLogs = s.config.RaftTrailingLogs
+	}
 	conf.LocalID = raft.ServerID(s.config.NodeID)
 	conf.Logger = s.config.Logger.Named("raft")
 	conf.NotifyCh = s.raftNotifyCh

@@ -50,6 +50,10 @@ func runServer(args []string) error {
 	if err != nil {
 		return err
 	}
+	snapInterval, snapThreshold, trailingLogs, err := cfg.RaftSnapshots()
+	if err != nil {
+		return err
+	}
 	stopWarning := warnInsecure(logger, warning)
 	defer stopWarning()
 	if err := metrics.Init(); err != nil {
@@ -73,6 +77,10 @@ func runServer(args []string) error {
 		MaxCompletedApps: maxApps,
 		AppGCThreshold:   appGC,
 		NodeGCThreshold:  nodeGC,
+
+		RaftSnapshotInterval:  snapInterval,
+		RaftSnapshotThreshold: snapThreshold,
+		RaftTrailingLogs:      trailingLogs,
 	})
 	if err != nil {
 		return err

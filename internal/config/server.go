@@ -34,6 +34,13 @@ type Server struct {
 	// committed entry no weft can apply (docs/operations.md, "Unknown
 	// Raft entries"). Every server must be given the same value.
 	RaftSkipIndex uint64 `hcl:"raft_skip_index,optional" flag:"raft-skip-index" help:"skip the committed Raft entry at this index if no weft can apply it; give every server the same value (see docs/operations.md)"`
+	// Raft snapshots: how often the server checks whether to take one,
+	// after how many new entries it does, and how many entries it keeps
+	// behind one for followers (docs/operations.md, "Snapshots and
+	// restart time").
+	RaftSnapshotInterval  string `hcl:"raft_snapshot_interval,optional" flag:"raft-snapshot-interval" help:"how often to check whether to take a Raft snapshot (a duration; each check waits between it and twice it)"`
+	RaftSnapshotThreshold uint64 `hcl:"raft_snapshot_threshold,optional" flag:"raft-snapshot-threshold" help:"take a Raft snapshot at a check once this many entries were committed since the last one; bounds what a restart replays"`
+	RaftTrailingLogs      uint64 `hcl:"raft_trailing_logs,optional" flag:"raft-trailing-logs" help:"Raft entries kept behind a snapshot, so that a follower that was briefly away catches up without a snapshot"`
 	// Garbage collection of finished apps and DOWN nodes (SPEC §20).
 	MaxCompletedApps int    `hcl:"max_completed_apps,optional" flag:"max-completed-apps" help:"how many finished apps the cluster keeps; older ones are removed with their containers"`
 	AppGCThreshold   string `hcl:"app_gc_threshold,optional" flag:"app-gc-threshold" help:"how long a finished app is kept (a duration such as 24h)"`
@@ -46,6 +53,35 @@ const (
 	DefaultAppGCThreshold   = 24 * time.Hour
 	DefaultNodeGCThreshold  = 24 * time.Hour
 )
+
+// Raft snapshot defaults. What a restart replays is what was committed
+// since the last snapshot: at most the threshold plus what one check
+// period (up to twice the interval) and one snapshot's writing let in.
+// Replaying costs what applying cost, so the bound that matters is time:
+// a check every 5–10 s that snapshots once 256 entries are new keeps a
+// busy cluster's replay to seconds (docs/operations.md, "Snapshots and
+// restart time"). 10,240 trailing entries (Raft's default) let a follower
+// that was away for a restart catch up from the log, not a snapshot.
+const (
+	DefaultRaftSnapshotInterval  = 5 * time.Second
+	DefaultRaftSnapshotThreshold = 256
+	DefaultRaftTrailingLogs      = 10240
+)
+
+// RaftSnapshots returns the Raft snapshot settings, checked.
+func (c *Server) RaftSnapshots() (interval time.Duration, threshold, trailing uint64, err error) {
+	interval, err = time.ParseDuration(c.RaftSnapshotInterval)
+	if err != nil || interval < 100*time.Millisecond {
+		return 0, 0, 0, fmt.Errorf("raft_snapshot_interval (-raft-snapshot-interval) %q: give a duration of at least 100ms such as 5s", c.RaftSnapshotInterval)
+	}
+	if c.RaftSnapshotThreshold == 0 {
+		return 0, 0, 0, errors.New("raft_snapshot_threshold (-raft-snapshot-threshold) must be positive")
+	}
+	if c.RaftTrailingLogs == 0 {
+		return 0, 0, 0, errors.New("raft_trailing_logs (-raft-trailing-logs) must be positive: a follower a single entry behind would need a whole snapshot")
+	}
+	return interval, c.RaftSnapshotThreshold, c.RaftTrailingLogs, nil
+}
 
 // GC returns the garbage collection settings, checked: the most finished
 // apps kept, and how long finished apps and DOWN nodes are kept.
@@ -83,7 +119,8 @@ func DefaultServer() *Server {
 	return &Server{Bind: DefaultBind, RPCPort: DefaultServerRPCPort, SerfPort: DefaultServerSerfPort,
 		HTTPPort: DefaultServerHTTPPort, LogLevel: DefaultLogLevel, Region: DefaultRegion,
 		MaxCompletedApps: DefaultMaxCompletedApps, AppGCThreshold: "24h",
-		NodeGCThreshold: "24h"}
+		NodeGCThreshold: "24h", RaftSnapshotInterval: DefaultRaftSnapshotInterval.String(),
+		RaftSnapshotThreshold: DefaultRaftSnapshotThreshold, RaftTrailingLogs: DefaultRaftTrailingLogs}
 }
 
 // Validate checks every setting and names the first bad one.
@@ -101,6 +138,9 @@ func (c *Server) Validate() error {
 		return err
 	}
 	if _, _, _, err := c.GC(); err != nil {
+		return err
+	}
+	if _, _, _, err := c.RaftSnapshots(); err != nil {
 		return err
 	}
 	return validateCommon(c.NodeID, c.Bind, c.LogLevel, map[string]int{"rpc_port": c.RPCPort, "serf_port": c.SerfPort, "http_port": c.HTTPPort}, c.Join)
