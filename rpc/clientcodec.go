@@ -40,20 +40,7 @@ func NewClientCodec(conn io.ReadWriteCloser) rpc.ClientCodec {
 
 // WriteRequest writes a request header and body in one write.
 func (c *clientCodec) WriteRequest(r *rpc.Request, body any) error {
-	w := writeBufs.Get().(*writeBuf)
-	defer w.put()
-	w.b = w.b[:0]
-	w.enc.ResetBytes(&w.b)
-	if err := w.enc.Encode(r); err != nil {
-		return err
-	}
-	if err := w.enc.Encode(body); err != nil {
-		return err
-	}
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_, err := c.conn.Write(w.b)
-	return err
+	return writeMessage(&c.wmu, c.conn, r, body)
 }
 
 // ReadResponseHeader reads the next response's header.

@@ -120,20 +120,7 @@ func (c *ServerCodec) ReadRequestBody(body any) error {
 
 // WriteResponse writes a response header and body in one write.
 func (c *ServerCodec) WriteResponse(r *rpc.Response, body any) error {
-	w := writeBufs.Get().(*writeBuf)
-	defer w.put()
-	w.b = w.b[:0]
-	w.enc.ResetBytes(&w.b)
-	if err := w.enc.Encode(r); err != nil {
-		return err
-	}
-	if err := w.enc.Encode(body); err != nil {
-		return err
-	}
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_, err := c.conn.Write(w.b)
-	return err
+	return writeMessage(&c.wmu, c.conn, r, body)
 }
 
 // Close closes the connection and lets go of the read buffer. Call it once
@@ -154,6 +141,26 @@ func (c *ServerCodec) fail(err error) {
 }
 
 // writeBuf is a pooled response encoder and its output.
+// writeMessage encodes a header and its body into a pooled buffer and
+// writes both to conn in one write under mu, so that concurrent writers
+// never interleave their messages.
+func writeMessage(mu *sync.Mutex, conn io.Writer, header, body any) error {
+	w := writeBufs.Get().(*writeBuf)
+	defer w.put()
+	w.b = w.b[:0]
+	w.enc.ResetBytes(&w.b)
+	if err := w.enc.Encode(header); err != nil {
+		return err
+	}
+	if err := w.enc.Encode(body); err != nil {
+		return err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	_, err := conn.Write(w.b)
+	return err
+}
+
 type writeBuf struct {
 	b   []byte
 	enc *codec.Encoder
