@@ -27,23 +27,12 @@ type containerLog struct {
 // with its container's ID; with -f it follows new containers and output
 // until the app has ended and every log is read.
 func runAppLogs(args []string) error {
-	var stderrStream, follow bool
-	cf, pos, err := clientCommand("app logs", args, 1, "weft app logs [-stderr] [-f] APP", func(fs *flag.FlagSet) {
-		fs.BoolVar(&stderrStream, "stderr", false, "print stderr instead of stdout")
-		fs.BoolVar(&follow, "f", false, "follow: new containers and new output, until the app has ended")
-	})
+	lc, err := openLogs("app logs", args, "weft app logs [-stderr] [-f] APP", "follow: new containers and new output, until the app has ended")
 	if err != nil {
 		return err
 	}
-	stream := rpc.StreamStdout
-	if stderrStream {
-		stream = rpc.StreamStderr
-	}
-	cl, err := cf.client()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
+	defer lc.cl.Close()
+	cf, cl, stream, follow, pos := lc.cf, lc.cl, lc.stream, lc.follow, []string{lc.target}
 	call := func(method string, args, reply any) error {
 		ctx, cancel := context.WithTimeout(context.Background(), clientBudget)
 		defer cancel()
@@ -122,4 +111,36 @@ func readContainerLog(call func(string, any, any) error, l *containerLog, stream
 		}
 		return
 	}
+}
+
+// logsCommand is what a logs command (app logs, container logs) starts
+// from: its flags, its one argument, the stream to read and a client.
+type logsCommand struct {
+	cf     *clientFlags
+	cl     *rpc.Client
+	target string
+	stream string
+	follow bool
+}
+
+// openLogs parses a logs command's flags (-stderr, -f with followHelp) and
+// its one argument, and connects. The caller closes lc.cl.
+func openLogs(name string, args []string, usage, followHelp string) (*logsCommand, error) {
+	var stderrStream bool
+	lc := &logsCommand{stream: rpc.StreamStdout}
+	cf, pos, err := clientCommand(name, args, 1, usage, func(fs *flag.FlagSet) {
+		fs.BoolVar(&stderrStream, "stderr", false, "print stderr instead of stdout")
+		fs.BoolVar(&lc.follow, "f", false, followHelp)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if stderrStream {
+		lc.stream = rpc.StreamStderr
+	}
+	if lc.cl, err = cf.client(); err != nil {
+		return nil, err
+	}
+	lc.cf, lc.target = cf, pos[0]
+	return lc, nil
 }

@@ -71,23 +71,12 @@ func orDash(s string) string {
 }
 
 func runContainerLogs(args []string) error {
-	var stderrStream, follow bool
-	cf, pos, err := clientCommand("container logs", args, 1, "weft container logs [-stderr] [-f] CONTAINER", func(fs *flag.FlagSet) {
-		fs.BoolVar(&stderrStream, "stderr", false, "print stderr instead of stdout")
-		fs.BoolVar(&follow, "f", false, "keep printing until the container ends")
-	})
+	lc, err := openLogs("container logs", args, "weft container logs [-stderr] [-f] CONTAINER", "keep printing until the container ends")
 	if err != nil {
 		return err
 	}
-	stream := rpc.StreamStdout
-	if stderrStream {
-		stream = rpc.StreamStderr
-	}
-	cl, err := cf.client()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
+	defer lc.cl.Close()
+	cf, cl, stream, follow, pos := lc.cf, lc.cl, lc.stream, lc.follow, []string{lc.target}
 	var offset int64
 	for {
 		var resp rpc.ContainerLogsResponse
