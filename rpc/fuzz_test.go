@@ -24,7 +24,7 @@ func init() {
 		ACLBootstrapRequest{}, ACLPolicyApplyRequest{}, ACLPolicyRequest{}, ACLTokenCreateRequest{}, ACLTokenRequest{},
 		NodeResetSecretRequest{}, KeyringRequest{}, AMAllocateRequest{}, AMFinishRequest{}, AMRegisterRequest{}, AppListRequest{}, AppRequest{},
 		AppSubmitRequest{}, ContainerIDRequest{}, ContainerListRequest{}, ContainerLogsRequest{},
-		ContainerStartRequest{}, ContainerStatusRequest{}, HeartbeatRequest{}, NodeDeregisterRequest{},
+		ContainerStartRequest{}, ContainerStatusRequest{}, HeartbeatRequest{}, HeartbeatBatchRequest{}, NodeDeregisterRequest{},
 		NodeRegisterRequest{}, NodeStatusRequest{}, QueueApplyRequest{}, QueueListRequest{},
 		QueueStatusRequest{}, RaftRemovePeerRequest{}, RequestHeader{}, NodeDrainRequest{}, NodeListRequest{},
 	} {

@@ -90,6 +90,80 @@ type HeartbeatRequest struct {
 	WorkloadKeyID uint32 `codec:"workload_key_id"`
 }
 
+// MaxHeartbeatBatch bounds the heartbeats of one Node.HeartbeatBatch.
+const MaxHeartbeatBatch = 256
+
+// HeartbeatBatchRequest carries heartbeats that agents sent to a follower
+// on to the leader in one call (Node.HeartbeatBatch, servers only): the
+// leader answers each as Node.Heartbeat would, at the cost of one call
+// instead of one per agent.
+type HeartbeatBatchRequest struct {
+	RequestHeader
+	Heartbeats []HeartbeatRequest `codec:"heartbeats"`
+}
+
+// HeartbeatBatchResponse answers Node.HeartbeatBatch: Results[i] answers
+// Heartbeats[i].
+type HeartbeatBatchResponse struct {
+	Results []HeartbeatResult `codec:"results"`
+	// LeastLoaded is the list that results with SharedList carry: an
+	// answer holds a least-loaded list once, not once per heartbeat.
+	LeastLoaded []scheduler.LeastLoadedNode `codec:"least_loaded"`
+}
+
+// HeartbeatResult is the leader's answer to one heartbeat of a batch.
+type HeartbeatResult struct {
+	Response HeartbeatResponse `codec:"response"`
+	// Error is the heartbeat's error as it would cross the wire alone
+	// ("[code] message"), or empty.
+	Error string `codec:"error"`
+	// SharedList says Response.LeastLoaded is the batch's LeastLoaded.
+	SharedList bool `codec:"shared_list"`
+}
+
+// NewHeartbeatResult returns the result of one heartbeat of a batch.
+func NewHeartbeatResult(resp *HeartbeatResponse, err error) HeartbeatResult {
+	if err != nil {
+		return HeartbeatResult{Error: encodeError(err)}
+	}
+	return HeartbeatResult{Response: *resp}
+}
+
+// Err is the heartbeat's error, coded as the leader coded it, or nil.
+func (r *HeartbeatResult) Err() error {
+	if r.Error == "" {
+		return nil
+	}
+	return decodeError(r.Error)
+}
+
+// ShareLeastLoaded moves the least-loaded lists of the results into the
+// batch's answer: every result whose list is the first one's computation
+// (they all are, but for a list recomputed while the batch was answered)
+// leaves its copy out.
+func (r *HeartbeatBatchResponse) ShareLeastLoaded() {
+	var at int64
+	for i := range r.Results {
+		resp := &r.Results[i].Response
+		if resp.LeastLoaded == nil {
+			continue
+		}
+		if r.LeastLoaded == nil {
+			r.LeastLoaded, at = resp.LeastLoaded, resp.LeastLoadedAt
+		}
+		if resp.LeastLoadedAt == at {
+			resp.LeastLoaded, r.Results[i].SharedList = nil, true
+		}
+	}
+}
+
+// Unshare gives result i its list back (see ShareLeastLoaded).
+func (r *HeartbeatBatchResponse) Unshare(i int) {
+	if r.Results[i].SharedList {
+		r.Results[i].Response.LeastLoaded = r.LeastLoaded
+	}
+}
+
 // KillOrder asks an agent to stop a container, and says why.
 type KillOrder struct {
 	ID     string               `codec:"id"`

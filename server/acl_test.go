@@ -39,6 +39,7 @@ var wantCapabilities = map[string]wrpc.Capability{
 	"Queue.Status":                  wrpc.CapQueueRead,
 	"Node.Register":                 wrpc.CapAgent,
 	"Node.Heartbeat":                wrpc.CapAgent,
+	"Node.HeartbeatBatch":           wrpc.CapServer,
 	"Node.Deregister":               wrpc.CapAgent,
 	"Node.ResetSecret":              wrpc.CapNodeWrite,
 	"Node.Drain":                    wrpc.CapNodeWrite,

@@ -13,73 +13,84 @@ import (
 // entry carries; a batch whose encoding passes raftMaxCommand is split.
 const maxUpdateBatch = 512
 
-// batchesInFlight is how many batches may be proposed and not yet applied
-// at once: two lets the leader write one to its log while a follower
-// writes the other.
+// batchesInFlight is how many batches of container updates may be proposed
+// and not yet applied at once: two lets the leader write one to its log
+// while a follower writes the other.
 const batchesInFlight = 2
 
-// updateBatcher commits the container updates of concurrent heartbeats
-// together (group commit): a heartbeat's update is queued, and one
-// goroutine proposes everything queued as one ContainerUpdateBatch entry
-// as soon as fewer than batchesInFlight of its entries await their apply.
-// So an idle leader commits a lone heartbeat at once and a busy one in few
-// entries (what queues while the batches in flight commit goes out as the
-// next); the scheduler's plans take their own path to Raft (raftApply) and
+// groupCommit sends concurrent requests on together (group commit): a
+// request is queued, and one goroutine hands everything queued to commit as
+// one batch as soon as fewer than its slots of batches are in flight. So an
+// idle server sends a lone request at once and a busy one in few batches
+// (what queues while the batches in flight commit goes out as the next).
+// Each request's caller waits for its own result; a batch that fails fails
+// every request in it.
+//
+// Two use it: the leader's container updates from heartbeats (one Raft
+// entry per batch; the scheduler's plans take their own path to Raft and
 // wait behind at most batchesInFlight batches, never behind a queue of
-// heartbeats. Each heartbeat's answer waits
-// for its batch's apply; an apply that fails fails every waiter in it.
-type updateBatcher struct {
-	in chan *updateWaiter
-	// propose commits updates as one entry (or a few, if too large) and
-	// returns each one's result, or the error that failed them all. It is
-	// swappable so tests can watch or hold the batches.
-	propose atomic.Pointer[proposeFunc]
+// heartbeats), and a follower's heartbeats forwarded to the leader (one
+// Node.HeartbeatBatch call per batch, forward_batch.go).
+type groupCommit[Q, R any] struct {
+	what string // what a request is, for errors: "the heartbeat's update"
+	max  int    // requests per batch
+	in   chan *groupWaiter[Q, R]
+	// commit sends a batch and returns each request's result in order, or
+	// the error that failed them all. It is swappable so tests can watch
+	// or hold the batches.
+	commit atomic.Pointer[commitFunc[Q, R]]
 	// slots holds a token per batch in flight (at most its capacity).
 	slots chan struct{}
 }
 
-// proposeFunc commits a batch of updates (see updateBatcher.propose).
-type proposeFunc func(updates []fsm.ContainerUpdateRequest) ([]error, error)
+// commitFunc sends a batch of requests (see groupCommit.commit).
+type commitFunc[Q, R any] func(reqs []Q) ([]R, error)
 
-// updateWaiter is one heartbeat's update and where its result goes.
-type updateWaiter struct {
-	req  fsm.ContainerUpdateRequest
-	done chan error
+// groupWaiter is one request and where its outcome goes.
+type groupWaiter[Q, R any] struct {
+	req  Q
+	done chan groupOutcome[R]
 }
 
-func newUpdateBatcher(propose proposeFunc) *updateBatcher {
-	b := &updateBatcher{in: make(chan *updateWaiter, maxUpdateBatch), slots: make(chan struct{}, batchesInFlight)}
-	b.propose.Store(&propose)
+type groupOutcome[R any] struct {
+	res R
+	err error
+}
+
+func newGroupCommit[Q, R any](what string, max, inFlight int, commit commitFunc[Q, R]) *groupCommit[Q, R] {
+	b := &groupCommit[Q, R]{what: what, max: max, in: make(chan *groupWaiter[Q, R], max), slots: make(chan struct{}, inFlight)}
+	b.commit.Store(&commit)
 	return b
 }
 
-// submit queues req and waits for its batch to be applied. When ctx ends
-// first the outcome is unknown (the batch may still apply): ErrTimeout,
-// as for any write; a heartbeat is safe to repeat.
-func (b *updateBatcher) submit(ctx context.Context, stop <-chan struct{}, req fsm.ContainerUpdateRequest) error {
-	w := &updateWaiter{req: req, done: make(chan error, 1)}
+// submit queues req and waits for its batch's result. When ctx ends first
+// the outcome is unknown (the batch may still commit): ErrTimeout, as for
+// any write; what is batched must be safe to repeat.
+func (b *groupCommit[Q, R]) submit(ctx context.Context, stop <-chan struct{}, req Q) (R, error) {
+	var zero R
+	w := &groupWaiter[Q, R]{req: req, done: make(chan groupOutcome[R], 1)}
 	select {
 	case b.in <- w:
 	case <-ctx.Done():
-		return wrpc.Errorf(wrpc.CodeTimeout, "the heartbeat's update was not queued before the request's deadline")
+		return zero, wrpc.Errorf(wrpc.CodeTimeout, "%s was not queued before the request's deadline", b.what)
 	case <-stop:
-		return wrpc.ErrNoLeader
+		return zero, wrpc.ErrNoLeader
 	}
 	select {
-	case err := <-w.done:
-		return err
+	case o := <-w.done:
+		return o.res, o.err
 	case <-ctx.Done():
-		return wrpc.Errorf(wrpc.CodeTimeout, "the heartbeat's update was proposed but not applied before the request's deadline; its outcome is unknown")
+		return zero, wrpc.Errorf(wrpc.CodeTimeout, "%s was sent but not answered before the request's deadline; its outcome is unknown", b.what)
 	case <-stop:
-		return wrpc.ErrNoLeader
+		return zero, wrpc.ErrNoLeader
 	}
 }
 
-// run proposes batches until stop is closed.
-func (b *updateBatcher) run(stop <-chan struct{}) {
-	batch := make([]*updateWaiter, 0, maxUpdateBatch)
+// run sends batches until stop is closed.
+func (b *groupCommit[Q, R]) run(stop <-chan struct{}) {
+	batch := make([]*groupWaiter[Q, R], 0, b.max)
 	for {
-		// Take a slot first: while every slot is taken, updates wait in
+		// Take a slot first: while every slot is taken, requests wait in
 		// b.in and all go out together in the next batch.
 		select {
 		case b.slots <- struct{}{}:
@@ -93,7 +104,7 @@ func (b *updateBatcher) run(stop <-chan struct{}) {
 			return
 		}
 	drain:
-		for len(batch) < maxUpdateBatch {
+		for len(batch) < b.max {
 			select {
 			case w := <-b.in:
 				batch = append(batch, w)
@@ -101,29 +112,56 @@ func (b *updateBatcher) run(stop <-chan struct{}) {
 				break drain
 			}
 		}
-		go b.commit(batch)
-		batch = make([]*updateWaiter, 0, maxUpdateBatch)
+		go b.send(batch)
+		batch = make([]*groupWaiter[Q, R], 0, b.max)
 	}
 }
 
-// commit proposes one batch, answers its waiters and frees its slot.
-func (b *updateBatcher) commit(batch []*updateWaiter) {
+// send commits one batch, answers its waiters and frees its slot.
+func (b *groupCommit[Q, R]) send(batch []*groupWaiter[Q, R]) {
 	defer func() { <-b.slots }()
-	reqs := make([]fsm.ContainerUpdateRequest, len(batch))
+	reqs := make([]Q, len(batch))
 	for i, w := range batch {
 		reqs[i] = w.req
 	}
-	errs, err := (*b.propose.Load())(reqs)
+	res, err := (*b.commit.Load())(reqs)
 	for i, w := range batch {
 		switch {
 		case err != nil:
-			w.done <- err
-		case i < len(errs):
-			w.done <- errs[i]
+			w.done <- groupOutcome[R]{err: err}
+		case i < len(res):
+			w.done <- groupOutcome[R]{res: res[i]}
 		default:
-			w.done <- fmt.Errorf("the batch answered %d of %d updates", len(errs), len(batch))
+			w.done <- groupOutcome[R]{err: fmt.Errorf("the batch answered %d of %d requests", len(res), len(batch))}
 		}
 	}
+}
+
+// updateBatcher commits the container updates of concurrent heartbeats in
+// few Raft entries (ContainerUpdateBatch); each result is the update's
+// rejection, nil if it applied.
+type updateBatcher = groupCommit[fsm.ContainerUpdateRequest, error]
+
+// proposeFunc commits a batch of container updates.
+type proposeFunc = commitFunc[fsm.ContainerUpdateRequest, error]
+
+func newUpdateBatcher(propose proposeFunc) *updateBatcher {
+	return newGroupCommit("the heartbeat's update", maxUpdateBatch, batchesInFlight, propose)
+}
+
+// submitUpdate queues a heartbeat's container update and waits until its
+// batch is applied; it returns the update's rejection or the batch's error.
+func (s *Server) submitUpdate(ctx context.Context, req fsm.ContainerUpdateRequest) error {
+	return updateOutcome(s.updates.submit(ctx, s.shutdownCh, req))
+}
+
+// updateOutcome is one error for an update: the batch's, else its own
+// rejection.
+func updateOutcome(rejected, err error) error {
+	if err != nil {
+		return err
+	}
+	return rejected
 }
 
 // proposeUpdates commits updates as one ContainerUpdateBatch entry, split

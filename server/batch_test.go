@@ -14,36 +14,44 @@ import (
 	"github.com/weft-sched/weft/scheduler"
 )
 
-// heldProposer wraps propose so that its first batchesInFlight calls wait
+// heldCommit wraps a batch's commit so that its first slots calls wait
 // until release is closed (entered is closed once they all wait); it
 // counts the calls and their sizes.
-type heldProposer struct {
+type heldCommit[Q, R any] struct {
 	mu      sync.Mutex
 	sizes   []int
+	slots   int
 	entered chan struct{}
 	release chan struct{}
-	next    proposeFunc
+	next    commitFunc[Q, R]
 }
+
+// heldProposer holds the leader's container-update batches.
+type heldProposer = heldCommit[fsm.ContainerUpdateRequest, error]
 
 func newHeldProposer(next proposeFunc) *heldProposer {
-	return &heldProposer{entered: make(chan struct{}), release: make(chan struct{}), next: next}
+	return newHeldCommit(batchesInFlight, next)
 }
 
-func (h *heldProposer) propose(updates []fsm.ContainerUpdateRequest) ([]error, error) {
+func newHeldCommit[Q, R any](slots int, next commitFunc[Q, R]) *heldCommit[Q, R] {
+	return &heldCommit[Q, R]{slots: slots, entered: make(chan struct{}), release: make(chan struct{}), next: next}
+}
+
+func (h *heldCommit[Q, R]) propose(reqs []Q) ([]R, error) {
 	h.mu.Lock()
-	h.sizes = append(h.sizes, len(updates))
+	h.sizes = append(h.sizes, len(reqs))
 	k := len(h.sizes)
 	h.mu.Unlock()
-	if k == batchesInFlight {
+	if k == h.slots {
 		close(h.entered)
 	}
-	if k <= batchesInFlight {
+	if k <= h.slots {
 		<-h.release
 	}
-	return h.next(updates)
+	return h.next(reqs)
 }
 
-func (h *heldProposer) calls() []int {
+func (h *heldCommit[Q, R]) calls() []int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]int(nil), h.sizes...)
@@ -82,7 +90,10 @@ func TestUpdateBatcherGroupsWhileSlotsAreTaken(t *testing.T) {
 			id = "rejected"
 		}
 		wg.Add(1)
-		go func() { defer wg.Done(); results[i] = b.submit(ctx, stop, fsm.ContainerUpdateRequest{NodeID: id}) }()
+		go func() {
+			defer wg.Done()
+			results[i] = updateOutcome(b.submit(ctx, stop, fsm.ContainerUpdateRequest{NodeID: id}))
+		}()
 	}
 	fillSlots(t, h, submitAt)
 	for i := batchesInFlight; i < n; i++ {
@@ -102,11 +113,14 @@ func TestUpdateBatcherGroupsWhileSlotsAreTaken(t *testing.T) {
 
 	// A batch whose apply fails fails every waiter in it.
 	h2 := newHeldProposer(h.next)
-	b.propose.Store(ptr(proposeFunc(h2.propose)))
+	b.commit.Store(ptr(proposeFunc(h2.propose)))
 	firstErrs := make([]error, batchesInFlight)
 	fillSlots(t, h2, func(i int) {
 		wg.Add(1)
-		go func() { defer wg.Done(); firstErrs[i] = b.submit(ctx, stop, fsm.ContainerUpdateRequest{NodeID: "n0"}) }()
+		go func() {
+			defer wg.Done()
+			firstErrs[i] = updateOutcome(b.submit(ctx, stop, fsm.ContainerUpdateRequest{NodeID: "n0"}))
+		}()
 	})
 	failed := make([]error, 5)
 	for i := range failed {
@@ -115,7 +129,10 @@ func TestUpdateBatcherGroupsWhileSlotsAreTaken(t *testing.T) {
 			id = "fail"
 		}
 		wg.Add(1)
-		go func() { defer wg.Done(); failed[i] = b.submit(ctx, stop, fsm.ContainerUpdateRequest{NodeID: id}) }()
+		go func() {
+			defer wg.Done()
+			failed[i] = updateOutcome(b.submit(ctx, stop, fsm.ContainerUpdateRequest{NodeID: id}))
+		}()
 	}
 	testutil.WaitFor(t, 10*time.Second, func() bool { return len(b.in) == len(failed) })
 	close(h2.release)
@@ -134,12 +151,12 @@ func TestUpdateBatcherGroupsWhileSlotsAreTaken(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-// fillSlots submits one update at a time (submitAt(i) for each slot i) and
-// waits for each to be its own batch, held by h: afterwards every slot is
-// taken, and what is submitted next queues.
-func fillSlots(t *testing.T, h *heldProposer, submitAt func(i int)) {
+// fillSlots submits one request at a time (submitAt(i) for each slot i)
+// and waits for each to be its own batch, held by h: afterwards every slot
+// is taken, and what is submitted next queues.
+func fillSlots[Q, R any](t *testing.T, h *heldCommit[Q, R], submitAt func(i int)) {
 	t.Helper()
-	for i := 0; i < batchesInFlight; i++ {
+	for i := 0; i < h.slots; i++ {
 		submitAt(i)
 		testutil.WaitFor(t, 10*time.Second, func() bool { return len(h.calls()) == i+1 })
 	}
@@ -161,7 +178,7 @@ func TestConcurrentHeartbeatsShareEntries(t *testing.T) {
 	}
 	waitAMPlaced(t, l, app)
 	h := newHeldProposer(l.proposeUpdates)
-	l.updates.propose.Store(ptr(proposeFunc(h.propose)))
+	l.updates.commit.Store(ptr(proposeFunc(h.propose)))
 	before := l.raft.AppliedIndex()
 
 	errs := make([]error, n)

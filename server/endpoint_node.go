@@ -97,9 +97,14 @@ func (s *Server) heartbeatSeen(id string, epoch uint64, now time.Time, load *wrp
 // that the servers do not hold live on that node. Only the agent with the
 // node's secret is heard.
 func (e *Node) Heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply *wrpc.HeartbeatResponse) error {
-	if done, err := e.srv.forwardWrite(ctx, "Node.Heartbeat", args, reply); done {
+	if done, err := e.srv.forwardHeartbeat(ctx, args, reply); done {
 		return err
 	}
+	return e.heartbeat(ctx, args, reply)
+}
+
+// heartbeat is Heartbeat on the leader.
+func (e *Node) heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply *wrpc.HeartbeatResponse) error {
 	if !e.srv.leaderReady.Load() {
 		// A leader still replaying its log holds an old state: it would
 		// tell live nodes to register again (and their agents to kill
@@ -124,7 +129,7 @@ func (e *Node) Heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply
 	updates := containerUpdates(st, args, now)
 	if len(records)+len(updates) > 0 {
 		// Batched with other heartbeats' (batch.go); answered once applied.
-		if err := e.srv.updates.submit(ctx, e.srv.shutdownCh, fsm.ContainerUpdateRequest{
+		if err := e.srv.submitUpdate(ctx, fsm.ContainerUpdateRequest{
 			NodeID: args.NodeID, Records: records, Updates: updates}); err != nil {
 			return err
 		}

@@ -32,6 +32,7 @@ func (s *Server) registerEndpoints() {
 
 	wrpc.Register(r, "Node.Register", wrpc.CapAgent, node.Register)
 	wrpc.Register(r, "Node.Heartbeat", wrpc.CapAgent, node.Heartbeat)
+	wrpc.Register(r, "Node.HeartbeatBatch", wrpc.CapServer, node.HeartbeatBatch)
 	wrpc.Register(r, "Node.Deregister", wrpc.CapAgent, node.Deregister)
 	wrpc.Register(r, "Node.ResetSecret", wrpc.CapNodeWrite, node.ResetSecret)
 	wrpc.Register(r, "Node.Drain", wrpc.CapNodeWrite, node.Drain)

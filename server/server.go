@@ -61,6 +61,8 @@ type Server struct {
 	waits   *scheduler.LocalityWaits
 	// updates batches heartbeats' container updates into few Raft entries.
 	updates *updateBatcher
+	// hbForward batches the heartbeats a follower forwards to the leader.
+	hbForward *heartbeatForwarder
 	// promoteMu makes the leader decide promotions one request at a time.
 	promoteMu sync.Mutex
 
@@ -108,6 +110,7 @@ func New(config *Config) (*Server, error) {
 		agentPool:    wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleAgent),
 	}
 	s.updates = newUpdateBatcher(s.proposeUpdates)
+	s.hbForward = newHeartbeatForwarder(s.sendHeartbeats)
 	s.fsm = fsm.New(config.Logger, fsm.WithSkipIndex(config.RaftSkipIndex), fsm.WithApplyTimer(metrics.FSMApply))
 	if config.RaftSkipIndex != 0 {
 		s.logger.Warn("raft_skip_index is set: the entry at that index is skipped if it cannot be applied; every server must run with the same value",
@@ -147,6 +150,7 @@ func New(config *Config) (*Server, error) {
 	s.goFunc(s.monitorLeadership)
 	s.goFunc(s.watchHalt)
 	s.goFunc(func() { s.updates.run(s.shutdownCh) })
+	s.goFunc(func() { s.hbForward.run(s.shutdownCh) })
 	if len(config.Join) > 0 {
 		s.goFunc(func() { s.joinLoop(config.Join) })
 	}
