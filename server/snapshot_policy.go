@@ -29,8 +29,8 @@ import (
 // Snapshot policy defaults; internal/config holds the same values for
 // weft server's settings.
 const (
-	DefaultSnapshotInterval    = 5 * time.Second
-	DefaultSnapshotMinLogBytes = 8 << 20
+	DefaultSnapshotInterval    = 2 * time.Second
+	DefaultSnapshotMinLogBytes = 4 << 20
 	DefaultSnapshotLogPercent  = 10
 	DefaultSnapshotMaxEntries  = 8192
 )
@@ -223,37 +223,55 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // shutdown. Raft's own snapshot policy is off (setupRaft): every snapshot
 // but a follower's install comes from here, one at a time.
 func (s *Server) snapshotLoop() {
+	failures := 0
 	for {
-		wait := s.snapInterval + rand.N(s.snapInterval)
 		select {
 		case <-s.shutdownCh:
 			return
-		case <-s.clock.After(wait):
+		case <-s.clock.After(snapshotCheckWait(s.snapInterval, failures, rand.Float64())):
 		}
-		s.maybeSnapshot()
+		switch _, err := s.maybeSnapshot(); {
+		case err != nil:
+			failures++
+		default:
+			failures = 0
+		}
 	}
 }
 
+// maxSnapshotBackoff bounds how much longer than usual the check after
+// failed snapshots waits: at most 32 intervals (64–128 s at 2 s).
+const maxSnapshotBackoff = 5
+
+// snapshotCheckWait is the wait before the next check: interval times
+// 1 + jitter (jitter in [0, 1)), doubled for each snapshot that failed in
+// a row, up to 2^maxSnapshotBackoff times, so that a failing disk is not
+// handed a whole state to encode every few seconds.
+func snapshotCheckWait(interval time.Duration, failures int, jitter float64) time.Duration {
+	return time.Duration(float64(interval<<min(failures, maxSnapshotBackoff)) * (1 + jitter))
+}
+
 // maybeSnapshot takes a snapshot if the policy calls for one and reports
-// whether it did. A failure is logged; the next check tries again.
-func (s *Server) maybeSnapshot() bool {
+// whether it did. A failure is logged and returned; the next check tries
+// again.
+func (s *Server) maybeSnapshot() (bool, error) {
 	if s.fsm.HaltErr() != nil {
-		return false // a halted FSM refuses snapshots (fsm.FSM.Snapshot)
+		return false, nil // a halted FSM refuses snapshots (fsm.FSM.Snapshot)
 	}
 	since := s.logMeter.since()
 	if !s.snapPolicy.due(since) {
-		return false
+		return false, nil
 	}
 	err := s.raft.Snapshot().Error()
 	switch {
 	case errors.Is(err, raft.ErrNothingNewToSnapshot):
-		return false
+		return false, nil
 	case err != nil:
-		s.logger.Warn("raft snapshot failed; the next check tries again", "error", err,
+		s.logger.Warn("raft snapshot failed; a later check tries again", "error", err,
 			"log_bytes", since.Bytes, "log_entries", since.Entries)
-		return false
+		return false, err
 	}
 	s.logger.Info("took a raft snapshot", "log_bytes", since.Bytes, "log_entries", since.Entries,
 		"previous_snapshot_bytes", since.SnapshotBytes, "snapshot_bytes", s.logMeter.since().SnapshotBytes)
-	return true
+	return true, nil
 }

@@ -39,12 +39,29 @@ func TestSnapshotPolicyDue(t *testing.T) {
 		// (a 350 MB snapshot): 35 MB of log, ~95 plans of 4,096.
 		{"defaults: 1M containers, 34 MB of plans", def, logSinceSnapshot{Bytes: 34 << 20, Entries: 90, SnapshotBytes: 350 << 20}, false},
 		{"defaults: 1M containers, 35 MB of plans", def, logSinceSnapshot{Bytes: 35 << 20, Entries: 95, SnapshotBytes: 350 << 20}, true},
-		{"defaults: young cluster, 7 MB", def, logSinceSnapshot{Bytes: 7 << 20, Entries: 500}, false},
-		{"defaults: young cluster, 8 MB", def, logSinceSnapshot{Bytes: 8 << 20, Entries: 500}, true},
+		{"defaults: young cluster, 3 MB", def, logSinceSnapshot{Bytes: 3 << 20, Entries: 500}, false},
+		{"defaults: young cluster, 4 MB", def, logSinceSnapshot{Bytes: 4 << 20, Entries: 500}, true},
+		{"defaults: 30 MB state, 3.5 MB of log", def, logSinceSnapshot{Bytes: 3.5 * (1 << 20), Entries: 500, SnapshotBytes: 30 << 20}, false},
 		{"defaults: many small entries", def, logSinceSnapshot{Bytes: 2 << 20, Entries: 8192, SnapshotBytes: 350 << 20}, true},
 	} {
 		if got := tc.p.due(tc.l); got != tc.want {
 			t.Errorf("%s: due(%+v) = %v, want %v (threshold %d bytes)", tc.name, tc.l, got, tc.want, tc.p.thresholdBytes(tc.l.SnapshotBytes))
+		}
+	}
+}
+
+// After failed snapshots the checks wait longer, doubling, to a bound.
+func TestSnapshotCheckWait(t *testing.T) {
+	for _, tc := range []struct {
+		failures int
+		jitter   float64
+		want     time.Duration
+	}{
+		{0, 0, 2 * time.Second}, {0, 0.5, 3 * time.Second}, {1, 0, 4 * time.Second},
+		{3, 0, 16 * time.Second}, {5, 0.5, 96 * time.Second}, {40, 0.5, 96 * time.Second},
+	} {
+		if got := snapshotCheckWait(2*time.Second, tc.failures, tc.jitter); got != tc.want {
+			t.Errorf("%d failures, jitter %v: wait %s, want %s", tc.failures, tc.jitter, got, tc.want)
 		}
 	}
 }
@@ -142,8 +159,8 @@ func TestServerSnapshotsWhenTheLogOutgrowsTheSnapshot(t *testing.T) {
 			t.Fatalf("write %d: the meter counts %d bytes since the snapshot, the log holds %d", i, before.Bytes, start.Bytes+sinceSnap)
 		}
 		want := s.snapPolicy.due(before)
-		if got := s.maybeSnapshot(); got != want {
-			t.Fatalf("write %d: snapshot %v with %+v, the policy says %v", i, got, before, want)
+		if got, err := s.maybeSnapshot(); got != want || err != nil {
+			t.Fatalf("write %d: snapshot %v (%v) with %+v, the policy says %v", i, got, err, before, want)
 		}
 		if !want {
 			continue

@@ -67,9 +67,9 @@ const (
 // time"). 10,240 trailing entries (Raft's default) let a follower that was
 // away for a restart catch up from the log, not a snapshot.
 const (
-	DefaultRaftSnapshotInterval    = 5 * time.Second
+	DefaultRaftSnapshotInterval    = 2 * time.Second
 	DefaultRaftSnapshotLogPercent  = 10
-	DefaultRaftSnapshotMinLogBytes = 8 << 20
+	DefaultRaftSnapshotMinLogBytes = 4 << 20
 	DefaultRaftSnapshotThreshold   = 8192
 	DefaultRaftTrailingLogs        = 10240
 	maxRaftSnapshotLogPercent      = 10000
@@ -96,7 +96,7 @@ func (c *Server) RaftSnapshots() (RaftSnapshot, error) {
 		return RaftSnapshot{}, fmt.Errorf("raft_snapshot_log_percent (-raft-snapshot-log-percent) %d: give a percentage from 1 to %d, such as %d", c.RaftSnapshotLogPercent, maxRaftSnapshotLogPercent, DefaultRaftSnapshotLogPercent)
 	}
 	if c.RaftSnapshotMinLogBytes < minRaftSnapshotMinLogBytes {
-		return RaftSnapshot{}, fmt.Errorf("raft_snapshot_min_log_bytes (-raft-snapshot-min-log-bytes) %d: give at least %d bytes, such as %d (8 MiB)", c.RaftSnapshotMinLogBytes, minRaftSnapshotMinLogBytes, DefaultRaftSnapshotMinLogBytes)
+		return RaftSnapshot{}, fmt.Errorf("raft_snapshot_min_log_bytes (-raft-snapshot-min-log-bytes) %d: give at least %d bytes, such as %d (4 MiB)", c.RaftSnapshotMinLogBytes, minRaftSnapshotMinLogBytes, DefaultRaftSnapshotMinLogBytes)
 	}
 	if c.RaftSnapshotThreshold == 0 {
 		return RaftSnapshot{}, errors.New("raft_snapshot_threshold (-raft-snapshot-threshold) must be positive: the entries after which a snapshot is taken whatever their size")
