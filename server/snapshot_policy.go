@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/weft-sched/weft/fsm"
+	"github.com/weft-sched/weft/internal/metrics"
 )
 
 // When a server takes a Raft snapshot (docs/operations.md, "Snapshots and
@@ -259,6 +260,7 @@ func (s *Server) maybeSnapshot() (bool, error) {
 		return false, nil // a halted FSM refuses snapshots (fsm.FSM.Snapshot)
 	}
 	since := s.logMeter.since()
+	metrics.SnapshotLog(since.Bytes, since.SnapshotBytes)
 	if !s.snapPolicy.due(since) {
 		return false, nil
 	}
@@ -271,7 +273,9 @@ func (s *Server) maybeSnapshot() (bool, error) {
 			"log_bytes", since.Bytes, "log_entries", since.Entries)
 		return false, err
 	}
+	after := s.logMeter.since()
+	metrics.SnapshotLog(after.Bytes, after.SnapshotBytes)
 	s.logger.Info("took a raft snapshot", "log_bytes", since.Bytes, "log_entries", since.Entries,
-		"previous_snapshot_bytes", since.SnapshotBytes, "snapshot_bytes", s.logMeter.since().SnapshotBytes)
+		"previous_snapshot_bytes", since.SnapshotBytes, "snapshot_bytes", after.SnapshotBytes)
 	return true, nil
 }
