@@ -266,7 +266,7 @@ func (s *Server) maybeSnapshot() (bool, error) {
 	}
 	err := s.raft.Snapshot().Error()
 	switch {
-	case errors.Is(err, raft.ErrNothingNewToSnapshot):
+	case errors.Is(err, raft.ErrNothingNewToSnapshot), errors.Is(err, raft.ErrRaftShutdown):
 		return false, nil
 	case err != nil:
 		s.logger.Warn("raft snapshot failed; a later check tries again", "error", err,
