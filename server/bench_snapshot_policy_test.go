@@ -12,19 +12,31 @@ import (
 	"github.com/weft-sched/weft/scheduler"
 )
 
-// BenchmarkSnapshotPolicy replays one write workload, on a simulated clock,
+// BenchmarkSnapshotPolicy replays write workloads, on a simulated clock,
 // into the FSM a server runs, and takes the snapshots a policy asks for at
 // its checks (each written in full to a sink that only counts bytes): the
 // old one (Raft's: a check every 5–10 s, a snapshot once 256 entries are
-// new) and weft's (snapshot_policy.go, with its defaults). The workload is
-// what `weft sim` sends a leader: 1,000 nodes and 100 apps; 1,000
-// containers placed a second (one plan) until 100,000 run, then for 60 s
-// 1,000 a second complete and 1,000 are placed; each second's container
-// reports arrive as 16 batched entries. It reports per run the snapshots
+// new) and weft's (snapshot_policy.go, with its defaults). The workloads
+// are what `weft sim` sends a leader: 1,000 nodes and 100 apps; 1,000
+// containers placed a second (one plan); each second's container reports
+// as 16 batched entries. "young": from an empty state until 100,000 run,
+// then 60 s in which 1,000 a second complete and 1,000 are placed.
+// "steady": the same 100,000 built and snapshotted beforehand (not
+// measured), then 300 s of that churn. It reports per run the snapshots
 // taken, their CPU and bytes, the FSM's CPU applying the log, the log's
 // bytes, and the most log a restart would have had to replay at any moment
 // (with an estimate of its replay from the measured apply cost).
 func BenchmarkSnapshotPolicy(b *testing.B) {
+	for _, w := range []struct {
+		name  string
+		warm  bool
+		churn int
+	}{{"young", false, 60}, {"steady", true, 300}} {
+		b.Run(w.name, func(b *testing.B) { benchSnapshotPolicy(b, w.warm, w.churn) })
+	}
+}
+
+func benchSnapshotPolicy(b *testing.B, warm bool, churnSeconds int) {
 	for _, pc := range []struct {
 		name     string
 		interval time.Duration
@@ -37,7 +49,7 @@ func BenchmarkSnapshotPolicy(b *testing.B) {
 		b.Run(pc.name, func(b *testing.B) {
 			var r policyRun
 			for i := 0; i < b.N; i++ {
-				r.add(runSnapshotPolicy(b, pc.interval, pc.due))
+				r.add(runSnapshotPolicy(b, pc.interval, pc.due, warm, churnSeconds))
 			}
 			n := float64(b.N)
 			b.ReportMetric(float64(r.snapshots)/n, "snapshots/op")
@@ -66,14 +78,14 @@ func (r *policyRun) add(o policyRun) {
 }
 
 // runSnapshotPolicy plays the workload once, checking due every interval
-// to twice it (random, the same sequence for every policy).
-func runSnapshotPolicy(b *testing.B, interval time.Duration, due func(logSinceSnapshot) bool) policyRun {
+// to twice it (random, the same sequence for every policy); warm builds
+// the running containers, and snapshots them, before it measures.
+func runSnapshotPolicy(b *testing.B, interval time.Duration, due func(logSinceSnapshot) bool, warm bool, churnSeconds int) policyRun {
 	b.Helper()
 	const (
 		nodes, apps   = 1000, 100
 		running       = 100_000
 		perSecond     = 1000
-		churnSeconds  = 60
 		reportBatches = 16
 	)
 	b.StopTimer()
@@ -102,23 +114,27 @@ func runSnapshotPolicy(b *testing.B, interval time.Duration, due func(logSinceSn
 		run.maxReplay = max(run.maxReplay, meter.since().Bytes)
 		return res
 	}
+	snapshot := func() {
+		snap, err := m.Snapshot()
+		if err != nil {
+			b.Fatal(err)
+		}
+		sink := &discardSink{}
+		start := processCPU(b)
+		if err := snap.Persist(sink); err != nil {
+			b.Fatal(err)
+		}
+		run.snapshotCPU += processCPU(b) - start
+		run.snapshots++
+		run.snapshotBytes += sink.n
+	}
+	checking := !warm
 	// tick advances the simulated clock by a second, checking as it passes.
 	tick := func() {
 		now += time.Second
-		for check <= now {
+		for checking && check <= now {
 			if due(meter.since()) {
-				snap, err := m.Snapshot()
-				if err != nil {
-					b.Fatal(err)
-				}
-				sink := &discardSink{}
-				start := processCPU(b)
-				if err := snap.Persist(sink); err != nil {
-					b.Fatal(err)
-				}
-				run.snapshotCPU += processCPU(b) - start
-				run.snapshots++
-				run.snapshotBytes += sink.n
+				snapshot()
 			}
 			check += interval + time.Duration(rng.Int64N(int64(interval)))
 		}
@@ -186,8 +202,16 @@ func runSnapshotPolicy(b *testing.B, interval time.Duration, due func(logSinceSn
 		live = append(live, fresh...)
 		tick()
 	}
+	if warm {
+		b.StopTimer()
+	}
 	for len(live) < running {
 		second(false)
+	}
+	if warm {
+		snapshot()
+		run, checking, check = policyRun{}, true, now+check
+		b.StartTimer()
 	}
 	for s := 0; s < churnSeconds; s++ {
 		second(true)
