@@ -45,6 +45,8 @@ func benchSnapshotPolicy(b *testing.B, warm bool, churnSeconds int) {
 		{"old-256-entries", 5 * time.Second, func(l logSinceSnapshot) bool { return l.Entries >= 256 }},
 		{"new-default", DefaultSnapshotInterval, snapshotPolicy{MinLogBytes: DefaultSnapshotMinLogBytes,
 			LogPercent: DefaultSnapshotLogPercent, MaxEntries: DefaultSnapshotMaxEntries}.due},
+		{"new-10-percent", DefaultSnapshotInterval, snapshotPolicy{MinLogBytes: DefaultSnapshotMinLogBytes,
+			LogPercent: 10, MaxEntries: DefaultSnapshotMaxEntries}.due},
 	} {
 		b.Run(pc.name, func(b *testing.B) {
 			var r policyRun

@@ -36,12 +36,17 @@ func TestSnapshotPolicyDue(t *testing.T) {
 		{"share overflows", snapshotPolicy{MinLogBytes: 1, LogPercent: 10000, MaxEntries: math.MaxUint64},
 			logSinceSnapshot{Bytes: math.MaxUint64 - 1, Entries: 1, SnapshotBytes: math.MaxUint64}, false},
 		// Defaults, with the 1 M container state of docs/operations.md
-		// (a 350 MB snapshot): 35 MB of log, ~95 plans of 4,096.
-		{"defaults: 1M containers, 34 MB of plans", def, logSinceSnapshot{Bytes: 34 << 20, Entries: 90, SnapshotBytes: 350 << 20}, false},
-		{"defaults: 1M containers, 35 MB of plans", def, logSinceSnapshot{Bytes: 35 << 20, Entries: 95, SnapshotBytes: 350 << 20}, true},
+		// (a 350 MB snapshot): 17.5 MB of log, ~48 plans of 4,096.
+		{"defaults: 1M containers, 17 MB of plans", def, logSinceSnapshot{Bytes: 17 << 20, Entries: 46, SnapshotBytes: 350 << 20}, false},
+		{"defaults: 1M containers, 17.5 MB of plans", def, logSinceSnapshot{Bytes: 17.5 * (1 << 20), Entries: 48, SnapshotBytes: 350 << 20}, true},
 		{"defaults: young cluster, 3 MB", def, logSinceSnapshot{Bytes: 3 << 20, Entries: 500}, false},
 		{"defaults: young cluster, 4 MB", def, logSinceSnapshot{Bytes: 4 << 20, Entries: 500}, true},
-		{"defaults: 30 MB state, 3.5 MB of log", def, logSinceSnapshot{Bytes: 3.5 * (1 << 20), Entries: 500, SnapshotBytes: 30 << 20}, false},
+		{"defaults: 80 MB state, 3.9 MB of log", def, logSinceSnapshot{Bytes: 39 << 20 / 10, Entries: 500, SnapshotBytes: 80 << 20}, false},
+		{"defaults: 100 MB state, 4.9 MB of log", def, logSinceSnapshot{Bytes: 49 << 20 / 10, Entries: 500, SnapshotBytes: 100 << 20}, false},
+		{"defaults: 100 MB state, 5 MB of log", def, logSinceSnapshot{Bytes: 5 << 20, Entries: 500, SnapshotBytes: 100 << 20}, true},
+		{"rested 3 times the last snapshot", p, logSinceSnapshot{Bytes: 1000, Entries: 1, LastTook: time.Second, Rested: 3 * time.Second}, true},
+		{"rested less", p, logSinceSnapshot{Bytes: 1000, Entries: 1, LastTook: time.Second, Rested: 3*time.Second - 1}, false},
+		{"rested less, entry cap", p, logSinceSnapshot{Bytes: 10, Entries: 1000, LastTook: time.Second, Rested: time.Second}, false},
 		{"defaults: many small entries", def, logSinceSnapshot{Bytes: 2 << 20, Entries: 8192, SnapshotBytes: 350 << 20}, true},
 	} {
 		if got := tc.p.due(tc.l); got != tc.want {
@@ -82,6 +87,13 @@ func TestLogMeter(t *testing.T) {
 	m.restored(300)
 	if got, want := m.since(), (logSinceSnapshot{SnapshotBytes: 300}); got != want {
 		t.Fatalf("after a restore: %+v, want %+v", got, want)
+	}
+	if took, rested := m.rest(time.Unix(10, 0)); took != 0 || rested != 0 {
+		t.Fatalf("before any timed snapshot: took %s, rested %s", took, rested)
+	}
+	m.timed(time.Unix(10, 0), time.Second)
+	if took, rested := m.rest(time.Unix(12, 0)); took != time.Second || rested != 2*time.Second {
+		t.Fatalf("took %s, rested %s; want 1s, 2s", took, rested)
 	}
 	m.snapshotted(at, 2000) // captured before the restore: changes nothing but the count
 	m.applied([]*raft.Log{entry(1)})

@@ -58,17 +58,17 @@ const (
 
 // Raft snapshot defaults (the same as package server's). A restart
 // restores the last snapshot and replays the log committed since; a
-// snapshot encodes the whole state. A check every 5–10 s snapshots once
-// the log since the last snapshot reaches 10% of that snapshot's size (at
-// least 8 MiB), or 8,192 entries: replaying a byte of log costs ~10 times
-// what restoring a byte of snapshot does, so the replay stays about as long
-// as the restore, and the encoding costs a fixed share of each byte of log
+// snapshot encodes the whole state. A check every 2–4 s snapshots once the
+// log since the last snapshot reaches 5% of that snapshot's size (at least
+// 4 MiB), or 8,192 entries: replaying a byte of log costs ~12 times what
+// restoring a byte of snapshot does, so the replay stays under the
+// restore, and encoding the state costs a fixed share of each byte of log
 // whatever the state's size (docs/operations.md, "Snapshots and restart
 // time"). 10,240 trailing entries (Raft's default) let a follower that was
 // away for a restart catch up from the log, not a snapshot.
 const (
 	DefaultRaftSnapshotInterval    = 2 * time.Second
-	DefaultRaftSnapshotLogPercent  = 10
+	DefaultRaftSnapshotLogPercent  = 5
 	DefaultRaftSnapshotMinLogBytes = 4 << 20
 	DefaultRaftSnapshotThreshold   = 8192
 	DefaultRaftTrailingLogs        = 10240
