@@ -55,13 +55,20 @@ type Config struct {
 	// LocalID, Logger, NotifyCh, BatchApplyCh and MaxAppendEntries are
 	// always set by the server.
 	RaftConfig *raft.Config
-	// RaftSnapshotInterval, RaftSnapshotThreshold and RaftTrailingLogs,
-	// if not zero, replace Raft's SnapshotInterval, SnapshotThreshold and
-	// TrailingLogs (over RaftConfig too); zero keeps Raft's (or
-	// RaftConfig's). weft server sets them from its configuration.
-	RaftSnapshotInterval  time.Duration
-	RaftSnapshotThreshold uint64
-	RaftTrailingLogs      uint64
+	// When to take a Raft snapshot (snapshot_policy.go, docs/operations.md
+	// "Snapshots and restart time"): checked every RaftSnapshotInterval to
+	// twice it, taken once the log applied since the last snapshot reaches
+	// max(RaftSnapshotMinLogBytes, RaftSnapshotLogPercent% of that
+	// snapshot's size) bytes or RaftSnapshotThreshold entries. Zero takes
+	// the Default* of snapshot_policy.go. Raft's own SnapshotThreshold is
+	// always off, RaftConfig's included.
+	RaftSnapshotInterval    time.Duration
+	RaftSnapshotThreshold   uint64
+	RaftSnapshotMinLogBytes uint64
+	RaftSnapshotLogPercent  uint64
+	// RaftTrailingLogs, if not zero, replaces Raft's TrailingLogs (over
+	// RaftConfig too): the entries kept behind a snapshot.
+	RaftTrailingLogs uint64
 	// SerfFastGossip shortens gossip intervals (tests, weft dev).
 	SerfFastGossip bool
 	// Encrypt is the gossip encryption key (base64 of 32 bytes, SPEC §15),
@@ -111,6 +118,26 @@ const (
 	// DefaultSerfPort is the server's default serf port.
 	DefaultSerfPort = 8031
 )
+
+// snapshotPolicy returns the snapshot check interval and policy, zero
+// settings taking the defaults.
+func (c *Config) snapshotPolicy() (time.Duration, snapshotPolicy) {
+	orDefault := func(v, d uint64) uint64 {
+		if v == 0 {
+			return d
+		}
+		return v
+	}
+	interval := c.RaftSnapshotInterval
+	if interval <= 0 {
+		interval = DefaultSnapshotInterval
+	}
+	return interval, snapshotPolicy{
+		MinLogBytes: orDefault(c.RaftSnapshotMinLogBytes, DefaultSnapshotMinLogBytes),
+		LogPercent:  orDefault(c.RaftSnapshotLogPercent, DefaultSnapshotLogPercent),
+		MaxEntries:  orDefault(c.RaftSnapshotThreshold, DefaultSnapshotMaxEntries),
+	}
+}
 
 func (c *Config) setDefaults() error {
 	if c.NodeID == "" {

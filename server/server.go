@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -59,6 +60,11 @@ type Server struct {
 	// the why-pending explanations under waitsMu.
 	waitsMu sync.Mutex
 	waits   *scheduler.LocalityWaits
+	// snapPolicy says when to take a Raft snapshot, checked every
+	// snapInterval to twice it against logMeter (snapshot_policy.go).
+	snapPolicy   snapshotPolicy
+	snapInterval time.Duration
+	logMeter     *logMeter
 	// updates batches heartbeats' container updates into few Raft entries.
 	updates *updateBatcher
 	// hbForward batches the heartbeats a follower forwards to the leader.
@@ -111,6 +117,8 @@ func New(config *Config) (*Server, error) {
 	}
 	s.updates = newUpdateBatcher(s.proposeUpdates)
 	s.hbForward = newHeartbeatForwarder(s.sendHeartbeats)
+	s.snapInterval, s.snapPolicy = config.snapshotPolicy()
+	s.logMeter = &logMeter{}
 	s.fsm = fsm.New(config.Logger, fsm.WithSkipIndex(config.RaftSkipIndex), fsm.WithApplyTimer(metrics.FSMApply))
 	if config.RaftSkipIndex != 0 {
 		s.logger.Warn("raft_skip_index is set: the entry at that index is skipped if it cannot be applied; every server must run with the same value",
@@ -151,6 +159,7 @@ func New(config *Config) (*Server, error) {
 	s.goFunc(s.watchHalt)
 	s.goFunc(func() { s.updates.run(s.shutdownCh) })
 	s.goFunc(func() { s.hbForward.run(s.shutdownCh) })
+	s.goFunc(s.snapshotLoop)
 	if len(config.Join) > 0 {
 		s.goFunc(func() { s.joinLoop(config.Join) })
 	}
@@ -169,12 +178,9 @@ func (s *Server) setupRaft() error {
 		c := *s.config.RaftConfig
 		conf = &c
 	}
-	if s.config.RaftSnapshotInterval > 0 {
-		conf.SnapshotInterval = s.config.RaftSnapshotInterval
-	}
-	if s.config.RaftSnapshotThreshold > 0 {
-		conf.SnapshotThreshold = s.config.RaftSnapshotThreshold
-	}
+	// weft's snapshot loop (snapshot_policy.go) takes every snapshot:
+	// Raft's own policy, which counts entries, never fires.
+	conf.SnapshotThreshold = math.MaxUint64
 	if s.config.RaftTrailingLogs > 0 {
 		conf.TrailingLogs = s.config.RaftTrailingLogs
 	}
@@ -222,7 +228,7 @@ func (s *Server) setupRaft() error {
 		}
 		s.bootstrapped.Store(true)
 	}
-	s.raft, err = raft.NewRaft(conf, s.fsm, logs, store, snaps, s.raftTransport)
+	s.raft, err = raft.NewRaft(conf, &meteredFSM{FSM: s.fsm, meter: s.logMeter}, logs, store, snaps, s.raftTransport)
 	if err != nil {
 		store.Close()
 		return fmt.Errorf("start raft: %w", err)

@@ -50,7 +50,7 @@ func runServer(args []string) error {
 	if err != nil {
 		return err
 	}
-	snapInterval, snapThreshold, trailingLogs, err := cfg.RaftSnapshots()
+	snaps, err := cfg.RaftSnapshots()
 	if err != nil {
 		return err
 	}
@@ -78,9 +78,11 @@ func runServer(args []string) error {
 		AppGCThreshold:   appGC,
 		NodeGCThreshold:  nodeGC,
 
-		RaftSnapshotInterval:  snapInterval,
-		RaftSnapshotThreshold: snapThreshold,
-		RaftTrailingLogs:      trailingLogs,
+		RaftSnapshotInterval:    snaps.Interval,
+		RaftSnapshotLogPercent:  snaps.LogPercent,
+		RaftSnapshotMinLogBytes: snaps.MinLogBytes,
+		RaftSnapshotThreshold:   snaps.Threshold,
+		RaftTrailingLogs:        snaps.TrailingLogs,
 	})
 	if err != nil {
 		return err

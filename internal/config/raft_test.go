@@ -31,20 +31,36 @@ func TestServerRaftSnapshotSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if i, th, tr, _ := cfg.RaftSnapshots(); i != DefaultRaftSnapshotInterval || th != DefaultRaftSnapshotThreshold || tr != DefaultRaftTrailingLogs {
-		t.Fatalf("defaults %s %d %d", i, th, tr)
+	want := RaftSnapshot{Interval: DefaultRaftSnapshotInterval, LogPercent: DefaultRaftSnapshotLogPercent,
+		MinLogBytes: DefaultRaftSnapshotMinLogBytes, Threshold: DefaultRaftSnapshotThreshold, TrailingLogs: DefaultRaftTrailingLogs}
+	if got, _ := cfg.RaftSnapshots(); got != want {
+		t.Fatalf("defaults %+v, want %+v", got, want)
 	}
+	// A file written before the byte policy (interval, threshold and
+	// trailing logs only) still loads, its threshold an entry cap.
 	cfg, err = load("raft_snapshot_interval = \"30s\"\nraft_snapshot_threshold = 100\nraft_trailing_logs = 50\n", "-raft-snapshot-threshold", "200")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if i, th, tr, _ := cfg.RaftSnapshots(); i != 30*time.Second || th != 200 || tr != 50 {
-		t.Fatalf("from the file and flags: %s %d %d", i, th, tr)
+	want = RaftSnapshot{Interval: 30 * time.Second, LogPercent: DefaultRaftSnapshotLogPercent,
+		MinLogBytes: DefaultRaftSnapshotMinLogBytes, Threshold: 200, TrailingLogs: 50}
+	if got, _ := cfg.RaftSnapshots(); got != want {
+		t.Fatalf("from the file and flags: %+v, want %+v", got, want)
+	}
+	cfg, err = load("raft_snapshot_log_percent = 50\nraft_snapshot_min_log_bytes = 1048576\n", "-raft-snapshot-log-percent", "25")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := cfg.RaftSnapshots(); got.LogPercent != 25 || got.MinLogBytes != 1<<20 {
+		t.Fatalf("byte policy from the file and flags: %+v", got)
 	}
 	for file, want := range map[string]string{
 		"raft_snapshot_interval = \"soon\"": "raft_snapshot_interval",
 		"raft_snapshot_interval = \"1ms\"":  "raft_snapshot_interval",
 		"raft_snapshot_threshold = 0":       "raft_snapshot_threshold",
+		"raft_snapshot_log_percent = 0":     "raft_snapshot_log_percent",
+		"raft_snapshot_log_percent = 10001": "raft_snapshot_log_percent",
+		"raft_snapshot_min_log_bytes = 100": "raft_snapshot_min_log_bytes",
 		"raft_trailing_logs = 0":            "raft_trailing_logs",
 	} {
 		if _, err := load(file); err == nil || !strings.Contains(err.Error(), want) {

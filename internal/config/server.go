@@ -35,12 +35,14 @@ type Server struct {
 	// Raft entries"). Every server must be given the same value.
 	RaftSkipIndex uint64 `hcl:"raft_skip_index,optional" flag:"raft-skip-index" help:"skip the committed Raft entry at this index if no weft can apply it; give every server the same value (see docs/operations.md)"`
 	// Raft snapshots: how often the server checks whether to take one,
-	// after how many new entries it does, and how many entries it keeps
-	// behind one for followers (docs/operations.md, "Snapshots and
-	// restart time").
-	RaftSnapshotInterval  string `hcl:"raft_snapshot_interval,optional" flag:"raft-snapshot-interval" help:"how often to check whether to take a Raft snapshot (a duration; each check waits between it and twice it)"`
-	RaftSnapshotThreshold uint64 `hcl:"raft_snapshot_threshold,optional" flag:"raft-snapshot-threshold" help:"take a Raft snapshot at a check once this many entries were committed since the last one; bounds what a restart replays"`
-	RaftTrailingLogs      uint64 `hcl:"raft_trailing_logs,optional" flag:"raft-trailing-logs" help:"Raft entries kept behind a snapshot, so that a follower that was briefly away catches up without a snapshot"`
+	// after how much new log it does (bytes against the last snapshot's
+	// size, or entries), and how many entries it keeps behind one for
+	// followers (docs/operations.md, "Snapshots and restart time").
+	RaftSnapshotInterval    string `hcl:"raft_snapshot_interval,optional" flag:"raft-snapshot-interval" help:"how often to check whether to take a Raft snapshot (a duration; each check waits between it and twice it)"`
+	RaftSnapshotLogPercent  uint64 `hcl:"raft_snapshot_log_percent,optional" flag:"raft-snapshot-log-percent" help:"take a Raft snapshot at a check once the log committed since the last one reaches this percentage of that snapshot's size (or the minimum); bounds what a restart replays against what it restores"`
+	RaftSnapshotMinLogBytes uint64 `hcl:"raft_snapshot_min_log_bytes,optional" flag:"raft-snapshot-min-log-bytes" help:"bytes of log committed since the last Raft snapshot below which no snapshot is taken by size (a young cluster's first snapshot comes after this much)"`
+	RaftSnapshotThreshold   uint64 `hcl:"raft_snapshot_threshold,optional" flag:"raft-snapshot-threshold" help:"take a Raft snapshot at a check once this many entries were committed since the last one, whatever their size"`
+	RaftTrailingLogs        uint64 `hcl:"raft_trailing_logs,optional" flag:"raft-trailing-logs" help:"Raft entries kept behind a snapshot, so that a follower that was briefly away catches up without a snapshot"`
 	// Garbage collection of finished apps and DOWN nodes (SPEC §20).
 	MaxCompletedApps int    `hcl:"max_completed_apps,optional" flag:"max-completed-apps" help:"how many finished apps the cluster keeps; older ones are removed with their containers"`
 	AppGCThreshold   string `hcl:"app_gc_threshold,optional" flag:"app-gc-threshold" help:"how long a finished app is kept (a duration such as 24h)"`
@@ -54,33 +56,56 @@ const (
 	DefaultNodeGCThreshold  = 24 * time.Hour
 )
 
-// Raft snapshot defaults. What a restart replays is what was committed
-// since the last snapshot: at most the threshold plus what one check
-// period (up to twice the interval) and one snapshot's writing let in.
-// Replaying costs what applying cost, so the bound that matters is time:
-// a check every 5–10 s that snapshots once 256 entries are new keeps a
-// busy cluster's replay to seconds (docs/operations.md, "Snapshots and
-// restart time"). 10,240 trailing entries (Raft's default) let a follower
-// that was away for a restart catch up from the log, not a snapshot.
+// Raft snapshot defaults (the same as package server's). A restart
+// restores the last snapshot and replays the log committed since; a
+// snapshot encodes the whole state. A check every 2–4 s snapshots once the
+// log since the last snapshot reaches 5% of that snapshot's size (at least
+// 4 MiB), or 8,192 entries: replaying a byte of log costs ~12 times what
+// restoring a byte of snapshot does, so the replay stays under the
+// restore, and encoding the state costs a fixed share of each byte of log
+// whatever the state's size (docs/operations.md, "Snapshots and restart
+// time"). 10,240 trailing entries (Raft's default) let a follower that was
+// away for a restart catch up from the log, not a snapshot.
 const (
-	DefaultRaftSnapshotInterval  = 5 * time.Second
-	DefaultRaftSnapshotThreshold = 256
-	DefaultRaftTrailingLogs      = 10240
+	DefaultRaftSnapshotInterval    = 2 * time.Second
+	DefaultRaftSnapshotLogPercent  = 5
+	DefaultRaftSnapshotMinLogBytes = 4 << 20
+	DefaultRaftSnapshotThreshold   = 8192
+	DefaultRaftTrailingLogs        = 10240
+	maxRaftSnapshotLogPercent      = 10000
+	minRaftSnapshotMinLogBytes     = 4096
 )
 
+// RaftSnapshot holds the Raft snapshot settings (package server's Config
+// fields of the same names).
+type RaftSnapshot struct {
+	Interval     time.Duration
+	LogPercent   uint64
+	MinLogBytes  uint64
+	Threshold    uint64 // entries
+	TrailingLogs uint64
+}
+
 // RaftSnapshots returns the Raft snapshot settings, checked.
-func (c *Server) RaftSnapshots() (interval time.Duration, threshold, trailing uint64, err error) {
-	interval, err = time.ParseDuration(c.RaftSnapshotInterval)
+func (c *Server) RaftSnapshots() (RaftSnapshot, error) {
+	interval, err := time.ParseDuration(c.RaftSnapshotInterval)
 	if err != nil || interval < 100*time.Millisecond {
-		return 0, 0, 0, fmt.Errorf("raft_snapshot_interval (-raft-snapshot-interval) %q: give a duration of at least 100ms such as 5s", c.RaftSnapshotInterval)
+		return RaftSnapshot{}, fmt.Errorf("raft_snapshot_interval (-raft-snapshot-interval) %q: give a duration of at least 100ms such as 5s", c.RaftSnapshotInterval)
+	}
+	if c.RaftSnapshotLogPercent == 0 || c.RaftSnapshotLogPercent > maxRaftSnapshotLogPercent {
+		return RaftSnapshot{}, fmt.Errorf("raft_snapshot_log_percent (-raft-snapshot-log-percent) %d: give a percentage from 1 to %d, such as %d", c.RaftSnapshotLogPercent, maxRaftSnapshotLogPercent, DefaultRaftSnapshotLogPercent)
+	}
+	if c.RaftSnapshotMinLogBytes < minRaftSnapshotMinLogBytes {
+		return RaftSnapshot{}, fmt.Errorf("raft_snapshot_min_log_bytes (-raft-snapshot-min-log-bytes) %d: give at least %d bytes, such as %d (4 MiB)", c.RaftSnapshotMinLogBytes, minRaftSnapshotMinLogBytes, DefaultRaftSnapshotMinLogBytes)
 	}
 	if c.RaftSnapshotThreshold == 0 {
-		return 0, 0, 0, errors.New("raft_snapshot_threshold (-raft-snapshot-threshold) must be positive")
+		return RaftSnapshot{}, errors.New("raft_snapshot_threshold (-raft-snapshot-threshold) must be positive: the entries after which a snapshot is taken whatever their size")
 	}
 	if c.RaftTrailingLogs == 0 {
-		return 0, 0, 0, errors.New("raft_trailing_logs (-raft-trailing-logs) must be positive: a follower a single entry behind would need a whole snapshot")
+		return RaftSnapshot{}, errors.New("raft_trailing_logs (-raft-trailing-logs) must be positive: a follower a single entry behind would need a whole snapshot")
 	}
-	return interval, c.RaftSnapshotThreshold, c.RaftTrailingLogs, nil
+	return RaftSnapshot{Interval: interval, LogPercent: c.RaftSnapshotLogPercent, MinLogBytes: c.RaftSnapshotMinLogBytes,
+		Threshold: c.RaftSnapshotThreshold, TrailingLogs: c.RaftTrailingLogs}, nil
 }
 
 // GC returns the garbage collection settings, checked: the most finished
@@ -120,6 +145,7 @@ func DefaultServer() *Server {
 		HTTPPort: DefaultServerHTTPPort, LogLevel: DefaultLogLevel, Region: DefaultRegion,
 		MaxCompletedApps: DefaultMaxCompletedApps, AppGCThreshold: "24h",
 		NodeGCThreshold: "24h", RaftSnapshotInterval: DefaultRaftSnapshotInterval.String(),
+		RaftSnapshotLogPercent: DefaultRaftSnapshotLogPercent, RaftSnapshotMinLogBytes: DefaultRaftSnapshotMinLogBytes,
 		RaftSnapshotThreshold: DefaultRaftSnapshotThreshold, RaftTrailingLogs: DefaultRaftTrailingLogs}
 }
 
@@ -140,7 +166,7 @@ func (c *Server) Validate() error {
 	if _, _, _, err := c.GC(); err != nil {
 		return err
 	}
-	if _, _, _, err := c.RaftSnapshots(); err != nil {
+	if _, err := c.RaftSnapshots(); err != nil {
 		return err
 	}
 	return validateCommon(c.NodeID, c.Bind, c.LogLevel, map[string]int{"rpc_port": c.RPCPort, "serf_port": c.SerfPort, "http_port": c.HTTPPort}, c.Join)

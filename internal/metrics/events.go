@@ -48,6 +48,14 @@ var (
 		Help:    "Time to apply one committed command to the replicated state, by command type.",
 		Buckets: latencyBuckets,
 	}, []string{"command"})
+	snapshotLogBytes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: Namespace, Subsystem: "snapshot", Name: "log_bytes",
+		Help: "Bytes of Raft log this server applied since its last snapshot: what a restart would replay (as of its last snapshot check).",
+	})
+	snapshotSize = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: Namespace, Subsystem: "snapshot", Name: "size_bytes",
+		Help: "Size of this server's last Raft snapshot (taken, restored or installed); 0 before the first.",
+	})
 	amrmAllocate = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: Namespace, Subsystem: "amrmproxy", Name: "allocate_seconds",
 		Help:    "Time an agent's AMRMProxy took to answer AM.Allocate, by who served it (local: the distributed scheduler alone; servers: relayed).",
@@ -58,6 +66,7 @@ var (
 // eventSeries are the series recorded as things happen.
 var eventSeries = []prometheus.Collector{
 	schedulingPass, placements, placementsRefused, planApply, preemptions, rpcRequests, rpcLatency, fsmApply, amrmAllocate,
+	snapshotLogBytes, snapshotSize,
 }
 
 // Timer measures one duration for a series. Start one with Start.
@@ -122,4 +131,11 @@ const (
 // at t.
 func AMRMProxyAllocate(t Timer, served AllocateServedBy) {
 	amrmAllocate.WithLabelValues(string(served)).Observe(t.seconds())
+}
+
+// SnapshotLog records, at a server's snapshot check, the Raft log it
+// applied since its last snapshot and that snapshot's size, in bytes.
+func SnapshotLog(logBytes, snapshotBytes uint64) {
+	snapshotLogBytes.Set(float64(logBytes))
+	snapshotSize.Set(float64(snapshotBytes))
 }

@@ -200,3 +200,13 @@ func TestStateSeriesComeFromTheLeadingServer(t *testing.T) {
 		t.Error("weft_server_leader reported in a process without servers")
 	}
 }
+
+func TestSnapshotLogGauges(t *testing.T) {
+	SnapshotLog(1234, 5678)
+	families := scrape(t)
+	for name, want := range map[string]float64{"weft_snapshot_log_bytes": 1234, "weft_snapshot_size_bytes": 5678} {
+		if v, ok := value(families, name, nil); !ok || v != want {
+			t.Errorf("%s = %g (present %v), want %g", name, v, ok, want)
+		}
+	}
+}
