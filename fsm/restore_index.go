@@ -17,29 +17,38 @@ import (
 // keeping that order, then taking the groups in name order, gives the
 // order of the "app \x00 container" keys without sorting a million keys.
 
-// indexContainers fills the secondary container indexes from cs, the
-// restored containers in ID order.
-// The three large indexes are built at once, each in its own goroutine (the
-// transactions share nothing), so a server with cores to spare restores
-// in about the time of the slower one.
-func indexContainers(cs []*scheduler.Container, byApp, byAppChange, live, marked, unstarted *iradix.Txn[*scheduler.Container]) {
+// restoreContainers fills s's container tables from cs, the restored
+// containers in ID order with no ID twice. The four large trees (by ID,
+// by app, by app and change, live by node) are built at once, each in
+// its own goroutine (they share nothing), so a server restores in about
+// the time of the slowest one when it has a core for each.
+func restoreContainers(s *State, cs []*scheduler.Container) {
 	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() {
-		defer wg.Done()
-		insertGrouped(byApp, cs, func(c *scheduler.Container) (string, bool) { return c.AppID, true })
-	}()
-	go func() {
-		defer wg.Done()
-		insertByChange(byAppChange, cs)
-	}()
-	go func() {
-		defer wg.Done()
-		insertGrouped(live, cs, func(c *scheduler.Container) (string, bool) { return c.NodeID, c.State.Live() })
-	}()
+	build := func(tree **iradix.Tree[*scheduler.Container], fill func(*iradix.Txn[*scheduler.Container])) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tx := (*tree).Txn()
+			fill(tx)
+			*tree = tx.CommitOnly()
+		}()
+	}
+	build(&s.containers, func(tx *iradix.Txn[*scheduler.Container]) {
+		for _, c := range cs {
+			tx.Insert([]byte(c.ID), c)
+		}
+	})
+	build(&s.byApp, func(tx *iradix.Txn[*scheduler.Container]) {
+		insertGrouped(tx, cs, func(c *scheduler.Container) (string, bool) { return c.AppID, true })
+	})
+	build(&s.byAppChange, func(tx *iradix.Txn[*scheduler.Container]) { insertByChange(tx, cs) })
+	build(&s.liveByNode, func(tx *iradix.Txn[*scheduler.Container]) {
+		insertGrouped(tx, cs, func(c *scheduler.Container) (string, bool) { return c.NodeID, c.State.Live() })
+	})
 	defer wg.Wait()
 	// Few containers are marked or unstarted at once: these stay in
-	// arrival order.
+	// ID order.
+	marked, unstarted := s.marked.Txn(), s.unstarted.Txn()
 	for _, c := range cs {
 		if k := markedKey(c); k != nil {
 			marked.Insert(k, c)
@@ -48,6 +57,36 @@ func indexContainers(cs []*scheduler.Container, byApp, byAppChange, live, marked
 			unstarted.Insert(k, c)
 		}
 	}
+	s.marked, s.unstarted = marked.CommitOnly(), unstarted.CommitOnly()
+}
+
+// byIDLastWins returns cs, the containers in the order a snapshot holds
+// them, in ID order with each ID once: of a damaged snapshot's repeated
+// containers, the last read wins (as it would have inserted last). A
+// snapshot this package wrote is already in that order, and is checked
+// in one pass.
+func byIDLastWins(cs []*scheduler.Container) []*scheduler.Container {
+	if strictlyByID(cs) {
+		return cs
+	}
+	slices.SortStableFunc(cs, func(a, b *scheduler.Container) int { return strings.Compare(a.ID, b.ID) })
+	out := cs[:0]
+	for i, c := range cs {
+		if i+1 < len(cs) && cs[i+1].ID == c.ID {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func strictlyByID(cs []*scheduler.Container) bool {
+	for i := 1; i < len(cs); i++ {
+		if cs[i-1].ID >= cs[i].ID {
+			return false
+		}
+	}
+	return true
 }
 
 // insertGrouped inserts, under the key "group \x00 ID", every container of
@@ -108,16 +147,4 @@ func pairKeyBytes(a, b string) []byte {
 	k = append(k, a...)
 	k = append(k, 0)
 	return append(k, b...)
-}
-
-// lastOfEach keeps, of a damaged snapshot's repeated containers, the one
-// the primary index holds (the last read), in ID order.
-func lastOfEach(containers *iradix.Txn[*scheduler.Container], cs []*scheduler.Container) []*scheduler.Container {
-	out := cs[:0:0]
-	for _, c := range cs {
-		if kept, _ := containers.Get([]byte(c.ID)); kept == c {
-			out = append(out, c)
-		}
-	}
-	return out
 }
