@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"bytes"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -20,9 +22,14 @@ import (
 // restoreContainers fills s's container tables from cs, the restored
 // containers in ID order with no ID twice. The four large trees (by ID,
 // by app, by app and change, live by node) are built at once, each in
-// its own goroutine (they share nothing), so a server restores in about
-// the time of the slowest one when it has a core for each.
+// its own goroutine (they share nothing but the read-only keys), so a
+// server restores in about the time of the slowest one when it has a
+// core for each.
 func restoreContainers(s *State, cs []*scheduler.Container) {
+	keys := make([]restoreKeys, len(cs))
+	for i, c := range cs {
+		keys[i] = keysFor(c)
+	}
 	var wg sync.WaitGroup
 	build := func(tree **iradix.Tree[*scheduler.Container], fill func(*iradix.Txn[*scheduler.Container])) {
 		wg.Add(1)
@@ -34,16 +41,34 @@ func restoreContainers(s *State, cs []*scheduler.Container) {
 		}()
 	}
 	build(&s.containers, func(tx *iradix.Txn[*scheduler.Container]) {
-		for _, c := range cs {
-			tx.Insert([]byte(c.ID), c)
+		for i, c := range cs {
+			tx.Insert(keys[i].id, c)
 		}
 	})
+	byApp := func(c *scheduler.Container) (string, bool) { return c.AppID, true }
 	build(&s.byApp, func(tx *iradix.Txn[*scheduler.Container]) {
-		insertGrouped(tx, cs, func(c *scheduler.Container) (string, bool) { return c.AppID, true })
+		for _, group := range grouped(cs, byApp) {
+			for _, i := range group {
+				tx.Insert(keys[i].byApp, cs[i])
+			}
+		}
 	})
-	build(&s.byAppChange, func(tx *iradix.Txn[*scheduler.Container]) { insertByChange(tx, cs) })
+	build(&s.byAppChange, func(tx *iradix.Txn[*scheduler.Container]) {
+		for _, group := range grouped(cs, byApp) {
+			// Within an app, the change key orders by modify index.
+			slices.SortFunc(group, func(a, b int) int { return bytes.Compare(keys[a].change, keys[b].change) })
+			for _, i := range group {
+				tx.Insert(keys[i].change, cs[i])
+			}
+		}
+	})
 	build(&s.liveByNode, func(tx *iradix.Txn[*scheduler.Container]) {
-		insertGrouped(tx, cs, func(c *scheduler.Container) (string, bool) { return c.NodeID, c.State.Live() })
+		live := func(c *scheduler.Container) (string, bool) { return c.NodeID, c.State.Live() }
+		for _, group := range grouped(cs, live) {
+			for _, i := range group {
+				tx.Insert(keys[i].live, cs[i])
+			}
+		}
 	})
 	defer wg.Wait()
 	// Few containers are marked or unstarted at once: these stay in
@@ -58,6 +83,55 @@ func restoreContainers(s *State, cs []*scheduler.Container) {
 		}
 	}
 	s.marked, s.unstarted = marked.CommitOnly(), unstarted.CommitOnly()
+}
+
+// restoreKeys are a container's keys in the four large container trees,
+// cut from one allocation (a restore would otherwise make four for each
+// of a million containers; they live about as long as the container).
+// live is nil for a completed container.
+type restoreKeys struct{ id, byApp, change, live []byte }
+
+func keysFor(c *scheduler.Container) restoreKeys {
+	n := 3*len(c.ID) + 2*(len(c.AppID)+1) + 8
+	live := c.State.Live()
+	if live {
+		n += len(c.NodeID) + 1 + len(c.ID)
+	}
+	b := make([]byte, 0, n)
+	// cut returns what was appended since start, capped so that nothing
+	// appended to it could reach the next key.
+	cut := func(start int) []byte { return b[start:len(b):len(b)] }
+	var k restoreKeys
+	b = append(b, c.ID...)
+	k.id = cut(0)
+	start := len(b)
+	b = append(append(append(b, c.AppID...), 0), c.ID...)
+	k.byApp = cut(start)
+	start = len(b)
+	b = append(append(append(append(b, c.AppID...), 0), indexKey(c.ModifyIndex)...), c.ID...)
+	k.change = cut(start)
+	if live {
+		start = len(b)
+		b = append(append(append(b, c.NodeID...), 0), c.ID...)
+		k.live = cut(start)
+	}
+	return k
+}
+
+// grouped returns the positions in cs of the containers group selects,
+// group by group in name order, each group in the order of cs.
+func grouped(cs []*scheduler.Container, group func(*scheduler.Container) (string, bool)) [][]int {
+	groups := make(map[string][]int)
+	for i, c := range cs {
+		if g, ok := group(c); ok {
+			groups[g] = append(groups[g], i)
+		}
+	}
+	out := make([][]int, 0, len(groups))
+	for _, g := range slices.Sorted(maps.Keys(groups)) {
+		out = append(out, groups[g])
+	}
+	return out
 }
 
 // byIDLastWins returns cs, the containers in the order a snapshot holds
@@ -87,64 +161,4 @@ func strictlyByID(cs []*scheduler.Container) bool {
 		}
 	}
 	return true
-}
-
-// insertGrouped inserts, under the key "group \x00 ID", every container of
-// cs that group selects, group by group in name order, each group in the
-// order of cs.
-func insertGrouped(tx *iradix.Txn[*scheduler.Container], cs []*scheduler.Container, group func(*scheduler.Container) (string, bool)) {
-	groups := make(map[string][]*scheduler.Container)
-	for _, c := range cs {
-		if g, ok := group(c); ok {
-			groups[g] = append(groups[g], c)
-		}
-	}
-	names := make([]string, 0, len(groups))
-	for g := range groups {
-		names = append(names, g)
-	}
-	slices.SortFunc(names, strings.Compare)
-	for _, g := range names {
-		for _, c := range groups[g] {
-			tx.Insert(pairKeyBytes(g, c.ID), c)
-		}
-	}
-}
-
-// insertByChange fills the per-app change index ("app \x00 modify index
-// ID", changeKey) in key order: app by app in name order, each app's
-// containers by modify index, then ID.
-func insertByChange(tx *iradix.Txn[*scheduler.Container], cs []*scheduler.Container) {
-	groups := make(map[string][]*scheduler.Container)
-	for _, c := range cs {
-		groups[c.AppID] = append(groups[c.AppID], c)
-	}
-	names := make([]string, 0, len(groups))
-	for g := range groups {
-		names = append(names, g)
-	}
-	slices.SortFunc(names, strings.Compare)
-	for _, g := range names {
-		group := groups[g]
-		slices.SortFunc(group, func(a, b *scheduler.Container) int {
-			if a.ModifyIndex != b.ModifyIndex {
-				if a.ModifyIndex < b.ModifyIndex {
-					return -1
-				}
-				return 1
-			}
-			return strings.Compare(a.ID, b.ID)
-		})
-		for _, c := range group {
-			tx.Insert(changeKey(c), c)
-		}
-	}
-}
-
-// pairKeyBytes is pairKey in one allocation.
-func pairKeyBytes(a, b string) []byte {
-	k := make([]byte, 0, len(a)+1+len(b))
-	k = append(k, a...)
-	k = append(k, 0)
-	return append(k, b...)
 }
