@@ -81,9 +81,10 @@ func (s *snapshot) Release() {}
 
 // snapshotWriter frames format 2 records.
 type snapshotWriter struct {
-	bw   *bufio.Writer
-	enc  *codec.Encoder // encodes into body
-	body []byte
+	bw     *bufio.Writer
+	enc    *codec.Encoder // encodes into body
+	body   []byte
+	length []byte // a record's length, reused
 }
 
 // frame writes a record: its type, the length of body, then body.
@@ -93,8 +94,8 @@ func (w *snapshotWriter) frame(t recordType, body []byte) error {
 }
 
 func (w *snapshotWriter) lengthAndBody(body []byte) error {
-	var n [binary.MaxVarintLen64]byte
-	w.bw.Write(n[:binary.PutUvarint(n[:], uint64(len(body)))])
+	w.length = binary.AppendUvarint(w.length[:0], uint64(len(body)))
+	w.bw.Write(w.length)
 	_, err := w.bw.Write(body)
 	return err
 }
