@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -186,4 +187,19 @@ func snapshotV2Body(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+func TestRestoreDoesNotAllocateWhatARecordOnlyClaims(t *testing.T) {
+	// A record claiming 60 MiB, followed by a few bytes.
+	snap := snapshotV2Of(t, []byte{byte(recordNode)}, binary.AppendUvarint(nil, 60<<20), []byte("short"))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err := New(nil).Restore(io.NopCloser(bytes.NewReader(snap)))
+	runtime.ReadMemStats(&after)
+	if err == nil {
+		t.Fatal("a record cut short restored")
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 4<<20 {
+		t.Fatalf("restore allocated %d bytes for a record of a few", got)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	iradix "github.com/hashicorp/go-immutable-radix/v2"
 	"github.com/hashicorp/go-msgpack/v2/codec"
@@ -257,8 +258,8 @@ func readSnapshotV2(br *bufio.Reader) (*State, error) {
 }
 
 // readBody reads a record body of n bytes into *buf, which it reuses. The
-// buffer grows only as the bytes arrive, so a length that lies costs no
-// more memory than was actually sent.
+// buffer grows by at most 1 MiB ahead of the bytes that arrived, so a
+// length that lies costs little more memory than was actually sent.
 func readBody(r io.Reader, n uint64, buf *[]byte) ([]byte, error) {
 	if n > maxRecordBytes {
 		return nil, fmt.Errorf("record of %d bytes is over the limit of %d", n, maxRecordBytes)
@@ -266,9 +267,7 @@ func readBody(r io.Reader, n uint64, buf *[]byte) ([]byte, error) {
 	b := (*buf)[:0]
 	for len(b) < int(n) {
 		m := min(int(n)-len(b), 1<<20)
-		if cap(b)-len(b) < m {
-			b = append(b[:cap(b)], make([]byte, m)...)[:len(b)]
-		}
+		b = slices.Grow(b, m)
 		got, err := io.ReadFull(r, b[len(b):len(b)+m])
 		b = b[:len(b)+got]
 		if err != nil {
