@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"syscall"
 	"testing"
@@ -42,6 +43,11 @@ func bigState(b *testing.B) (*State, []byte) {
 			b.Fatal(err)
 		}
 		snapBytes = buf.Bytes()
+		if path := os.Getenv("WEFT_BENCH_SNAPSHOT_WRITE"); path != "" {
+			if err := os.WriteFile(path, snapBytes, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
 	})
 	if snapState == nil {
 		b.Fatal("the benchmark state could not be built")

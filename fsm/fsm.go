@@ -3,6 +3,8 @@ package fsm
 import (
 	"fmt"
 	"io"
+	"runtime/debug"
+	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
@@ -238,13 +240,47 @@ func (f *FSM) Restore(r io.ReadCloser) error {
 	if h := f.halt.Load(); h != nil {
 		return fmt.Errorf("restore snapshot: %w", h)
 	}
+	resume := pauseGC()
 	s, err := readSnapshotSafely(r)
+	resume()
 	if err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
 	f.store.replace(s)
 	f.logger.Info("restored snapshot", "index", s.index)
 	return nil
+}
+
+// gcPaused counts the restores under way; while there is one, the
+// garbage collector is off (pauseGC).
+var gcPaused struct {
+	sync.Mutex
+	n       int
+	percent int // the setting to return to
+}
+
+// pauseGC turns the garbage collector off until resume is called (and no
+// other restore is under way). A restore allocates a whole state, nearly
+// all of which stays live (at 1 M containers 2.3 GB allocated, 1.8 GB
+// live): each collection while the heap grows marks it all again for
+// little garbage, ~a quarter of the restore's CPU. Off, the heap peaks
+// ~11% higher, and the collection after the restore marks it once. A
+// memory limit (GOMEMLIMIT) still holds: the runtime collects when the
+// heap reaches it.
+func pauseGC() (resume func()) {
+	gcPaused.Lock()
+	defer gcPaused.Unlock()
+	if gcPaused.n == 0 {
+		gcPaused.percent = debug.SetGCPercent(-1)
+	}
+	gcPaused.n++
+	return func() {
+		gcPaused.Lock()
+		defer gcPaused.Unlock()
+		if gcPaused.n--; gcPaused.n == 0 {
+			debug.SetGCPercent(gcPaused.percent)
+		}
+	}
 }
 
 // readSnapshotSafely is readSnapshot, with a panic on content it did not

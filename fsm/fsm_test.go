@@ -211,11 +211,21 @@ func TestRestoreRejectsDamagedSnapshots(t *testing.T) {
 			t.Errorf("%s snapshot changed the state", name)
 		}
 	}
-	// An unknown record with the high bit set is skipped.
+	// An unknown record with the high bit set is skipped: in format 2
+	// by its length, in format 1 as one msgpack value.
 	b := append([]byte(nil), data[:len(data)-1]...)
-	b = append(b, 0x81, 0x81, 0xa1, 'k', 0x01, byte(recordEnd))
+	b = append(b, 0x81, 4, 0x81, 0xa1, 'k', 0x01, byte(recordEnd))
 	g := New(nil)
 	if err := g.Restore(io.NopCloser(bytes.NewReader(b))); err != nil || !statesEqual(f.State(), g.State()) {
 		t.Fatalf("skippable record: %v", err)
+	}
+	var v1 bytes.Buffer
+	if err := writeSnapshotV1(&v1, f.State()); err != nil {
+		t.Fatal(err)
+	}
+	b = append(v1.Bytes()[:v1.Len()-1], 0x81, 0x81, 0xa1, 'k', 0x01, byte(recordEnd))
+	g = New(nil)
+	if err := g.Restore(io.NopCloser(bytes.NewReader(b))); err != nil || !statesEqual(f.State(), g.State()) {
+		t.Fatalf("skippable format 1 record: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/weft-sched/weft/acl"
 	"io"
+	"os"
 	"reflect"
 	"testing"
 	"time"
@@ -175,8 +176,17 @@ func FuzzRestore(f *testing.F) {
 	f.Add(snap)
 	f.Add(persist(f, New(nil)))
 	f.Add(snap[:len(snap)/2])
-	f.Add(append(append([]byte(nil), snap[:len(snap)-1]...), 0x81, 0x80, byte(recordEnd)))
-	f.Add(append(append([]byte(nil), snap[:len(snap)-1]...), 0x33, 0x80, byte(recordEnd)))
+	f.Add(append(append([]byte(nil), snap[:len(snap)-1]...), 0x81, 0x01, 0x80, byte(recordEnd)))
+	f.Add(append(append([]byte(nil), snap[:len(snap)-1]...), 0x33, 0x01, 0x80, byte(recordEnd)))
+	// Format 1: the old binary's golden snapshot, and one of this state.
+	if golden, err := os.ReadFile("testdata/snapshot-v1.bin"); err == nil {
+		f.Add(golden)
+	}
+	var v1 bytes.Buffer
+	if err := writeSnapshotV1(&v1, s.h.f.State()); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(v1.Bytes())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		g := New(nil)
 		before := g.State()
@@ -192,6 +202,34 @@ func FuzzRestore(f *testing.F) {
 		}
 		if !sameTables(g.State(), again.State()) {
 			t.Fatalf("a restored state changed through snapshot and restore")
+		}
+	})
+}
+
+// FuzzContainerRecord feeds arbitrary bytes to the snapshot's container
+// record decoder. It must never panic nor allocate beyond the record's
+// length; a record it accepts encodes and decodes again to the same
+// container.
+func FuzzContainerRecord(f *testing.F) {
+	zero := 0
+	for _, c := range []*scheduler.Container{{}, {ID: "c-9-0", AppID: "app-1", NodeID: "n1", Attempt: 1, AskID: 2,
+		Resources:     scheduler.Resources{MemoryMB: 1024, Vcores: 1, Extended: map[string]int64{"gpu": 1, "fpga": 2}},
+		ExecutionType: scheduler.Guaranteed, State: scheduler.ContainerCompleted, ExitCode: &zero, Reason: scheduler.ReasonExited,
+		KillRequested: true, PreemptKillAt: 5, PreemptFor: "app-2", AllocatedAt: 1, StartedAt: 2, FinishedAt: 3, CreateIndex: 9, ModifyIndex: 12}} {
+		f.Add(appendContainer(nil, c))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var in interner
+		c, err := decodeContainer(data, &in)
+		if err != nil {
+			return
+		}
+		again, err := decodeContainer(appendContainer(nil, c), &in)
+		if err != nil {
+			t.Fatalf("an accepted record does not decode once encoded again: %v", err)
+		}
+		if !reflect.DeepEqual(c, again) {
+			t.Fatalf("container changed through encode and decode:\n%+v\n%+v", c, again)
 		}
 	})
 }

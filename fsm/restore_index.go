@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"bytes"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -17,29 +19,61 @@ import (
 // keeping that order, then taking the groups in name order, gives the
 // order of the "app \x00 container" keys without sorting a million keys.
 
-// indexContainers fills the secondary container indexes from cs, the
-// restored containers in ID order.
-// The three large indexes are built at once, each in its own goroutine (the
-// transactions share nothing), so a server with cores to spare restores
-// in about the time of the slower one.
-func indexContainers(cs []*scheduler.Container, byApp, byAppChange, live, marked, unstarted *iradix.Txn[*scheduler.Container]) {
+// restoreContainers fills s's container tables from cs, the restored
+// containers in ID order with no ID twice. The four large trees (by ID,
+// by app, by app and change, live by node) are built at once, each in
+// its own goroutine (they share nothing but the read-only keys), so a
+// server restores in about the time of the slowest one when it has a
+// core for each.
+func restoreContainers(s *State, cs []*scheduler.Container) {
+	keys := make([]restoreKeys, len(cs))
+	for i, c := range cs {
+		keys[i] = keysFor(c)
+	}
 	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() {
-		defer wg.Done()
-		insertGrouped(byApp, cs, func(c *scheduler.Container) (string, bool) { return c.AppID, true })
-	}()
-	go func() {
-		defer wg.Done()
-		insertByChange(byAppChange, cs)
-	}()
-	go func() {
-		defer wg.Done()
-		insertGrouped(live, cs, func(c *scheduler.Container) (string, bool) { return c.NodeID, c.State.Live() })
-	}()
+	build := func(tree **iradix.Tree[*scheduler.Container], fill func(*iradix.Txn[*scheduler.Container])) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tx := (*tree).Txn()
+			fill(tx)
+			*tree = tx.CommitOnly()
+		}()
+	}
+	build(&s.containers, func(tx *iradix.Txn[*scheduler.Container]) {
+		for i, c := range cs {
+			tx.Insert(keys[i].id, c)
+		}
+	})
+	byApp := func(c *scheduler.Container) (string, bool) { return c.AppID, true }
+	build(&s.byApp, func(tx *iradix.Txn[*scheduler.Container]) {
+		for _, group := range grouped(cs, byApp) {
+			for _, i := range group {
+				tx.Insert(keys[i].byApp, cs[i])
+			}
+		}
+	})
+	build(&s.byAppChange, func(tx *iradix.Txn[*scheduler.Container]) {
+		for _, group := range grouped(cs, byApp) {
+			// Within an app, the change key orders by modify index.
+			slices.SortFunc(group, func(a, b int) int { return bytes.Compare(keys[a].change, keys[b].change) })
+			for _, i := range group {
+				tx.Insert(keys[i].change, cs[i])
+			}
+		}
+	})
+	build(&s.liveByNode, func(tx *iradix.Txn[*scheduler.Container]) {
+		live := func(c *scheduler.Container) (string, bool) { return c.NodeID, c.State.Live() }
+		for _, group := range grouped(cs, live) {
+			for _, i := range group {
+				tx.Insert(keys[i].live, cs[i])
+			}
+		}
+	})
 	defer wg.Wait()
 	// Few containers are marked or unstarted at once: these stay in
-	// arrival order.
+	// ID order.
+	marked, unstarted := s.marked.Txn(), s.unstarted.Txn()
 	for _, c := range cs {
 		if k := markedKey(c); k != nil {
 			marked.Insert(k, c)
@@ -48,76 +82,83 @@ func indexContainers(cs []*scheduler.Container, byApp, byAppChange, live, marked
 			unstarted.Insert(k, c)
 		}
 	}
+	s.marked, s.unstarted = marked.CommitOnly(), unstarted.CommitOnly()
 }
 
-// insertGrouped inserts, under the key "group \x00 ID", every container of
-// cs that group selects, group by group in name order, each group in the
-// order of cs.
-func insertGrouped(tx *iradix.Txn[*scheduler.Container], cs []*scheduler.Container, group func(*scheduler.Container) (string, bool)) {
-	groups := make(map[string][]*scheduler.Container)
-	for _, c := range cs {
+// restoreKeys are a container's keys in the four large container trees,
+// cut from one allocation (a restore would otherwise make four for each
+// of a million containers; they live about as long as the container).
+// live is nil for a completed container.
+type restoreKeys struct{ id, byApp, change, live []byte }
+
+func keysFor(c *scheduler.Container) restoreKeys {
+	n := 3*len(c.ID) + 2*(len(c.AppID)+1) + 8
+	live := c.State.Live()
+	if live {
+		n += len(c.NodeID) + 1 + len(c.ID)
+	}
+	b := make([]byte, 0, n)
+	// cut returns what was appended since start, capped so that nothing
+	// appended to it could reach the next key.
+	cut := func(start int) []byte { return b[start:len(b):len(b)] }
+	var k restoreKeys
+	b = append(b, c.ID...)
+	k.id = cut(0)
+	start := len(b)
+	b = append(append(append(b, c.AppID...), 0), c.ID...)
+	k.byApp = cut(start)
+	start = len(b)
+	b = append(append(append(append(b, c.AppID...), 0), indexKey(c.ModifyIndex)...), c.ID...)
+	k.change = cut(start)
+	if live {
+		start = len(b)
+		b = append(append(append(b, c.NodeID...), 0), c.ID...)
+		k.live = cut(start)
+	}
+	return k
+}
+
+// grouped returns the positions in cs of the containers group selects,
+// group by group in name order, each group in the order of cs.
+func grouped(cs []*scheduler.Container, group func(*scheduler.Container) (string, bool)) [][]int {
+	groups := make(map[string][]int)
+	for i, c := range cs {
 		if g, ok := group(c); ok {
-			groups[g] = append(groups[g], c)
+			groups[g] = append(groups[g], i)
 		}
 	}
-	names := make([]string, 0, len(groups))
-	for g := range groups {
-		names = append(names, g)
-	}
-	slices.SortFunc(names, strings.Compare)
-	for _, g := range names {
-		for _, c := range groups[g] {
-			tx.Insert(pairKeyBytes(g, c.ID), c)
-		}
-	}
-}
-
-// insertByChange fills the per-app change index ("app \x00 modify index
-// ID", changeKey) in key order: app by app in name order, each app's
-// containers by modify index, then ID.
-func insertByChange(tx *iradix.Txn[*scheduler.Container], cs []*scheduler.Container) {
-	groups := make(map[string][]*scheduler.Container)
-	for _, c := range cs {
-		groups[c.AppID] = append(groups[c.AppID], c)
-	}
-	names := make([]string, 0, len(groups))
-	for g := range groups {
-		names = append(names, g)
-	}
-	slices.SortFunc(names, strings.Compare)
-	for _, g := range names {
-		group := groups[g]
-		slices.SortFunc(group, func(a, b *scheduler.Container) int {
-			if a.ModifyIndex != b.ModifyIndex {
-				if a.ModifyIndex < b.ModifyIndex {
-					return -1
-				}
-				return 1
-			}
-			return strings.Compare(a.ID, b.ID)
-		})
-		for _, c := range group {
-			tx.Insert(changeKey(c), c)
-		}
-	}
-}
-
-// pairKeyBytes is pairKey in one allocation.
-func pairKeyBytes(a, b string) []byte {
-	k := make([]byte, 0, len(a)+1+len(b))
-	k = append(k, a...)
-	k = append(k, 0)
-	return append(k, b...)
-}
-
-// lastOfEach keeps, of a damaged snapshot's repeated containers, the one
-// the primary index holds (the last read), in ID order.
-func lastOfEach(containers *iradix.Txn[*scheduler.Container], cs []*scheduler.Container) []*scheduler.Container {
-	out := cs[:0:0]
-	for _, c := range cs {
-		if kept, _ := containers.Get([]byte(c.ID)); kept == c {
-			out = append(out, c)
-		}
+	out := make([][]int, 0, len(groups))
+	for _, g := range slices.Sorted(maps.Keys(groups)) {
+		out = append(out, groups[g])
 	}
 	return out
+}
+
+// byIDLastWins returns cs, the containers in the order a snapshot holds
+// them, in ID order with each ID once: of a damaged snapshot's repeated
+// containers, the last read wins (as it would have inserted last). A
+// snapshot this package wrote is already in that order, and is checked
+// in one pass.
+func byIDLastWins(cs []*scheduler.Container) []*scheduler.Container {
+	if strictlyByID(cs) {
+		return cs
+	}
+	slices.SortStableFunc(cs, func(a, b *scheduler.Container) int { return strings.Compare(a.ID, b.ID) })
+	out := cs[:0]
+	for i, c := range cs {
+		if i+1 < len(cs) && cs[i+1].ID == c.ID {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func strictlyByID(cs []*scheduler.Container) bool {
+	for i := 1; i < len(cs); i++ {
+		if cs[i-1].ID >= cs[i].ID {
+			return false
+		}
+	}
+	return true
 }
