@@ -248,7 +248,7 @@ func (a *AM) assign(c wrpc.ContainerInfo, atProxy bool) []string {
 			a.cfg.Logger.Debug("node turned a container away", "container", c.ID)
 			delete(a.byCID, c.ID)
 			t.container, t.askedAt = "", now
-			a.cfg.Stats.TaskRetried()
+			a.cfg.Stats.TaskRetried(scheduler.ReasonRejected)
 		}
 		return nil
 	}
@@ -266,7 +266,7 @@ func (a *AM) completed(c wrpc.ContainerInfo) {
 	t := &a.tasks[i]
 	t.container = ""
 	if scheduler.ExitReason(c.Reason).Retryable() {
-		a.cfg.Stats.TaskRetried()
+		a.cfg.Stats.TaskRetried(scheduler.ExitReason(c.Reason))
 		return
 	}
 	t.done = true

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 )
@@ -40,28 +41,32 @@ type Summary struct {
 	AskToAllocP99MS float64 `json:"ask_to_allocation_p99_ms"`
 	// By who allocated: guaranteed containers (the leader), opportunistic
 	// ones the leader allocated, and opportunistic ones AMRMProxies did.
-	GuaranteedP50MS  float64 `json:"guaranteed_ask_to_allocation_p50_ms"`
-	GuaranteedP99MS  float64 `json:"guaranteed_ask_to_allocation_p99_ms"`
-	OppCentral       uint64  `json:"opportunistic_allocations_at_leader"`
-	OppCentralP50MS  float64 `json:"opportunistic_leader_ask_to_allocation_p50_ms"`
-	OppCentralP99MS  float64 `json:"opportunistic_leader_ask_to_allocation_p99_ms"`
-	OppProxy         uint64  `json:"opportunistic_allocations_at_proxy"`
-	OppProxyP50MS    float64 `json:"opportunistic_proxy_ask_to_allocation_p50_ms"`
-	OppProxyP99MS    float64 `json:"opportunistic_proxy_ask_to_allocation_p99_ms"`
-	TasksPerS        float64 `json:"tasks_finished_per_second"`
-	TasksRetried     uint64  `json:"tasks_asked_again"`
-	HeartbeatCount   uint64  `json:"heartbeats"`
-	HeartbeatFailed  uint64  `json:"heartbeats_failed"`
-	HeartbeatP50MS   float64 `json:"heartbeat_p50_ms"`
-	HeartbeatP99MS   float64 `json:"heartbeat_p99_ms"`
-	HeartbeatMaxMS   float64 `json:"heartbeat_max_ms"`
-	UtilisationMean  float64 `json:"utilisation_mean"`
-	UtilisationPeak  float64 `json:"utilisation_peak"`
-	SpuriousDown     int     `json:"spurious_down_nodes"`
-	DownCheckError   string  `json:"down_check_error,omitempty"`
-	Reregistrations  int     `json:"reregistrations"`
-	LeaderChanges    int     `json:"leadership_changes"`
-	MeasuredFromNote string  `json:"note"`
+	GuaranteedP50MS float64 `json:"guaranteed_ask_to_allocation_p50_ms"`
+	GuaranteedP99MS float64 `json:"guaranteed_ask_to_allocation_p99_ms"`
+	OppCentral      uint64  `json:"opportunistic_allocations_at_leader"`
+	OppCentralP50MS float64 `json:"opportunistic_leader_ask_to_allocation_p50_ms"`
+	OppCentralP99MS float64 `json:"opportunistic_leader_ask_to_allocation_p99_ms"`
+	OppProxy        uint64  `json:"opportunistic_allocations_at_proxy"`
+	OppProxyP50MS   float64 `json:"opportunistic_proxy_ask_to_allocation_p50_ms"`
+	OppProxyP99MS   float64 `json:"opportunistic_proxy_ask_to_allocation_p99_ms"`
+	TasksPerS       float64 `json:"tasks_finished_per_second"`
+	TasksRetried    uint64  `json:"tasks_asked_again"`
+	// RetriedBy counts the tasks asked again by why their container ended:
+	// rejected (a node's queue was full when it was started), evicted,
+	// shed, preempted, lost.
+	RetriedBy        map[string]uint64 `json:"tasks_asked_again_by_reason,omitempty"`
+	HeartbeatCount   uint64            `json:"heartbeats"`
+	HeartbeatFailed  uint64            `json:"heartbeats_failed"`
+	HeartbeatP50MS   float64           `json:"heartbeat_p50_ms"`
+	HeartbeatP99MS   float64           `json:"heartbeat_p99_ms"`
+	HeartbeatMaxMS   float64           `json:"heartbeat_max_ms"`
+	UtilisationMean  float64           `json:"utilisation_mean"`
+	UtilisationPeak  float64           `json:"utilisation_peak"`
+	SpuriousDown     int               `json:"spurious_down_nodes"`
+	DownCheckError   string            `json:"down_check_error,omitempty"`
+	Reregistrations  int               `json:"reregistrations"`
+	LeaderChanges    int               `json:"leadership_changes"`
+	MeasuredFromNote string            `json:"note"`
 }
 
 // SeriesPoint is one second of the run.
@@ -105,6 +110,10 @@ func (r *Run) result(end time.Time) *Result {
 	if r.downErr != nil {
 		sum.DownCheckError = r.downErr.Error()
 	}
+	sum.RetriedBy = make(map[string]uint64, len(s.retriedBy))
+	for why, n := range s.retriedBy {
+		sum.RetriedBy[string(why)] = n
+	}
 	res := &Result{Summary: sum}
 	var utilSum float64
 	// Heartbeats answered while the run winds down are not in the series.
@@ -132,8 +141,8 @@ func (s *Summary) Text() string {
 	if s.LastSubmitError != "" {
 		p("             last refusal: %s", s.LastSubmitError)
 	}
-	p("tasks:       %d submitted, %d finished (%.1f/s); finished apps: %d of %d tasks done; %d asked again", s.TasksSubmitted, s.TasksFinished,
-		s.TasksPerS, s.TasksDoneOfFin, s.TasksOfFinished, s.TasksRetried)
+	p("tasks:       %d submitted, %d finished (%.1f/s); finished apps: %d of %d tasks done; %d asked again%s", s.TasksSubmitted, s.TasksFinished,
+		s.TasksPerS, s.TasksDoneOfFin, s.TasksOfFinished, s.TasksRetried, s.retriedText())
 	p("allocations: %d (%d opportunistic: %d at AMRMProxies, %d at the leader), %.1f/s over the run, %d in the busiest second",
 		s.Allocations, s.Opportunistic, s.OppProxy, s.OppCentral, s.AllocationsPerS, s.AllocationsPeak)
 	p("ask→alloc:   p50 %.1f ms, p99 %.1f ms; guaranteed p50 %.1f ms, p99 %.1f ms", s.AskToAllocP50MS, s.AskToAllocP99MS, s.GuaranteedP50MS, s.GuaranteedP99MS)
@@ -151,6 +160,19 @@ func (s *Summary) Text() string {
 	p("leadership:  %d changes seen", s.LeaderChanges)
 	p("note:        %s", s.MeasuredFromNote)
 	return b.String()
+}
+
+// retriedText lists the reasons tasks were asked again for, if any.
+func (s *Summary) retriedText() string {
+	if len(s.RetriedBy) == 0 {
+		return ""
+	}
+	why := make([]string, 0, len(s.RetriedBy))
+	for r, n := range s.RetriedBy {
+		why = append(why, fmt.Sprintf("%d %s", n, r))
+	}
+	sort.Strings(why)
+	return " (" + strings.Join(why, ", ") + ")"
 }
 
 // WriteFiles writes summary.txt, summary.json, series.csv and the SVG

@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/weft-sched/weft/scheduler"
 )
 
 // Hist is a histogram of durations in logarithmic buckets (about 4%
@@ -101,6 +103,7 @@ type Stats struct {
 	askToAlloc         Hist
 	byKind             [3]Hist // ask → allocation by allocKind
 	tasksRetried       uint64
+	retriedBy          map[scheduler.ExitReason]uint64
 	allocations        uint64
 	tasksDone          uint64
 	appsSubmitted      uint64
@@ -185,13 +188,18 @@ func (s *Stats) Allocated(d time.Duration, kind allocKind) {
 }
 
 // TaskRetried records a task whose container was taken away (turned
-// away, evicted, preempted, lost), asked for again.
-func (s *Stats) TaskRetried() {
+// away, evicted, preempted, lost), asked for again, and why.
+func (s *Stats) TaskRetried(why scheduler.ExitReason) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.frozen {
-		s.tasksRetried++
+	if s.frozen {
+		return
 	}
+	s.tasksRetried++
+	if s.retriedBy == nil {
+		s.retriedBy = map[scheduler.ExitReason]uint64{}
+	}
+	s.retriedBy[why]++
 }
 
 // TaskDone records a task an AM saw complete.
