@@ -141,15 +141,20 @@ chaos-short:
 # against three `weft server` processes it starts, results in bench/sim-*.txt
 # and charts under bench/sim/. SIM_DURATION shortens or lengthens each run.
 SIM_DURATION ?= 60s
+# Mercury's scenario (seed 000, docs/scale.md): short tasks on small nodes,
+# guaranteed only against half the apps opportunistic, same seed and work.
+SIM_SHORT := -nodes=2000+-node-resources=memory_mb=8192,vcores=4+-task-resources=memory_mb=4096,vcores=4+-queue-length=2+-nodes-used=20+-apps-per-second=1+-tasks-min=100+-tasks-max=300+-task-duration-min=500ms+-task-duration-max=5s+-seed=7
 SIM_SCENARIOS := \
 	heartbeats-1000:-nodes=1000 \
 	heartbeats-2000:-nodes=2000 \
 	apps-1000:-nodes=1000+-apps-per-second=2+-tasks-min=10+-tasks-max=100 \
-	throughput-1000:-nodes=1000+-apps=100+-apps-per-second=100+-tasks-min=1000+-tasks-max=1000+-task-duration-min=20s+-task-duration-max=40s
+	throughput-1000:-nodes=1000+-apps=100+-apps-per-second=100+-tasks-min=1000+-tasks-max=1000+-task-duration-min=20s+-task-duration-max=40s \
+	short-guaranteed-2000:$(SIM_SHORT)+-opportunistic=0 \
+	short-opportunistic-2000:$(SIM_SHORT)+-opportunistic=0.5
 
 .PHONY: sim-bench
 
-## sim-bench: run the simulator scenarios (heartbeats at 1,000 and 2,000 nodes, apps and 100,000 containers on 1,000) and write bench/sim-*.txt.
+## sim-bench: run the simulator scenarios (heartbeats at 1,000 and 2,000 nodes, apps and 100,000 containers on 1,000, short tasks on 2,000 nodes guaranteed-only and half opportunistic) and write bench/sim-*.txt.
 sim-bench: build
 	@mkdir -p bench/sim
 	@set -e; for s in $(SIM_SCENARIOS); do \

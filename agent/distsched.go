@@ -13,16 +13,11 @@ import (
 
 // distScheduler is the agent's distributed opportunistic scheduler (SPEC
 // §10, seed 000). It holds the least-loaded list the leader pushes in
-// heartbeat responses and the room left on each of its nodes, and allocates
-// opportunistic asks from it with scheduler.AllocateOpportunistic, so an
-// AMRMProxy never waits for a server to allocate them.
-//
-// A list computed at T reflects the containers its nodes had reported by
-// then: when one is installed, the containers this scheduler allocated
-// since T, less a margin for their AMs to start them and their nodes to
-// report them, are taken off its room, or their places would be handed
-// out twice. T is placed on the agent's clock from the list's age, so the
-// servers' and agents' clocks need not agree. When no list has come
+// heartbeat responses and the room left on each of its nodes (a
+// scheduler.DistributedRoom, which the simulator's AMRMProxy shares), and
+// allocates opportunistic asks from it with
+// scheduler.AllocateOpportunistic, so an AMRMProxy never waits for a
+// server to allocate them. When no list has come
 // from the leader for a while (no leader, or the servers cannot be
 // reached) it renews the room itself from the loads of the agents gossip
 // knows, so allocation goes on.
@@ -30,36 +25,24 @@ type distScheduler struct {
 	margin time.Duration // how long before a list's computation its loads may still miss an allocation
 
 	mu          sync.Mutex
-	list        []scheduler.LeastLoadedNode
-	nodesUsed   int       // the leader's last list length: how many nodes a renewal keeps
-	at          int64     // the list's computation (the leader's, or a renewal's)
-	fromLeader  time.Time // when the leader last sent (or confirmed) a list
-	room        *scheduler.Room
-	rr          int
+	dist        *scheduler.DistributedRoom // the list, its room and recent allocations
+	nodesUsed   int                        // the leader's last list length: how many nodes a renewal keeps
+	fromLeader  time.Time                  // when the leader last sent (or confirmed) a list
 	limit       int
 	centralized bool
 	renewed     chan struct{} // closed when the room is renewed
-	recent      []recentAlloc // allocations the last list may not reflect (agent clock)
-	pos         []int         // scratch for allocate
-}
-
-// recentAlloc is one container this scheduler placed on a node.
-type recentAlloc struct {
-	at   time.Time
-	node string
-	res  scheduler.Resources
 }
 
 // newDistScheduler returns a scheduler with no list yet. If none comes
 // from the leader it renews one itself, as when lists stop coming.
 func newDistScheduler(margin time.Duration, now time.Time) *distScheduler {
-	return &distScheduler{margin: margin, fromLeader: now, room: scheduler.NewRoom(nil), renewed: make(chan struct{})}
+	return &distScheduler{margin: margin, fromLeader: now, dist: scheduler.NewDistributedRoom(margin), renewed: make(chan struct{})}
 }
 
 // update takes what a heartbeat response says about opportunistic work;
 // sent is the computation the heartbeat said the agent held. A list whose
 // computation differs from the one held replaces it, and its room starts
-// afresh, round-robin from a random node.
+// afresh, round-robin from a random node (scheduler.DistributedRoom).
 func (d *distScheduler) update(resp *wrpc.HeartbeatResponse, sent int64, now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -69,49 +52,17 @@ func (d *distScheduler) update(resp *wrpc.HeartbeatResponse, sent int64, now tim
 	}
 	d.fromLeader = now
 	d.limit = resp.QueueLimit
-	if resp.LeastLoadedAt == sent && resp.LeastLoaded == nil {
-		return // the list we said we held (left out of the answer)
-	}
-	if resp.LeastLoadedSame {
-		// Recomputed, entry for entry the list we said we held: take it
-		// as the new computation, its room afresh, as if sent again.
-		if sent == d.at && resp.LeastLoadedAt != d.at {
-			d.install(d.list, resp.LeastLoadedAt, now.Add(-resp.LeastLoadedAge))
+	news := scheduler.ListNews{At: resp.LeastLoadedAt, List: resp.LeastLoaded, Age: resp.LeastLoadedAge, Same: resp.LeastLoadedSame}
+	if d.dist.Update(news, sent, now, rand.Uint64()) {
+		if !resp.LeastLoadedSame {
+			d.nodesUsed = len(resp.LeastLoaded)
 		}
-		return
-	}
-	if resp.LeastLoadedAt != d.at {
-		d.nodesUsed = len(resp.LeastLoaded)
-		d.install(resp.LeastLoaded, resp.LeastLoadedAt, now.Add(-resp.LeastLoadedAge))
+		d.renewedLocked()
 	}
 }
 
-// install replaces the list and its room, less what this scheduler
-// allocated that the list may not reflect; at identifies the list's
-// computation, and computed is when it was, on this agent's clock. d.mu
-// must be held.
-func (d *distScheduler) install(list []scheduler.LeastLoadedNode, at int64, computed time.Time) {
-	d.list, d.at = list, at
-	d.room = scheduler.NewRoom(list)
-	cutoff := computed.Add(-d.margin)
-	keep := d.recent[:0]
-	for _, r := range d.recent {
-		if !r.at.After(cutoff) {
-			continue // reflected in this list, and in every later one
-		}
-		keep = append(keep, r)
-		for i := range list {
-			if list[i].NodeID == r.node {
-				d.room.Take(i, r.res)
-				break
-			}
-		}
-	}
-	d.recent = keep
-	d.rr = 0
-	if len(list) > 0 {
-		d.rr = rand.IntN(len(list))
-	}
+// renewedLocked wakes those waiting for a renewed room. d.mu must be held.
+func (d *distScheduler) renewedLocked() {
 	close(d.renewed)
 	d.renewed = make(chan struct{})
 }
@@ -121,16 +72,7 @@ func (d *distScheduler) install(list []scheduler.LeastLoadedNode, at int64, comp
 func (d *distScheduler) allocate(ask scheduler.Ask, now time.Time) []scheduler.LeastLoadedNode {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.pos, d.rr = scheduler.AllocateOpportunistic(ask, d.list, d.room, d.rr, d.pos[:0])
-	if len(d.pos) == 0 {
-		return nil
-	}
-	out := make([]scheduler.LeastLoadedNode, len(d.pos))
-	for i, p := range d.pos {
-		out[i] = d.list[p]
-		d.recent = append(d.recent, recentAlloc{at: now, node: out[i].NodeID, res: ask.Resources})
-	}
-	return out
+	return d.dist.Allocate(ask, now)
 }
 
 // schedView is what the AMRMProxy and the heartbeat loop need of the
@@ -147,14 +89,16 @@ type schedView struct {
 func (d *distScheduler) view() schedView {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return schedView{Centralized: d.centralized, ListKnown: d.at != 0, ListLen: len(d.list), At: d.at, Renewed: d.renewed}
+	list, at := d.dist.List()
+	return schedView{Centralized: d.centralized, ListKnown: at != 0, ListLen: len(list), At: at, Renewed: d.renewed}
 }
 
 // snapshot returns the current list and queue limit.
 func (d *distScheduler) snapshot() ([]scheduler.LeastLoadedNode, int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.list, d.limit
+	list, _ := d.dist.List()
+	return list, d.limit
 }
 
 // stale reports whether the leader has sent no list for longer than
@@ -177,7 +121,8 @@ func (d *distScheduler) renew(loads []scheduler.NodeLoad, nodesUsed int, now tim
 	if now.Sub(d.fromLeader) <= after {
 		return
 	}
-	d.install(list, now.UnixNano(), now)
+	d.dist.Install(list, now.UnixNano(), now, rand.Uint64())
+	d.renewedLocked()
 }
 
 // maxRenewPoll bounds how many agents one renewal asks for their load.

@@ -66,3 +66,56 @@ func TestSimRunsASyntheticWorkload(t *testing.T) {
 		}
 	}
 }
+
+// oppSummary is the part of weft sim's summary.json about opportunistic
+// containers.
+type oppSummary struct {
+	simSummary
+	TasksFinished uint64  `json:"tasks_finished"`
+	Opportunistic uint64  `json:"opportunistic_allocations"`
+	AtProxy       uint64  `json:"opportunistic_allocations_at_proxy"`
+	AtLeader      uint64  `json:"opportunistic_allocations_at_leader"`
+	ProxyP99MS    float64 `json:"opportunistic_proxy_ask_to_allocation_p99_ms"`
+}
+
+func runOppSim(t *testing.T, extra ...string) oppSummary {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "sim")
+	args := append([]string{"sim", "-start-servers", "1", "-nodes", "20", "-duration", "20s",
+		"-node-resources", "memory_mb=4096,vcores=4", "-apps-per-second", "1", "-tasks-min", "5", "-tasks-max", "20",
+		"-task-duration-min", "500ms", "-task-duration-max", "2s", "-opportunistic", "1", "-out", out}, extra...)
+	stdout, stderr, code := cli(t, args...)
+	if code != 0 {
+		t.Fatalf("weft sim: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s oppSummary
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatalf("summary.json does not parse: %v\n%s", err, b)
+	}
+	if s.AppsFinished == 0 || s.TasksOfFinished == 0 || s.TasksDoneOfFin != s.TasksOfFinished {
+		t.Errorf("apps finished %d; their %d tasks, %d done: want apps finished with every task done\n%s", s.AppsFinished, s.TasksOfFinished, s.TasksDoneOfFin, stdout)
+	}
+	return s
+}
+
+// With an AMRMProxy on every simulated node (the default), opportunistic
+// asks are allocated at the proxies, from the leader's least-loaded list,
+// and none by the leader; the containers reach their nodes, run and
+// complete. With -amrmproxy=false the leader allocates them all.
+func TestSimAllocatesOpportunisticAtTheProxies(t *testing.T) {
+	s := runOppSim(t)
+	if s.AtProxy == 0 || s.AtLeader != 0 || s.Opportunistic != s.AtProxy {
+		t.Errorf("opportunistic allocations %d: %d at the proxies, %d at the leader; want all at the proxies", s.Opportunistic, s.AtProxy, s.AtLeader)
+	}
+	if s.TasksFinished < s.TasksOfFinished || s.AtProxy < s.TasksOfFinished {
+		t.Errorf("%d tasks finished, %d allocations at the proxies: want at least the %d tasks of finished apps", s.TasksFinished, s.AtProxy, s.TasksOfFinished)
+	}
+	c := runOppSim(t, "-amrmproxy=false")
+	if c.AtProxy != 0 || c.AtLeader == 0 {
+		t.Errorf("without proxies: %d at the proxies, %d at the leader; want all at the leader", c.AtProxy, c.AtLeader)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -19,7 +20,8 @@ type AMConfig struct {
 	Job    Job
 	Launch wrpc.AMLaunch
 	// Servers are the servers' RPC addresses: a simulated AM talks to them
-	// directly, as an AM without an AMRMProxy does.
+	// directly when its node has no AMRMProxy, and carries what its
+	// node's proxy forwards when it has one.
 	Servers []string
 	// Node finds a simulated node by ID, to start containers on.
 	Node   func(id string) *Node
@@ -38,20 +40,29 @@ type amTask struct {
 
 // AM is a simulated application master: it registers with the token its
 // launch carried, asks for a container per task over the real AM protocol
-// (one ask per distinct resources, type and priority), records how long
-// each ask took to be allocated, starts the containers on their simulated
+// (one ask per distinct resources, type and priority), through its node's
+// AMRMProxy when the node has one, records how long each ask took to be
+// allocated (by kind: guaranteed, opportunistic at the proxy or at the
+// leader), starts the containers on their simulated
 // nodes for the task's duration, asks again for work taken away
 // (preempted, lost, evicted) and finishes the app when every task has
 // completed.
 type AM struct {
 	cfg    AMConfig
 	client *wrpc.Client
-	token  string
-	index  uint64
-	tasks  []amTask
-	byCID  map[string]int
-	asks   []scheduler.Ask
-	seen   map[string]bool
+	// proxy is the AMRMProxy of the AM's node, nil if it has none: then
+	// the AM asks the servers directly.
+	proxy *Proxy
+	// relays are the proxy's background relays to the servers in flight.
+	relays  sync.WaitGroup
+	mu      sync.Mutex
+	renewed string // an AM token a relay brought back
+	token   string
+	index   uint64
+	tasks   []amTask
+	byCID   map[string]int
+	asks    []scheduler.Ask
+	seen    map[string]bool
 }
 
 // NewAM returns the AM of a launch; Run drives it.
@@ -80,7 +91,11 @@ func NewAM(cfg AMConfig) *AM {
 // It returns when the app ends or ctx does.
 func (a *AM) Run(ctx context.Context) error {
 	defer a.client.Close()
+	defer a.relays.Wait()
 	l := a.cfg.Launch.Container
+	if n := a.cfg.Node(l.NodeID); n != nil {
+		a.proxy = n.Proxy()
+	}
 	var reg wrpc.AMRegisterResponse
 	if err := a.client.Call(ctx, "AM.Register", &wrpc.AMRegisterRequest{AppID: l.AppID, Attempt: l.Attempt, Token: a.token}, &reg); err != nil {
 		return err
@@ -107,7 +122,8 @@ func (a *AM) Run(ctx context.Context) error {
 			Progress: a.progress()}
 		req.MinQueryIndex, req.MaxWait = a.index, amAllocateWait
 		var resp wrpc.AMAllocateResponse
-		if err := a.client.Call(ctx, "AM.Allocate", req, &resp); err != nil {
+		local, err := a.allocate(ctx, req, &resp)
+		if err != nil {
 			if errors.Is(err, wrpc.ErrStale) || ctx.Err() != nil {
 				return err
 			}
@@ -129,7 +145,7 @@ func (a *AM) Run(ctx context.Context) error {
 			return nil
 		}
 		for _, c := range resp.Allocated {
-			releases = append(releases, a.assign(c)...)
+			releases = append(releases, a.assign(c, local)...)
 		}
 		for _, c := range resp.Completed {
 			a.completed(c)
@@ -140,9 +156,63 @@ func (a *AM) Run(ctx context.Context) error {
 	}
 }
 
+// allocate makes one AM.Allocate call: to the servers, or through the
+// node's AMRMProxy, which answers at once with what it allocated (the rest
+// relayed to the servers in the background, as an agent's proxy does) and
+// otherwise forwards the call, waiting no longer than a heartbeat interval
+// when opportunistic demand wants the room the next list brings. local
+// says the answer came from the proxy.
+func (a *AM) allocate(ctx context.Context, req *wrpc.AMAllocateRequest, resp *wrpc.AMAllocateResponse) (local bool, err error) {
+	if a.proxy == nil {
+		return false, a.client.Call(ctx, "AM.Allocate", req, resp)
+	}
+	l := a.cfg.Launch.Container
+	s := a.proxy.Split(req)
+	if len(s.Local) > 0 {
+		if s.NeedServers {
+			fwd := s.Forward
+			fwd.MaxWait = time.Millisecond
+			a.relays.Add(1)
+			go func() {
+				defer a.relays.Done()
+				relayCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				var r wrpc.AMAllocateResponse
+				if err := a.client.Call(relayCtx, "AM.Allocate", &fwd, &r); err != nil {
+					a.cfg.Logger.Debug("relay to the servers failed; the AM's next call asks again", "app", l.AppID, "error", err)
+					return
+				}
+				a.mu.Lock()
+				if r.AMToken != "" {
+					a.renewed = r.AMToken
+				}
+				a.mu.Unlock()
+				a.proxy.Synced(l.AppID, l.Attempt, &r)
+			}()
+		}
+		*resp = wrpc.AMAllocateResponse{Index: req.MinQueryIndex, Allocated: s.Local}
+		a.mu.Lock()
+		resp.AMToken, a.renewed = a.renewed, ""
+		a.mu.Unlock()
+		return true, nil
+	}
+	fwd := s.Forward
+	if s.Unmet && (fwd.MaxWait <= 0 || fwd.MaxWait > a.heartbeat()) {
+		fwd.MaxWait = a.heartbeat() // fresh room comes with the next list
+	}
+	if err := a.client.Call(ctx, "AM.Allocate", &fwd, resp); err != nil {
+		return false, err
+	}
+	a.proxy.Synced(l.AppID, l.Attempt, resp)
+	return false, nil
+}
+
+func (a *AM) heartbeat() time.Duration { return a.proxy.node.cfg.Heartbeat }
+
 // assign gives an allocated container to a task of its ask and starts it
-// on its node; a container no task needs is returned for release.
-func (a *AM) assign(c wrpc.ContainerInfo) []string {
+// on its node; a container no task needs is returned for release. atProxy
+// says the AMRMProxy allocated it.
+func (a *AM) assign(c wrpc.ContainerInfo, atProxy bool) []string {
 	if a.seen[c.ID] {
 		return nil
 	}
@@ -157,14 +227,28 @@ func (a *AM) assign(c wrpc.ContainerInfo) []string {
 		if node == nil {
 			return []string{c.ID}
 		}
-		a.cfg.Stats.Allocated(now.Sub(t.askedAt), c.ExecutionType == string(scheduler.Opportunistic))
+		kind := allocGuaranteed
+		if c.ExecutionType == string(scheduler.Opportunistic) {
+			kind = allocOppCentral
+			if atProxy {
+				kind = allocOppProxy
+			}
+		}
+		a.cfg.Stats.Allocated(now.Sub(t.askedAt), kind)
 		t.container, t.askedAt = c.ID, time.Time{}
 		a.byCID[c.ID] = i
+		if atProxy {
+			a.proxy.Started(c.AppID, c.Attempt, c.ID, node)
+		}
 		if node.Start(c, t.task.Duration, nil) == scheduler.ContainerCompleted {
 			// Turned away (an opportunistic container its node could not
-			// queue): its completion reaches the servers in the node's
-			// next heartbeat and the task is asked for again then.
+			// queue), as Container.Start answers: the task is asked for
+			// again at once; the node reports the container's end to the
+			// servers in its next heartbeat.
 			a.cfg.Logger.Debug("node turned a container away", "container", c.ID)
+			delete(a.byCID, c.ID)
+			t.container, t.askedAt = "", now
+			a.cfg.Stats.TaskRetried(scheduler.ReasonRejected)
 		}
 		return nil
 	}
@@ -182,6 +266,7 @@ func (a *AM) completed(c wrpc.ContainerInfo) {
 	t := &a.tasks[i]
 	t.container = ""
 	if scheduler.ExitReason(c.Reason).Retryable() {
+		a.cfg.Stats.TaskRetried(scheduler.ExitReason(c.Reason))
 		return
 	}
 	t.done = true
@@ -214,6 +299,9 @@ func (a *AM) finish(ctx context.Context) error {
 	err := a.client.Call(ctx, "AM.Finish", &wrpc.AMFinishRequest{AppID: l.AppID, Attempt: l.Attempt, Token: a.token,
 		FinalState: string(scheduler.AppFinished), Diagnostics: "simulated"}, &resp)
 	a.end(err == nil)
+	if a.proxy != nil {
+		a.proxy.Forget(l.AppID, l.Attempt)
+	}
 	return err
 }
 

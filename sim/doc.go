@@ -6,12 +6,18 @@
 // A Node registers and heartbeats over one connection of its own, as an
 // agent does, and "runs" the containers started on it for their task's
 // duration, deciding what starts, queues or is evicted with the agents'
-// own scheduler.LocalScheduler; it reports each completion in its next
-// heartbeat. When the servers tell a node to launch an app's AM, the
-// simulation starts an AM in-process with the launch's token; it asks for
-// its tasks' containers, records how long each ask took to be allocated,
-// starts them on their simulated nodes and finishes the app when every
-// task has completed. Workloads come from a synthetic generator or a YARN
+// own scheduler.LocalScheduler: a container ends when its time is up and
+// what was queued behind it starts then; the node reports each completion
+// in its next heartbeat. Each node may have a Proxy, a simulated
+// AMRMProxy: it holds the least-loaded list the leader pushes in the
+// node's heartbeat answers and allocates its AMs' opportunistic asks from
+// it with the agents' own scheduler.DistributedRoom, forwarding the rest.
+// When the servers tell a node to launch an app's AM, the simulation
+// starts an AM in-process with the launch's token; it asks for its tasks'
+// containers (through its node's proxy, if any), records how long each
+// ask took to be allocated and by whom, starts them on their simulated
+// nodes, asks again for those turned away, evicted or lost, and finishes
+// the app when every task has completed. Workloads come from a synthetic generator or a YARN
 // SLS JSON trace. Simulate runs one scenario and returns a Result, which
 // writes a summary, a per-second CSV and SVG charts. The simulated clock
 // is the real one.

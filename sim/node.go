@@ -32,6 +32,9 @@ type NodeConfig struct {
 	OnLaunchAM func(n *Node, l wrpc.AMLaunch)
 	// Stats receives heartbeat latencies and container completions.
 	Stats *Stats
+	// AMRMProxy gives the node a simulated AMRMProxy (Proxy) that the AMs
+	// launched on it allocate opportunistic asks through.
+	AMRMProxy bool
 }
 
 // simContainer is one container the node holds: running for its task's
@@ -40,6 +43,7 @@ type simContainer struct {
 	report wrpc.ContainerReport
 	dur    time.Duration // how long it runs once started
 	endAt  time.Time     // when it completes, once running
+	timer  *time.Timer   // completes it at endAt, on a live node
 	// onEnd, if set, is told when the container completes (the AM's task).
 	onEnd func(reason scheduler.ExitReason)
 }
@@ -53,8 +57,12 @@ type Node struct {
 	cfg    NodeConfig
 	client *wrpc.Client
 	secret string
+	proxy  *Proxy // nil without an AMRMProxy
 
-	mu         sync.Mutex
+	mu sync.Mutex
+	// live is set once Run began: containers then complete when their time
+	// is up, not only when a heartbeat looks.
+	live       bool
 	epoch      uint64
 	local      *scheduler.LocalScheduler
 	containers map[string]*simContainer
@@ -76,10 +84,17 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	return &Node{cfg: cfg, secret: secret, client: wrpc.NewClient(cfg.Servers, wrpc.NewPool(nil)),
+	n := &Node{cfg: cfg, secret: secret, client: wrpc.NewClient(cfg.Servers, wrpc.NewPool(nil)),
 		local: scheduler.NewLocalScheduler(cfg.Capacity, cfg.QueueLength), containers: map[string]*simContainer{},
-		launched: map[string]bool{}}, nil
+		launched: map[string]bool{}}
+	if cfg.AMRMProxy {
+		n.proxy = newProxy(n)
+	}
+	return n, nil
 }
+
+// Proxy returns the node's AMRMProxy, nil if it has none.
+func (n *Node) Proxy() *Proxy { return n.proxy }
 
 // ID returns the node's ID.
 func (n *Node) ID() string { return n.cfg.ID }
@@ -100,6 +115,19 @@ func (n *Node) Reregistrations() int {
 // servers ask.
 func (n *Node) Run(ctx context.Context) {
 	defer n.client.Close()
+	n.mu.Lock()
+	n.live = true
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		n.live = false
+		for _, c := range n.containers {
+			if c.timer != nil {
+				c.timer.Stop()
+			}
+		}
+		n.mu.Unlock()
+	}()
 	for ctx.Err() == nil {
 		if !n.register(ctx) {
 			return
@@ -154,6 +182,9 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 		n.completeDue(now)
 		req := &wrpc.HeartbeatRequest{NodeID: n.cfg.ID, Epoch: n.epoch, Secret: n.secret, Containers: n.reports(), Load: n.load()}
 		n.mu.Unlock()
+		if n.proxy != nil {
+			req.LeastLoadedAt, req.SameListOK = n.proxy.listAt(), true
+		}
 		var resp wrpc.HeartbeatResponse
 		hbCtx, cancel := context.WithTimeout(ctx, max(2*n.cfg.Heartbeat, 3*time.Second))
 		began := time.Now()
@@ -178,6 +209,9 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 		}
 		if len(resp.Servers) > 0 {
 			n.client.SetServers(resp.Servers)
+		}
+		if n.proxy != nil {
+			n.proxy.update(&resp, req.LeastLoadedAt, n.cfg.Clock.Now())
 		}
 		n.apply(&resp, now)
 	}
@@ -260,6 +294,15 @@ func (n *Node) Finish(id string) {
 	}
 }
 
+// Stop stops a container at once with reason, as Container.Stop does on
+// an agent.
+func (n *Node) Stop(id string, reason scheduler.ExitReason) {
+	now := n.cfg.Clock.Now()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.stopLocked(id, reason, now)
+}
+
 // stopLocked stops a container at once (simulated processes exit when
 // told) with reason.
 func (n *Node) stopLocked(id string, reason scheduler.ExitReason, now time.Time) {
@@ -285,6 +328,9 @@ func (n *Node) act(a scheduler.Actions, now time.Time) {
 				c.report.State, c.report.StartedAt, c.report.At = scheduler.ContainerRunning, now.UnixNano(), now.UnixNano()
 				if c.dur > 0 {
 					c.endAt = now.Add(c.dur)
+					if n.live {
+						c.timer = time.AfterFunc(c.dur, func() { n.expire(id) })
+					}
 				}
 			}
 		}
@@ -306,11 +352,27 @@ func (n *Node) act(a scheduler.Actions, now time.Time) {
 	}
 }
 
+// expire completes a running container whose time is up, as its process
+// exits, and starts what the room it leaves lets start: a container ends
+// when it ends, not when the next heartbeat looks (which only reports it).
+func (n *Node) expire(id string) {
+	now := n.cfg.Clock.Now()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if c, ok := n.containers[id]; ok && c.report.State == scheduler.ContainerRunning && !c.endAt.IsZero() {
+		n.complete(c, scheduler.ReasonExited, now)
+		n.act(n.local.Finished(id), now)
+	}
+}
+
 // complete marks a container completed with reason (exit 0 when it
 // exited by itself).
 func (n *Node) complete(c *simContainer, reason scheduler.ExitReason, now time.Time) {
 	if c.report.State == scheduler.ContainerCompleted {
 		return
+	}
+	if c.timer != nil {
+		c.timer.Stop()
 	}
 	c.report.State, c.report.Reason, c.report.At = scheduler.ContainerCompleted, reason, now.UnixNano()
 	if reason == scheduler.ReasonExited {

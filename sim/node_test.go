@@ -82,3 +82,30 @@ func TestNodeRunsQueuesAndEvictsLikeAnAgent(t *testing.T) {
 		t.Errorf("after the acks: g1 kept %v (want false), o2 kept %v (want true)", g1, o2)
 	}
 }
+
+// On a live node a container ends when its time is up, not at the next
+// heartbeat, and the opportunistic container queued behind it starts at
+// once: the queue's point for short tasks.
+func TestLiveNodeStartsTheQueuedAsSoonAsRoomFrees(t *testing.T) {
+	n, err := NewNode(NodeConfig{ID: "n1", Capacity: scheduler.Resources{MemoryMB: 1024, Vcores: 1}, Heartbeat: time.Hour, QueueLength: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.live = true // as Run sets; no heartbeat ever comes
+	ended := make(chan scheduler.ExitReason, 1)
+	if got := n.Start(one("o1", scheduler.Opportunistic), 20*time.Millisecond, func(r scheduler.ExitReason) { ended <- r }); got != scheduler.ContainerRunning {
+		t.Fatalf("o1 %s, want RUNNING", got)
+	}
+	if got := n.Start(one("o2", scheduler.Opportunistic), time.Hour, nil); got != scheduler.ContainerQueued {
+		t.Fatalf("o2 %s, want QUEUED behind o1", got)
+	}
+	if r := <-ended; r != scheduler.ReasonExited {
+		t.Fatalf("o1 ended %s, want exited", r)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if s := n.containers["o2"].report.State; s != scheduler.ContainerRunning {
+		t.Errorf("o2 %s once o1 ended, want RUNNING", s)
+	}
+	n.containers["o2"].timer.Stop()
+}

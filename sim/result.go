@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 )
@@ -18,44 +19,62 @@ type Result struct {
 
 // Summary is a run's totals. Durations are in milliseconds in JSON.
 type Summary struct {
-	Nodes            int     `json:"nodes"`
-	NodesRegistered  int     `json:"nodes_registered"`
-	DurationSeconds  float64 `json:"duration_seconds"`
-	RegisterSeconds  float64 `json:"register_seconds"`
-	AppsSubmitted    uint64  `json:"apps_submitted"`
-	AppsFinished     uint64  `json:"apps_finished"`
-	AppsFailed       uint64  `json:"apps_failed"`
-	SubmitErrors     uint64  `json:"submit_errors"`
-	LastSubmitError  string  `json:"last_submit_error,omitempty"`
-	AMsStarted       int64   `json:"ams_started"`
-	TasksSubmitted   uint64  `json:"tasks_submitted"`
-	TasksFinished    uint64  `json:"tasks_finished"`
-	TasksOfFinished  uint64  `json:"tasks_of_finished_apps"`
-	TasksDoneOfFin   uint64  `json:"tasks_done_of_finished_apps"`
-	Allocations      uint64  `json:"allocations"`
-	Opportunistic    uint64  `json:"opportunistic_allocations"`
-	AllocationsPerS  float64 `json:"allocations_per_second"`
-	AllocationsPeak  uint64  `json:"allocations_peak_second"`
-	AskToAllocP50MS  float64 `json:"ask_to_allocation_p50_ms"`
-	AskToAllocP99MS  float64 `json:"ask_to_allocation_p99_ms"`
-	HeartbeatCount   uint64  `json:"heartbeats"`
-	HeartbeatFailed  uint64  `json:"heartbeats_failed"`
-	HeartbeatP50MS   float64 `json:"heartbeat_p50_ms"`
-	HeartbeatP99MS   float64 `json:"heartbeat_p99_ms"`
-	HeartbeatMaxMS   float64 `json:"heartbeat_max_ms"`
-	UtilisationMean  float64 `json:"utilisation_mean"`
-	UtilisationPeak  float64 `json:"utilisation_peak"`
-	SpuriousDown     int     `json:"spurious_down_nodes"`
-	DownCheckError   string  `json:"down_check_error,omitempty"`
-	Reregistrations  int     `json:"reregistrations"`
-	LeaderChanges    int     `json:"leadership_changes"`
-	MeasuredFromNote string  `json:"note"`
+	Nodes           int     `json:"nodes"`
+	NodesRegistered int     `json:"nodes_registered"`
+	DurationSeconds float64 `json:"duration_seconds"`
+	RegisterSeconds float64 `json:"register_seconds"`
+	AppsSubmitted   uint64  `json:"apps_submitted"`
+	AppsFinished    uint64  `json:"apps_finished"`
+	AppsFailed      uint64  `json:"apps_failed"`
+	SubmitErrors    uint64  `json:"submit_errors"`
+	LastSubmitError string  `json:"last_submit_error,omitempty"`
+	AMsStarted      int64   `json:"ams_started"`
+	TasksSubmitted  uint64  `json:"tasks_submitted"`
+	TasksFinished   uint64  `json:"tasks_finished"`
+	TasksOfFinished uint64  `json:"tasks_of_finished_apps"`
+	TasksDoneOfFin  uint64  `json:"tasks_done_of_finished_apps"`
+	Allocations     uint64  `json:"allocations"`
+	Opportunistic   uint64  `json:"opportunistic_allocations"`
+	AllocationsPerS float64 `json:"allocations_per_second"`
+	AllocationsPeak uint64  `json:"allocations_peak_second"`
+	AskToAllocP50MS float64 `json:"ask_to_allocation_p50_ms"`
+	AskToAllocP99MS float64 `json:"ask_to_allocation_p99_ms"`
+	// By who allocated: guaranteed containers (the leader), opportunistic
+	// ones the leader allocated, and opportunistic ones AMRMProxies did.
+	GuaranteedP50MS float64 `json:"guaranteed_ask_to_allocation_p50_ms"`
+	GuaranteedP99MS float64 `json:"guaranteed_ask_to_allocation_p99_ms"`
+	OppCentral      uint64  `json:"opportunistic_allocations_at_leader"`
+	OppCentralP50MS float64 `json:"opportunistic_leader_ask_to_allocation_p50_ms"`
+	OppCentralP99MS float64 `json:"opportunistic_leader_ask_to_allocation_p99_ms"`
+	OppProxy        uint64  `json:"opportunistic_allocations_at_proxy"`
+	OppProxyP50MS   float64 `json:"opportunistic_proxy_ask_to_allocation_p50_ms"`
+	OppProxyP99MS   float64 `json:"opportunistic_proxy_ask_to_allocation_p99_ms"`
+	TasksPerS       float64 `json:"tasks_finished_per_second"`
+	TasksRetried    uint64  `json:"tasks_asked_again"`
+	// RetriedBy counts the tasks asked again by why their container ended:
+	// rejected (a node's queue was full when it was started), evicted,
+	// shed, preempted, lost.
+	RetriedBy        map[string]uint64 `json:"tasks_asked_again_by_reason,omitempty"`
+	HeartbeatCount   uint64            `json:"heartbeats"`
+	HeartbeatFailed  uint64            `json:"heartbeats_failed"`
+	HeartbeatP50MS   float64           `json:"heartbeat_p50_ms"`
+	HeartbeatP99MS   float64           `json:"heartbeat_p99_ms"`
+	HeartbeatMaxMS   float64           `json:"heartbeat_max_ms"`
+	UtilisationMean  float64           `json:"utilisation_mean"`
+	UtilisationPeak  float64           `json:"utilisation_peak"`
+	SpuriousDown     int               `json:"spurious_down_nodes"`
+	DownCheckError   string            `json:"down_check_error,omitempty"`
+	Reregistrations  int               `json:"reregistrations"`
+	LeaderChanges    int               `json:"leadership_changes"`
+	MeasuredFromNote string            `json:"note"`
 }
 
 // SeriesPoint is one second of the run.
 type SeriesPoint struct {
 	Second         int
 	Allocations    uint64
+	AtProxy        uint64
+	ProxyP99MS     float64
 	Completions    uint64
 	Running        int
 	Utilisation    float64
@@ -77,6 +96,12 @@ func (r *Run) result(end time.Time) *Result {
 		Allocations: s.allocations, Opportunistic: s.opportunisticAlloc,
 		AllocationsPerS: float64(s.allocations) / max(dur.Seconds(), 1e-9),
 		AskToAllocP50MS: ms(s.askToAlloc.Quantile(0.5)), AskToAllocP99MS: ms(s.askToAlloc.Quantile(0.99)),
+		GuaranteedP50MS: ms(s.byKind[allocGuaranteed].Quantile(0.5)), GuaranteedP99MS: ms(s.byKind[allocGuaranteed].Quantile(0.99)),
+		OppCentral: s.byKind[allocOppCentral].Count(), OppCentralP50MS: ms(s.byKind[allocOppCentral].Quantile(0.5)),
+		OppCentralP99MS: ms(s.byKind[allocOppCentral].Quantile(0.99)),
+		OppProxy:        s.byKind[allocOppProxy].Count(), OppProxyP50MS: ms(s.byKind[allocOppProxy].Quantile(0.5)),
+		OppProxyP99MS: ms(s.byKind[allocOppProxy].Quantile(0.99)),
+		TasksPerS:     float64(s.tasksDone) / max(dur.Seconds(), 1e-9), TasksRetried: s.tasksRetried,
 		HeartbeatCount: s.heartbeats.Count(), HeartbeatFailed: s.heartbeatFailures,
 		HeartbeatP50MS: ms(s.heartbeats.Quantile(0.5)), HeartbeatP99MS: ms(s.heartbeats.Quantile(0.99)), HeartbeatMaxMS: ms(s.heartbeats.max),
 		SpuriousDown: r.downNodes, Reregistrations: r.rereg, LeaderChanges: s.leaderChanges,
@@ -85,12 +110,17 @@ func (r *Run) result(end time.Time) *Result {
 	if r.downErr != nil {
 		sum.DownCheckError = r.downErr.Error()
 	}
+	sum.RetriedBy = make(map[string]uint64, len(s.retriedBy))
+	for why, n := range s.retriedBy {
+		sum.RetriedBy[string(why)] = n
+	}
 	res := &Result{Summary: sum}
 	var utilSum float64
 	// Heartbeats answered while the run winds down are not in the series.
 	secs := s.seconds[:min(len(s.seconds), int(dur/time.Second)+1)]
 	for i, sec := range secs {
-		res.Series = append(res.Series, SeriesPoint{Second: i, Allocations: sec.Allocations, Completions: sec.Completions,
+		res.Series = append(res.Series, SeriesPoint{Second: i, Allocations: sec.Allocations, AtProxy: sec.AtProxy,
+			ProxyP99MS: ms(sec.ProxyAlloc.Quantile(0.99)), Completions: sec.Completions,
 			Running: sec.Running, Utilisation: sec.Utilisation, HeartbeatP99MS: ms(sec.Heartbeats.Quantile(0.99))})
 		utilSum += sec.Utilisation
 		res.Summary.UtilisationPeak = max(res.Summary.UtilisationPeak, sec.Utilisation)
@@ -111,9 +141,15 @@ func (s *Summary) Text() string {
 	if s.LastSubmitError != "" {
 		p("             last refusal: %s", s.LastSubmitError)
 	}
-	p("tasks:       %d submitted, %d finished; finished apps: %d of %d tasks done", s.TasksSubmitted, s.TasksFinished, s.TasksDoneOfFin, s.TasksOfFinished)
-	p("allocations: %d (%d opportunistic), %.1f/s over the run, %d in the busiest second", s.Allocations, s.Opportunistic, s.AllocationsPerS, s.AllocationsPeak)
-	p("ask→alloc:   p50 %.1f ms, p99 %.1f ms", s.AskToAllocP50MS, s.AskToAllocP99MS)
+	p("tasks:       %d submitted, %d finished (%.1f/s); finished apps: %d of %d tasks done; %d asked again%s", s.TasksSubmitted, s.TasksFinished,
+		s.TasksPerS, s.TasksDoneOfFin, s.TasksOfFinished, s.TasksRetried, s.retriedText())
+	p("allocations: %d (%d opportunistic: %d at AMRMProxies, %d at the leader), %.1f/s over the run, %d in the busiest second",
+		s.Allocations, s.Opportunistic, s.OppProxy, s.OppCentral, s.AllocationsPerS, s.AllocationsPeak)
+	p("ask→alloc:   p50 %.1f ms, p99 %.1f ms; guaranteed p50 %.1f ms, p99 %.1f ms", s.AskToAllocP50MS, s.AskToAllocP99MS, s.GuaranteedP50MS, s.GuaranteedP99MS)
+	if s.OppProxy > 0 || s.OppCentral > 0 {
+		p("opportunistic ask→alloc: at AMRMProxies p50 %.1f ms, p99 %.1f ms; at the leader p50 %.1f ms, p99 %.1f ms",
+			s.OppProxyP50MS, s.OppProxyP99MS, s.OppCentralP50MS, s.OppCentralP99MS)
+	}
 	p("heartbeats:  %d, %d failed; p50 %.1f ms, p99 %.1f ms, max %.1f ms", s.HeartbeatCount, s.HeartbeatFailed, s.HeartbeatP50MS, s.HeartbeatP99MS, s.HeartbeatMaxMS)
 	p("utilisation: mean %.1f%%, peak %.1f%% (vcores)", 100*s.UtilisationMean, 100*s.UtilisationPeak)
 	down := fmt.Sprint(s.SpuriousDown)
@@ -124,6 +160,19 @@ func (s *Summary) Text() string {
 	p("leadership:  %d changes seen", s.LeaderChanges)
 	p("note:        %s", s.MeasuredFromNote)
 	return b.String()
+}
+
+// retriedText lists the reasons tasks were asked again for, if any.
+func (s *Summary) retriedText() string {
+	if len(s.RetriedBy) == 0 {
+		return ""
+	}
+	why := make([]string, 0, len(s.RetriedBy))
+	for r, n := range s.RetriedBy {
+		why = append(why, fmt.Sprintf("%d %s", n, r))
+	}
+	sort.Strings(why)
+	return " (" + strings.Join(why, ", ") + ")"
 }
 
 // WriteFiles writes summary.txt, summary.json, series.csv and the SVG
@@ -137,9 +186,10 @@ func (r *Result) WriteFiles(dir string) error {
 		return err
 	}
 	var csv strings.Builder
-	csv.WriteString("second,allocations,completions,running,utilisation,heartbeat_p99_ms\n")
+	csv.WriteString("second,allocations,allocations_at_proxy,proxy_ask_to_allocation_p99_ms,completions,running,utilisation,heartbeat_p99_ms\n")
 	for _, p := range r.Series {
-		fmt.Fprintf(&csv, "%d,%d,%d,%d,%.4f,%.3f\n", p.Second, p.Allocations, p.Completions, p.Running, p.Utilisation, p.HeartbeatP99MS)
+		fmt.Fprintf(&csv, "%d,%d,%d,%.3f,%d,%d,%.4f,%.3f\n", p.Second, p.Allocations, p.AtProxy, p.ProxyP99MS, p.Completions, p.Running,
+			p.Utilisation, p.HeartbeatP99MS)
 	}
 	files := map[string]string{
 		"summary.txt":  r.Summary.Text(),

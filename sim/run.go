@@ -28,6 +28,9 @@ type Config struct {
 	JoinRate float64
 	// QueueLength is each node's opportunistic queue length.
 	QueueLength int
+	// AMRMProxy gives every node a simulated AMRMProxy (Proxy), which
+	// allocates its AMs' opportunistic asks.
+	AMRMProxy bool
 	// Duration is how long the run lasts once the nodes have registered.
 	Duration time.Duration
 	// Jobs are submitted at their times from the start of the run.
@@ -89,7 +92,7 @@ func Simulate(ctx context.Context, cfg Config) (*Result, error) {
 	for i := 0; i < cfg.Nodes; i++ {
 		n, err := NewNode(NodeConfig{ID: fmt.Sprintf("sim-%05d", i), Rack: fmt.Sprintf("rack-%d", i%cfg.Racks), Capacity: cfg.NodeResources,
 			Servers: cfg.Servers, Heartbeat: cfg.Heartbeat, QueueLength: cfg.QueueLength, Logger: cfg.Logger, Stats: r.stats,
-			OnLaunchAM: r.launchAM})
+			OnLaunchAM: r.launchAM, AMRMProxy: cfg.AMRMProxy})
 		if err != nil {
 			return nil, err
 		}

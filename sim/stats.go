@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/weft-sched/weft/scheduler"
 )
 
 // Hist is a histogram of durations in logarithmic buckets (about 4%
@@ -66,9 +68,22 @@ func (h *Hist) Quantile(q float64) time.Duration {
 	return h.max
 }
 
+// allocKind is who allocated a container, and of which type.
+type allocKind int
+
+const (
+	allocGuaranteed allocKind = iota // by the leader, guaranteed
+	allocOppCentral                  // by the leader, opportunistic
+	allocOppProxy                    // by an AMRMProxy, opportunistic
+)
+
 // Second is what one second of a run saw.
 type Second struct {
 	Allocations uint64
+	// AtProxy are the allocations an AMRMProxy made, and ProxyAlloc their
+	// ask → allocation times.
+	AtProxy     uint64
+	ProxyAlloc  Hist
 	Completions uint64
 	Heartbeats  Hist
 	// Running and Utilisation are sampled once in the second.
@@ -86,6 +101,9 @@ type Stats struct {
 	heartbeats         Hist
 	heartbeatFailures  uint64
 	askToAlloc         Hist
+	byKind             [3]Hist // ask → allocation by allocKind
+	tasksRetried       uint64
+	retriedBy          map[scheduler.ExitReason]uint64
 	allocations        uint64
 	tasksDone          uint64
 	appsSubmitted      uint64
@@ -147,19 +165,41 @@ func (s *Stats) HeartbeatFailed() {
 	s.mu.Unlock()
 }
 
-// Allocated records a container an AM received, d after it asked.
-func (s *Stats) Allocated(d time.Duration, opportunistic bool) {
+// Allocated records a container an AM received, d after it asked, and
+// who allocated it.
+func (s *Stats) Allocated(d time.Duration, kind allocKind) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.frozen {
 		return
 	}
 	s.askToAlloc.Add(d)
+	s.byKind[kind].Add(d)
 	s.allocations++
-	if opportunistic {
+	if kind != allocGuaranteed {
 		s.opportunisticAlloc++
 	}
-	s.second(time.Now()).Allocations++
+	sec := s.second(time.Now())
+	sec.Allocations++
+	if kind == allocOppProxy {
+		sec.AtProxy++
+		sec.ProxyAlloc.Add(d)
+	}
+}
+
+// TaskRetried records a task whose container was taken away (turned
+// away, evicted, preempted, lost), asked for again, and why.
+func (s *Stats) TaskRetried(why scheduler.ExitReason) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.frozen {
+		return
+	}
+	s.tasksRetried++
+	if s.retriedBy == nil {
+		s.retriedBy = map[scheduler.ExitReason]uint64{}
+	}
+	s.retriedBy[why]++
 }
 
 // TaskDone records a task an AM saw complete.

@@ -19,7 +19,8 @@ import (
 func runSim(args []string) error {
 	fs := newFlagSet("sim")
 	var servers, nodeRes, trace, out, logLevel, taskRes, queues string
-	var startServers, nodes, racks, queueLen, apps, tasksMin, tasksMax int
+	var startServers, nodes, racks, queueLen, apps, tasksMin, tasksMax, nodesUsed int
+	var proxy bool
 	var heartbeat, duration, taskMin, taskMax time.Duration
 	var rate, opp, joinRate float64
 	var seed uint64
@@ -31,6 +32,8 @@ func runSim(args []string) error {
 	fs.DurationVar(&heartbeat, "heartbeat", time.Second, "node heartbeat interval")
 	fs.Float64Var(&joinRate, "join-rate", 200, "how many nodes start per second")
 	fs.IntVar(&queueLen, "queue-length", 10, "each node's opportunistic queue length")
+	fs.BoolVar(&proxy, "amrmproxy", true, "give each node an AMRMProxy that allocates its AMs' opportunistic asks (false: the AMs ask the leader)")
+	fs.IntVar(&nodesUsed, "nodes-used", 0, "with -start-servers: set opportunistic.nodes_used, the length of the leader's least-loaded list (0: the default, 10)")
 	fs.DurationVar(&duration, "duration", time.Minute, "how long to run once the nodes have registered")
 	fs.StringVar(&trace, "trace", "", "YARN SLS JSON trace `FILE` to replay (else the synthetic workload below)")
 	fs.Float64Var(&rate, "apps-per-second", 1, "synthetic: mean app arrival rate (0: no apps, heartbeats only)")
@@ -57,6 +60,9 @@ func runSim(args []string) error {
 	}
 	if nodes < 1 || racks < 1 || heartbeat <= 0 || duration <= 0 {
 		return usagef("-nodes, -racks, -heartbeat and -duration must be positive")
+	}
+	if nodesUsed < 0 || nodesUsed > 0 && startServers == 0 {
+		return usagef("-nodes-used: give a positive count, with -start-servers (servers given with -servers keep their configuration)")
 	}
 	capacity, err := scheduler.ParseResources(nodeRes)
 	if err != nil {
@@ -112,10 +118,15 @@ func runSim(args []string) error {
 		}
 		defer srv.Stop()
 		addrs = srv.Addrs
+		if nodesUsed > 0 {
+			if err := sim.SetNodesUsed(ctx, addrs, nodesUsed); err != nil {
+				return err
+			}
+		}
 	}
 	fmt.Fprintf(stderr, "sim: %d nodes of %s joining %s; %d apps to submit over %s\n", nodes, capacity, strings.Join(addrs, ","), len(jobs), duration)
 	res, err := sim.Simulate(ctx, sim.Config{Servers: addrs, Nodes: nodes, NodeResources: capacity, Racks: racks, Heartbeat: heartbeat, JoinRate: joinRate,
-		QueueLength: queueLen, Duration: duration, Jobs: jobs, Progress: stderr, Logger: logger})
+		QueueLength: queueLen, AMRMProxy: proxy, Duration: duration, Jobs: jobs, Progress: stderr, Logger: logger})
 	if err != nil {
 		return err
 	}

@@ -57,18 +57,21 @@ var helps = map[string]helpEntry{
 	},
 	"sim": {
 		usage: []string{
-			"weft sim (-servers ADDR,... | -start-servers N) [-nodes N] [-node-resources memory_mb=M,vcores=V] [-racks R] [-heartbeat D] [-duration D] [-trace FILE | synthetic flags] [-out DIR]",
+			"weft sim (-servers ADDR,... | -start-servers N) [-nodes N] [-node-resources memory_mb=M,vcores=V] [-racks R] [-heartbeat D] [-duration D] [-trace FILE | synthetic flags] [-amrmproxy=false] [-nodes-used N] [-out DIR]",
 		},
 		summary: "load-test a server quorum with simulated nodes and AMs",
 		desc: "Runs the load simulator (SPEC §17): thousands of simulated nodes register and heartbeat over the real node " +
 			"protocol (one connection each, like agents) and simulated AMs speak the real AM protocol, against a running " +
-			"quorum (-servers) or one it starts itself (-start-servers, open, on loopback). Tasks run for their trace or " +
+			"quorum (-servers) or one it starts itself (-start-servers, open, on loopback). Each node has an AMRMProxy that " +
+			"allocates its AMs' opportunistic asks from the leader's least-loaded list, as agents do (-amrmproxy=false: the " +
+			"AMs ask the leader). Tasks run for their trace or " +
 			"synthetic duration with no processes. Prints a summary (apps and tasks finished, allocations/s, ask-to-allocation " +
-			"and heartbeat latency, utilisation, spurious DOWN nodes, leadership changes) and, with -out, writes summary.txt, " +
+			"and heartbeat latency, opportunistic ask-to-allocation at the proxies, utilisation, spurious DOWN nodes, leadership changes) and, with -out, writes summary.txt, " +
 			"summary.json, series.csv and SVG charts. A progress line goes to stderr every few seconds.",
 		examples: []string{
 			"weft sim -start-servers 3 -nodes 1000 -duration 2m -apps-per-second 2 -out /tmp/sim",
 			"weft sim -servers 10.0.0.1:8030,10.0.0.2:8030 -nodes 500 -trace sls-trace.json -out /tmp/sim",
+			"weft sim -start-servers 3 -nodes 2000 -node-resources memory_mb=8192,vcores=4 -opportunistic 1 -nodes-used 100 -out /tmp/sim",
 		},
 	},
 	"members": {

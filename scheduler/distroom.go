@@ -1,0 +1,129 @@
+package scheduler
+
+import "time"
+
+// DistributedRoom is what an AMRMProxy allocates opportunistic asks from
+// (SPEC §10): the least-loaded list it holds, the room left on the list's
+// nodes, and the containers it placed that a later list may not reflect.
+// The agent's distributed scheduler and the simulator's AMRMProxy share
+// it. It is not safe for concurrent use.
+//
+// A list computed at T reflects the containers its nodes had reported by
+// then: when one is installed, the containers placed here since T, less a
+// margin for their AMs to start them and their nodes to report them, are
+// taken off its room, or their places would be handed out twice. T is
+// placed on the proxy's clock from the list's age, so the servers' and the
+// proxy's clocks need not agree.
+type DistributedRoom struct {
+	margin time.Duration
+	list   []LeastLoadedNode
+	at     int64 // the list's computation (0: none held)
+	room   *Room
+	rr     int
+	recent []recentPlacement
+	pos    []int // scratch for Allocate
+}
+
+// recentPlacement is one container a DistributedRoom placed on a node.
+type recentPlacement struct {
+	at   time.Time
+	node string
+	res  Resources
+}
+
+// ListNews is what one heartbeat answer says of the least-loaded list.
+type ListNews struct {
+	// At is the computation the answer speaks of (0: none yet, as from a
+	// leader still gathering loads).
+	At int64
+	// List is its list, nil when left out (the proxy holds it, or Same).
+	List []LeastLoadedNode
+	// Age is how long before the answer it was computed.
+	Age time.Duration
+	// Same says the list of At, left out, is entry for entry the list of
+	// the computation the heartbeat said it held.
+	Same bool
+}
+
+// NewDistributedRoom returns a room with no list; margin is how long
+// before a list's computation its loads may still miss a placement.
+func NewDistributedRoom(margin time.Duration) *DistributedRoom {
+	return &DistributedRoom{margin: margin, room: NewRoom(nil)}
+}
+
+// Margin returns the room's margin.
+func (d *DistributedRoom) Margin() time.Duration { return d.margin }
+
+// List returns the list held and its computation (0: none).
+func (d *DistributedRoom) List() ([]LeastLoadedNode, int64) { return d.list, d.at }
+
+// Update takes what a heartbeat answer says of the list; sent is the
+// computation the heartbeat said was held, now when the answer came, and
+// spin a random number that picks where round-robin starts on a new list.
+// A list whose computation differs from the one held replaces it, its room
+// afresh; one said to be the same as the one held is taken as the new
+// computation, its room afresh too. It reports whether a list was
+// installed.
+func (d *DistributedRoom) Update(news ListNews, sent int64, now time.Time, spin uint64) bool {
+	switch {
+	case news.At == 0:
+		return false // a new leader still gathering loads: keep what we have
+	case news.At == sent && news.List == nil:
+		return false // the list we said we held (left out of the answer)
+	case news.Same:
+		// Recomputed, entry for entry the list we said we held.
+		if sent == d.at && news.At != d.at {
+			d.Install(d.list, news.At, now.Add(-news.Age), spin)
+			return true
+		}
+		return false
+	case news.At != d.at:
+		d.Install(news.List, news.At, now.Add(-news.Age), spin)
+		return true
+	}
+	return false
+}
+
+// Install replaces the list and its room, less what was placed here that
+// the list may not reflect; at identifies the list's computation and
+// computed is when it was, on this proxy's clock. Round-robin starts at
+// position spin modulo the list's length.
+func (d *DistributedRoom) Install(list []LeastLoadedNode, at int64, computed time.Time, spin uint64) {
+	d.list, d.at = list, at
+	d.room = NewRoom(list)
+	cutoff := computed.Add(-d.margin)
+	keep := d.recent[:0]
+	for _, r := range d.recent {
+		if !r.at.After(cutoff) {
+			continue // reflected in this list, and in every later one
+		}
+		keep = append(keep, r)
+		for i := range list {
+			if list[i].NodeID == r.node {
+				d.room.Take(i, r.res)
+				break
+			}
+		}
+	}
+	d.recent = keep
+	d.rr = 0
+	if len(list) > 0 {
+		d.rr = int(spin % uint64(len(list)))
+	}
+}
+
+// Allocate places what it can of an opportunistic ask with
+// AllocateOpportunistic and returns one list entry per container, placed
+// at now.
+func (d *DistributedRoom) Allocate(ask Ask, now time.Time) []LeastLoadedNode {
+	d.pos, d.rr = AllocateOpportunistic(ask, d.list, d.room, d.rr, d.pos[:0])
+	if len(d.pos) == 0 {
+		return nil
+	}
+	out := make([]LeastLoadedNode, len(d.pos))
+	for i, p := range d.pos {
+		out[i] = d.list[p]
+		d.recent = append(d.recent, recentPlacement{at: now, node: out[i].NodeID, res: ask.Resources})
+	}
+	return out
+}
