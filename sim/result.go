@@ -50,6 +50,8 @@ type Summary struct {
 	Reregistrations  int     `json:"reregistrations"`
 	LeaderChanges    int     `json:"leadership_changes"`
 	MeasuredFromNote string  `json:"note"`
+	// Restart is set when the run restarted its servers (restart.go).
+	Restart *RestartSummary `json:"restart,omitempty"`
 }
 
 // SeriesPoint is one second of the run.
@@ -85,6 +87,7 @@ func (r *Run) result(end time.Time) *Result {
 	if r.downErr != nil {
 		sum.DownCheckError = r.downErr.Error()
 	}
+	sum.Restart = r.restart
 	res := &Result{Summary: sum}
 	var utilSum float64
 	// Heartbeats answered while the run winds down are not in the series.
@@ -123,6 +126,9 @@ func (s *Summary) Text() string {
 	p("nodes:       spurious DOWN at the end %s; re-registrations asked %d", down, s.Reregistrations)
 	p("leadership:  %d changes seen", s.LeaderChanges)
 	p("note:        %s", s.MeasuredFromNote)
+	if s.Restart != nil {
+		b.WriteString(s.Restart.Text())
+	}
 	return b.String()
 }
 

@@ -36,6 +36,9 @@ type Config struct {
 	Progress      io.Writer
 	ProgressEvery time.Duration
 	Logger        hclog.Logger
+	// Restart, if set, restarts the whole server quorum once during the
+	// run (restart.go).
+	Restart *RestartConfig
 }
 
 // Run is a simulation in progress, then done.
@@ -58,6 +61,13 @@ type Run struct {
 	downNodes    int
 	downErr      error
 	rereg        int
+
+	// restart is what the restart measured (Config.Restart); reregBefore
+	// counts the re-registrations before it, allBackAt is when the last
+	// node had a heartbeat answered after it.
+	restart     *RestartSummary
+	reregBefore int
+	allBackAt   time.Time
 }
 
 // Simulate runs cfg to its end and returns what it measured.
@@ -131,6 +141,10 @@ func Simulate(ctx context.Context, cfg Config) (*Result, error) {
 	go func() { defer wg.Done(); r.submit(runCtx) }()
 	go func() { defer wg.Done(); r.sample(runCtx) }()
 	go func() { defer wg.Done(); r.watchLeader(runCtx) }()
+	if cfg.Restart != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.restartAt(runCtx) }()
+	}
 	<-runCtx.Done()
 	wg.Wait()
 	end := time.Now()
@@ -141,6 +155,7 @@ func Simulate(ctx context.Context, cfg Config) (*Result, error) {
 	for _, n := range r.nodes {
 		r.rereg += n.Reregistrations()
 	}
+	r.restartDone()
 	stopAMs()
 	stopNodes()
 	nodeWG.Wait()
