@@ -76,10 +76,15 @@ type StateCounts struct {
 	TookMS float64 `json:"took_ms"`
 }
 
-// restartAt waits until cfg.Restart.At into the run, restarts the
-// servers and measures their return, until every node is back or ctx
-// ends. The re-registrations are counted when the run ends (restartDone).
-func (r *Run) restartAt(ctx context.Context) {
+// restartWithin bounds how long a restart is watched: the servers that
+// have not brought every node back by then are reported as such.
+const restartWithin = 10 * time.Minute
+
+// restartAt waits until cfg.Restart.At into the run (runCtx), restarts
+// the servers and measures their return until every node is back, ctx
+// ends or restartWithin has passed. The re-registrations are counted when
+// the run ends (restartDone).
+func (r *Run) restartAt(runCtx, ctx context.Context) {
 	rc := *r.cfg.Restart
 	if rc.Signal == 0 {
 		rc.Signal = syscall.SIGKILL
@@ -88,13 +93,15 @@ func (r *Run) restartAt(ctx context.Context) {
 	r.restart = sum
 	select {
 	case <-time.After(time.Until(r.stats.start.Add(rc.At))):
-	case <-ctx.Done():
+	case <-runCtx.Done():
 		sum.Error = "the run ended before the restart"
 		return
 	}
+	var errs []string
+	defer func() { sum.Error = strings.Join(errs, "; ") }()
 	var err error
 	if sum.Before, err = r.stateCounts(ctx); err != nil {
-		sum.Error = fmt.Sprintf("counting the state before the restart: %v", err)
+		errs = append(errs, fmt.Sprintf("counting the state before the restart: %v", err))
 	}
 	offsets := rc.Servers.logOffsets()
 	var live []*Node
@@ -117,10 +124,12 @@ func (r *Run) restartAt(ctx context.Context) {
 	stopped, err := rc.Servers.Restart(rc.Signal)
 	sum.StoppedMS = since(stopped)
 	if err != nil {
-		sum.Error = fmt.Sprintf("starting the servers again: %v", err)
+		errs = append(errs, fmt.Sprintf("starting the servers again: %v", err))
 		return
 	}
-	leader, ready, back := r.watchReturn(ctx, rc.Servers.Addrs, live, began)
+	watchCtx, cancel := context.WithTimeout(ctx, restartWithin)
+	defer cancel()
+	leader, ready, back := r.watchReturn(watchCtx, rc.Servers.Addrs, live, began)
 	if !leader.IsZero() {
 		sum.LeaderMS = since(leader)
 	}
@@ -130,15 +139,15 @@ func (r *Run) restartAt(ctx context.Context) {
 	sum.NodesBack = back
 	sum.HeartbeatsFailed = r.heartbeatFailures() - failedBefore
 	if back < len(live) {
-		sum.Error = fmt.Sprintf("the run ended %.1f s after the restart with %d of %d nodes back", time.Since(began).Seconds(), back, len(live))
+		errs = append(errs, fmt.Sprintf("%.1f s after the restart only %d of %d nodes were back", time.Since(began).Seconds(), back, len(live)))
 	} else {
 		sum.AllNodesMS = since(r.allBackAt)
 		var downErr error
 		if sum.SpuriousDown, downErr = r.countDown(ctx); downErr != nil {
 			sum.DownCheckError = downErr.Error()
 		}
-		if sum.After, err = r.stateCounts(ctx); err != nil && sum.Error == "" {
-			sum.Error = fmt.Sprintf("counting the state after the restart: %v", err)
+		if sum.After, err = r.stateCounts(ctx); err != nil {
+			errs = append(errs, fmt.Sprintf("counting the state after the restart: %v", err))
 		}
 	}
 	sum.Servers = rc.Servers.restartLogs(offsets, began)
@@ -171,6 +180,7 @@ func (r *Run) watchReturn(ctx context.Context, addrs []string, live []*Node, beg
 	returned := make([]bool, len(live))
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
+	lastProgress := time.Now()
 	for {
 		if leader.IsZero() {
 			for _, c := range clients {
@@ -201,6 +211,11 @@ func (r *Run) watchReturn(ctx context.Context, addrs []string, live []*Node, beg
 		}
 		if back == len(live) {
 			return leader, ready, back
+		}
+		if now := time.Now(); r.cfg.Progress != nil && now.Sub(lastProgress) >= r.cfg.ProgressEvery {
+			lastProgress = now
+			fmt.Fprintf(r.cfg.Progress, "sim: %.0f s after the restart: leader named: %v; %d of %d nodes heartbeating again\n",
+				now.Sub(began).Seconds(), !leader.IsZero(), back, len(live))
 		}
 		select {
 		case <-tick.C:

@@ -143,7 +143,9 @@ func Simulate(ctx context.Context, cfg Config) (*Result, error) {
 	go func() { defer wg.Done(); r.watchLeader(runCtx) }()
 	if cfg.Restart != nil {
 		wg.Add(1)
-		go func() { defer wg.Done(); r.restartAt(runCtx) }()
+		// The restart is measured to its end even past the run's: the
+		// nodes heartbeat until it is over.
+		go func() { defer wg.Done(); r.restartAt(runCtx, ctx) }()
 	}
 	<-runCtx.Done()
 	wg.Wait()
