@@ -145,7 +145,8 @@ SIM_SCENARIOS := \
 	heartbeats-1000:-nodes=1000 \
 	heartbeats-2000:-nodes=2000 \
 	apps-1000:-nodes=1000+-apps-per-second=2+-tasks-min=10+-tasks-max=100 \
-	throughput-1000:-nodes=1000+-apps=100+-apps-per-second=100+-tasks-min=1000+-tasks-max=1000+-task-duration-min=20s+-task-duration-max=40s
+	throughput-1000:-nodes=1000+-apps=100+-apps-per-second=100+-tasks-min=1000+-tasks-max=1000+-task-duration-min=20s+-task-duration-max=40s \
+	restart-1000:-nodes=1000+-apps=30+-apps-per-second=1+-tasks-min=1000+-tasks-max=1000+-task-duration-min=10ms+-task-duration-max=50ms+-task-resources=memory_mb=1,vcores=1+-restart-at=45s
 
 .PHONY: sim-bench
 

@@ -279,9 +279,12 @@ func (s *RestartSummary) Text() string {
 	for _, sr := range s.Servers {
 		line := fmt.Sprintf("  %s: snapshot at index %d (%d bytes) restored in %.0f ms (%d containers); serving at %.0f ms",
 			sr.ID, sr.SnapshotIndex, sr.SnapshotBytes, sr.RestoreMS, sr.Containers, sr.StartedMS)
+		if sr.Leaderships > 0 {
+			line += fmt.Sprintf("; first led at %.0f ms (%d leaderships)", sr.LeaderMS, sr.Leaderships)
+		}
 		if sr.ReadyIndex > 0 {
-			line += fmt.Sprintf("; led from %.0f ms, ready at %.0f ms at index %d (%d entries after the snapshot)",
-				sr.LeaderMS, sr.ReadyMS, sr.ReadyIndex, sr.ReadyIndex-min(sr.ReadyIndex, sr.SnapshotIndex))
+			line += fmt.Sprintf(", first ready at %.0f ms at index %d (%d entries after the snapshot)",
+				sr.ReadyMS, sr.ReadyIndex, sr.ReadyIndex-min(sr.ReadyIndex, sr.SnapshotIndex))
 		}
 		p("%s", line)
 	}

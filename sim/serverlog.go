@@ -25,13 +25,16 @@ type ServerRestart struct {
 	Containers    int     `json:"containers_restored"`
 	// StartedMS is when it served RPC, its snapshot restored.
 	StartedMS float64 `json:"started_ms"`
-	// LeaderMS, ReadyMS and ReadyIndex are set on the server that led:
-	// when it took leadership, when it had applied its barrier and the
-	// index applied then (the entries after SnapshotIndex were replayed
-	// from the log).
-	LeaderMS   float64 `json:"leader_ms,omitempty"`
-	ReadyMS    float64 `json:"ready_ms,omitempty"`
-	ReadyIndex uint64  `json:"ready_index,omitempty"`
+	// LeaderMS, ReadyMS and ReadyIndex are set on a server that led:
+	// when it first took leadership, when it first had applied its
+	// barrier and the index applied then (the entries after SnapshotIndex
+	// were replayed from the log). Leaderships counts the times it took
+	// leadership: more than one across the servers is a leader that lost
+	// it again.
+	LeaderMS    float64 `json:"leader_ms,omitempty"`
+	ReadyMS     float64 `json:"ready_ms,omitempty"`
+	ReadyIndex  uint64  `json:"ready_index,omitempty"`
+	Leaderships int     `json:"leaderships"`
 }
 
 // hclogTime is hclog's default timestamp layout, for a server that does
@@ -69,7 +72,7 @@ func (s *Servers) restartLogs(offsets []int64, began time.Time) []ServerRestart 
 
 // parseRestartLog fills sr from a server's JSON log lines written after
 // began: the snapshot raft restored, the FSM's restore line, the server's
-// start, and its leadership and readiness. Lines it does not know, or
+// start, and its first leadership and readiness. Lines it does not know, or
 // cannot read, are skipped: a figure missing from the log stays zero.
 func parseRestartLog(r io.Reader, began time.Time, sr *ServerRestart) {
 	sc := bufio.NewScanner(r)
@@ -98,9 +101,14 @@ func parseRestartLog(r io.Reader, began time.Time, sr *ServerRestart) {
 		case "server started":
 			sr.StartedMS = since
 		case "cluster leadership acquired":
-			sr.LeaderMS = since
+			if sr.Leaderships == 0 {
+				sr.LeaderMS = since
+			}
+			sr.Leaderships++
 		case "leader is ready":
-			sr.ReadyMS, sr.ReadyIndex = since, uint64(num("index"))
+			if sr.ReadyIndex == 0 {
+				sr.ReadyMS, sr.ReadyIndex = since, uint64(num("index"))
+			}
 		}
 	}
 }
