@@ -36,7 +36,8 @@ type RestartSummary struct {
 	Before StateCounts `json:"state_before"`
 	After  StateCounts `json:"state_after"`
 	// StoppedMS is when the last process had exited; LeaderMS when a
-	// server first named a leader; ReadyMS when the first node heartbeat
+	// server first took leadership (by its log, or when one first named a
+	// leader to Status.Leader, whichever is earlier); ReadyMS when the first node heartbeat
 	// was answered (the leader had applied its barrier: until then it
 	// answers not_ready); AllNodesMS when every node registered before the
 	// restart had a heartbeat answered again.
@@ -103,7 +104,6 @@ func (r *Run) restartAt(runCtx, ctx context.Context) {
 	if sum.Before, err = r.stateCounts(ctx); err != nil {
 		errs = append(errs, fmt.Sprintf("counting the state before the restart: %v", err))
 	}
-	offsets := rc.Servers.logOffsets()
 	var live []*Node
 	for _, n := range r.nodes {
 		n.mu.Lock()
@@ -121,15 +121,20 @@ func (r *Run) restartAt(runCtx, ctx context.Context) {
 	}
 	began := time.Now()
 	since := func(t time.Time) float64 { return ms(t.Sub(began)) }
-	stopped, err := rc.Servers.Restart(rc.Signal)
+	rc.Servers.Halt(rc.Signal)
+	stopped := time.Now()
 	sum.StoppedMS = since(stopped)
-	if err != nil {
+	// What the servers log from here on is their return; with SIGTERM
+	// they may have elected a leader among themselves while leaving, and
+	// nodes may have been answered then: neither counts.
+	offsets := rc.Servers.logOffsets()
+	if err := rc.Servers.Start(); err != nil {
 		errs = append(errs, fmt.Sprintf("starting the servers again: %v", err))
 		return
 	}
 	watchCtx, cancel := context.WithTimeout(ctx, restartWithin)
 	defer cancel()
-	leader, ready, back := r.watchReturn(watchCtx, rc.Servers.Addrs, live, began)
+	leader, ready, back := r.watchReturn(watchCtx, rc.Servers.Addrs, live, stopped)
 	if !leader.IsZero() {
 		sum.LeaderMS = since(leader)
 	}
@@ -151,6 +156,13 @@ func (r *Run) restartAt(runCtx, ctx context.Context) {
 		}
 	}
 	sum.Servers = rc.Servers.restartLogs(offsets, began)
+	// A busy server may not answer Status.Leader within the poll's
+	// timeout: its own log says when it took leadership.
+	for _, sr := range sum.Servers {
+		if sr.Leaderships > 0 && (sum.LeaderMS == 0 || sr.LeaderMS < sum.LeaderMS) {
+			sum.LeaderMS = sr.LeaderMS
+		}
+	}
 	if r.cfg.Progress != nil {
 		fmt.Fprintf(r.cfg.Progress, "sim: servers restarted: leader after %.0f ms, ready after %.0f ms, %d of %d nodes back after %.0f ms\n",
 			sum.LeaderMS, sum.ReadyMS, back, len(live), sum.AllNodesMS)
@@ -166,12 +178,12 @@ func (r *Run) restartDone() {
 }
 
 // watchReturn polls, every 20 ms, the servers for a leader and the nodes
-// for a heartbeat answered after began, until every live node is back or
-// ctx ends. It returns when a leader was first named, when the first node
+// for a heartbeat answered after exited (when the servers had all
+// exited), until every live node is back or ctx ends. It returns when a leader was first named, when the first node
 // heartbeat was answered and how many live nodes are back (r.allBackAt
 // is when the last one was). A node's answer is seen within 20 ms of it:
 // heartbeat intervals are far longer.
-func (r *Run) watchReturn(ctx context.Context, addrs []string, live []*Node, began time.Time) (leader, ready time.Time, back int) {
+func (r *Run) watchReturn(ctx context.Context, addrs []string, live []*Node, exited time.Time) (leader, ready time.Time, back int) {
 	clients := make([]*wrpc.Client, len(addrs))
 	for i, a := range addrs {
 		clients[i] = wrpc.NewClient([]string{a}, nil)
@@ -198,7 +210,7 @@ func (r *Run) watchReturn(ctx context.Context, addrs []string, live []*Node, beg
 			if returned[i] {
 				continue
 			}
-			if at := n.LastHeartbeat(); at.After(began) {
+			if at := n.LastHeartbeat(); at.After(exited) {
 				returned[i] = true
 				back++
 				if ready.IsZero() || at.Before(ready) {
@@ -214,8 +226,8 @@ func (r *Run) watchReturn(ctx context.Context, addrs []string, live []*Node, beg
 		}
 		if now := time.Now(); r.cfg.Progress != nil && now.Sub(lastProgress) >= r.cfg.ProgressEvery {
 			lastProgress = now
-			fmt.Fprintf(r.cfg.Progress, "sim: %.0f s after the restart: leader named: %v; %d of %d nodes heartbeating again\n",
-				now.Sub(began).Seconds(), !leader.IsZero(), back, len(live))
+			fmt.Fprintf(r.cfg.Progress, "sim: %.0f s after the servers exited: leader named: %v; %d of %d nodes heartbeating again\n",
+				now.Sub(exited).Seconds(), !leader.IsZero(), back, len(live))
 		}
 		select {
 		case <-tick.C:

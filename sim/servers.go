@@ -16,8 +16,8 @@ import (
 
 // Servers is a quorum of `weft server` processes the simulator started:
 // open (no TLS, gossip key or ACLs), on loopback, with their data and logs
-// in a directory of their own. Restart stops and starts them again on the
-// same ports and data.
+// in a directory of their own. Halt and Start restart them on the same
+// ports and data.
 type Servers struct {
 	Addrs []string
 	Dir   string
@@ -117,15 +117,19 @@ func (s *Servers) LogFile(i int) string { return filepath.Join(s.Dir, s.ids[i]+"
 // IDs returns the servers' node IDs, in the order of Addrs.
 func (s *Servers) IDs() []string { return s.ids }
 
-// Restart stops every server at once with sig — SIGKILL is a crash,
-// SIGTERM a graceful leave — waits until each has exited, and starts them
-// all again with the same command lines: same ports, same data
-// directories. It returns once they are started, not once they have a
-// leader; stopped is when the last one had exited.
-func (s *Servers) Restart(sig syscall.Signal) (stopped time.Time, err error) {
-	s.signalAndWait(sig)
-	stopped = time.Now()
-	return stopped, s.start()
+// Halt stops every server at once with sig — SIGKILL is a crash, SIGTERM
+// a graceful leave — and waits until each has exited. Start starts them
+// again.
+func (s *Servers) Halt(sig syscall.Signal) { s.signalAndWait(sig) }
+
+// Start starts the servers Halt stopped, with the same command lines:
+// same ports, same data directories. It returns once they are started,
+// not once they have a leader.
+func (s *Servers) Start() error {
+	if len(s.cmds) > 0 {
+		return fmt.Errorf("sim: the servers are running")
+	}
+	return s.start()
 }
 
 // waitLeader waits until a server names a leader.
