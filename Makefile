@@ -150,7 +150,8 @@ SIM_SCENARIOS := \
 	apps-1000:-nodes=1000+-apps-per-second=2+-tasks-min=10+-tasks-max=100 \
 	throughput-1000:-nodes=1000+-apps=100+-apps-per-second=100+-tasks-min=1000+-tasks-max=1000+-task-duration-min=20s+-task-duration-max=40s \
 	short-guaranteed-2000:$(SIM_SHORT)+-opportunistic=0 \
-	short-opportunistic-2000:$(SIM_SHORT)+-opportunistic=0.5
+	short-opportunistic-2000:$(SIM_SHORT)+-opportunistic=0.5 \
+	restart-1000:-nodes=1000+-apps=30+-apps-per-second=1+-tasks-min=1000+-tasks-max=1000+-task-duration-min=10ms+-task-duration-max=50ms+-task-resources=memory_mb=1,vcores=1+-restart-at=45s
 
 .PHONY: sim-bench
 

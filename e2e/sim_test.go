@@ -119,3 +119,93 @@ func TestSimAllocatesOpportunisticAtTheProxies(t *testing.T) {
 		t.Errorf("without proxies: %d at the proxies, %d at the leader; want all at the leader", c.AtProxy, c.AtLeader)
 	}
 }
+
+// simRestart is the restart part of weft sim's summary.json.
+type simRestart struct {
+	Before          simState `json:"state_before"`
+	After           simState `json:"state_after"`
+	LeaderMS        float64  `json:"leader_elected_ms"`
+	ReadyMS         float64  `json:"leader_ready_ms"`
+	AllNodesMS      float64  `json:"all_nodes_heartbeating_ms"`
+	NodesLive       int      `json:"nodes_live"`
+	NodesBack       int      `json:"nodes_back"`
+	SpuriousDown    int      `json:"spurious_down_nodes"`
+	DownCheckError  string   `json:"down_check_error"`
+	Reregistrations int      `json:"reregistrations"`
+	Error           string   `json:"error"`
+	Servers         []struct {
+		ID         string  `json:"id"`
+		Containers int     `json:"containers_restored"`
+		StartedMS  float64 `json:"started_ms"`
+		ReadyIndex uint64  `json:"ready_index"`
+	} `json:"servers"`
+}
+
+type simState struct {
+	Nodes        int `json:"nodes"`
+	NodesDown    int `json:"nodes_down"`
+	Apps         int `json:"apps"`
+	AppsFinished int `json:"apps_finished"`
+	Containers   int `json:"containers"`
+}
+
+// TestSimRestartsTheWholeQuorum has weft sim crash all three servers it
+// started (SIGKILL) once its apps are done, and start them again on the
+// same data while 20 nodes keep heartbeating: a leader comes back, every
+// node heartbeats again, the state holds what it held before, and no
+// live node was marked DOWN or told to register again (the leader
+// answers not_ready until it has replayed its log).
+func TestSimRestartsTheWholeQuorum(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "sim")
+	stdout, stderr, code := cli(t, "sim", "-start-servers", "3", "-nodes", "20", "-duration", "35s", "-restart-at", "20s",
+		"-node-resources", "memory_mb=8192,vcores=8", "-apps", "10", "-apps-per-second", "5", "-tasks-min", "5", "-tasks-max", "20",
+		"-task-duration-min", "100ms", "-task-duration-max", "500ms", "-out", out)
+	if code != 0 {
+		t.Fatalf("weft sim: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct {
+		Restart *simRestart `json:"restart"`
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatalf("summary.json does not parse: %v\n%s", err, b)
+	}
+	r := s.Restart
+	if r == nil {
+		t.Fatalf("no restart in summary.json:\n%s", b)
+	}
+	if r.Error != "" || r.LeaderMS <= 0 || r.ReadyMS <= 0 || r.NodesLive != 20 || r.NodesBack != 20 || r.AllNodesMS <= 0 {
+		t.Errorf("the quorum did not come back with every node: %+v\nstderr:\n%s", r, stderr)
+	}
+	if r.Before.Nodes != 20 || r.Before.Apps != 10 || r.Before.Containers == 0 {
+		t.Errorf("state before the restart: %+v, want 20 nodes, 10 apps and their containers", r.Before)
+	}
+	if r.After.Nodes != r.Before.Nodes || r.After.Apps != r.Before.Apps || r.After.Containers < r.Before.Containers {
+		t.Errorf("state after the restart %+v lost some of the state before %+v", r.After, r.Before)
+	}
+	if r.Before.AppsFinished == r.Before.Apps && r.After != r.Before {
+		t.Errorf("nothing ran at the restart, yet the state after %+v differs from before %+v", r.After, r.Before)
+	}
+	if r.SpuriousDown != 0 || r.DownCheckError != "" || r.Reregistrations != 0 || r.After.NodesDown != 0 {
+		t.Errorf("live nodes marked DOWN (%d, check error %q, %d in the state) or told to re-register (%d)",
+			r.SpuriousDown, r.DownCheckError, r.After.NodesDown, r.Reregistrations)
+	}
+	led := 0
+	for _, sr := range r.Servers {
+		if sr.StartedMS <= 0 {
+			t.Errorf("%s: no start read from its log after the restart: %+v", sr.ID, sr)
+		}
+		if sr.ReadyIndex > 0 {
+			led++
+		}
+	}
+	if len(r.Servers) != 3 || led == 0 {
+		t.Errorf("want 3 servers' logs, one of them a ready leader: %+v", r.Servers)
+	}
+	if !strings.Contains(stdout, "restart:") {
+		t.Errorf("no restart in the summary on stdout:\n%s", stdout)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -235,11 +236,14 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 // Restore replaces the whole state with the one read from r. A snapshot
 // that cannot be read is an error and changes nothing, so Raft refuses it.
 // A halted FSM refuses every snapshot: it stays stopped where it stopped.
+// It logs how long reading took and how big the state is (weft sim reads
+// the line to report restart times).
 func (f *FSM) Restore(r io.ReadCloser) error {
 	defer r.Close()
 	if h := f.halt.Load(); h != nil {
 		return fmt.Errorf("restore snapshot: %w", h)
 	}
+	began := time.Now()
 	resume := pauseGC()
 	s, err := readSnapshotSafely(r)
 	resume()
@@ -247,7 +251,8 @@ func (f *FSM) Restore(r io.ReadCloser) error {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
 	f.store.replace(s)
-	f.logger.Info("restored snapshot", "index", s.index)
+	f.logger.Info("restored snapshot", "index", s.index, "duration_ms", time.Since(began).Milliseconds(),
+		"nodes", s.nodes.Len(), "apps", s.apps.Len(), "containers", s.containers.Len())
 	return nil
 }
 

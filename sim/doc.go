@@ -20,7 +20,11 @@
 // the app when every task has completed. Workloads come from a synthetic generator or a YARN
 // SLS JSON trace. Simulate runs one scenario and returns a Result, which
 // writes a summary, a per-second CSV and SVG charts. The simulated clock
-// is the real one.
+// is the real one. Servers starts a quorum of `weft server` processes;
+// with Config.Restart a run stops all of them at once and starts them
+// again on the same data while its nodes and AMs carry on, and measures
+// their return (restart.go, with each server's restore read from its
+// log, serverlog.go).
 //
 // sim must never be imported by the servers or agents: it is a client of
 // theirs, and what it measures is only as true as its protocols are the

@@ -70,6 +70,9 @@ type Node struct {
 	// Reregistrations counts the times the servers asked this node to
 	// register again (it was marked DOWN or they restarted).
 	reregistrations int
+	// lastOK is when the servers last answered a heartbeat without asking
+	// the node to register again.
+	lastOK time.Time
 }
 
 // NewNode returns a node; Run makes it live.
@@ -109,6 +112,14 @@ func (n *Node) Reregistrations() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.reregistrations
+}
+
+// LastHeartbeat returns when the servers last answered a heartbeat
+// without asking the node to register again (zero: never).
+func (n *Node) LastHeartbeat() time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.lastOK
 }
 
 // Run registers and heartbeats until ctx ends, registering again when the
@@ -207,6 +218,9 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 			n.mu.Unlock()
 			return
 		}
+		n.mu.Lock()
+		n.lastOK = time.Now()
+		n.mu.Unlock()
 		if len(resp.Servers) > 0 {
 			n.client.SetServers(resp.Servers)
 		}

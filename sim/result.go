@@ -67,6 +67,8 @@ type Summary struct {
 	Reregistrations  int               `json:"reregistrations"`
 	LeaderChanges    int               `json:"leadership_changes"`
 	MeasuredFromNote string            `json:"note"`
+	// Restart is set when the run restarted its servers (restart.go).
+	Restart *RestartSummary `json:"restart,omitempty"`
 }
 
 // SeriesPoint is one second of the run.
@@ -114,6 +116,7 @@ func (r *Run) result(end time.Time) *Result {
 	for why, n := range s.retriedBy {
 		sum.RetriedBy[string(why)] = n
 	}
+	sum.Restart = r.restart
 	res := &Result{Summary: sum}
 	var utilSum float64
 	// Heartbeats answered while the run winds down are not in the series.
@@ -159,6 +162,9 @@ func (s *Summary) Text() string {
 	p("nodes:       spurious DOWN at the end %s; re-registrations asked %d", down, s.Reregistrations)
 	p("leadership:  %d changes seen", s.LeaderChanges)
 	p("note:        %s", s.MeasuredFromNote)
+	if s.Restart != nil {
+		b.WriteString(s.Restart.Text())
+	}
 	return b.String()
 }
 

@@ -39,6 +39,9 @@ type Config struct {
 	Progress      io.Writer
 	ProgressEvery time.Duration
 	Logger        hclog.Logger
+	// Restart, if set, restarts the whole server quorum once during the
+	// run (restart.go).
+	Restart *RestartConfig
 }
 
 // Run is a simulation in progress, then done.
@@ -61,6 +64,13 @@ type Run struct {
 	downNodes    int
 	downErr      error
 	rereg        int
+
+	// restart is what the restart measured (Config.Restart); reregBefore
+	// counts the re-registrations before it, allBackAt is when the last
+	// node had a heartbeat answered after it.
+	restart     *RestartSummary
+	reregBefore int
+	allBackAt   time.Time
 }
 
 // Simulate runs cfg to its end and returns what it measured.
@@ -134,6 +144,12 @@ func Simulate(ctx context.Context, cfg Config) (*Result, error) {
 	go func() { defer wg.Done(); r.submit(runCtx) }()
 	go func() { defer wg.Done(); r.sample(runCtx) }()
 	go func() { defer wg.Done(); r.watchLeader(runCtx) }()
+	if cfg.Restart != nil {
+		wg.Add(1)
+		// The restart is measured to its end even past the run's: the
+		// nodes heartbeat until it is over.
+		go func() { defer wg.Done(); r.restartAt(runCtx, ctx) }()
+	}
 	<-runCtx.Done()
 	wg.Wait()
 	end := time.Now()
@@ -144,6 +160,7 @@ func Simulate(ctx context.Context, cfg Config) (*Result, error) {
 	for _, n := range r.nodes {
 		r.rereg += n.Reregistrations()
 	}
+	r.restartDone()
 	stopAMs()
 	stopNodes()
 	nodeWG.Wait()

@@ -16,23 +16,41 @@ import (
 
 // Servers is a quorum of `weft server` processes the simulator started:
 // open (no TLS, gossip key or ACLs), on loopback, with their data and logs
-// in a directory of their own.
+// in a directory of their own. Halt and Start restart them on the same
+// ports and data.
 type Servers struct {
 	Addrs []string
 	Dir   string
+	exe   string
+	ids   []string   // node IDs; each logs to Dir/ID.log
+	args  [][]string // each server's command line
 	cmds  []*exec.Cmd
+}
+
+// ServerOptions tunes the servers StartServers starts.
+type ServerOptions struct {
+	// Config is HCL added to every server's -config file: top-level
+	// settings such as max_completed_apps. It must hold no limits block
+	// (the simulator writes one).
+	Config string
+	// LogLevel is the servers' log level ("": warn). Restart figures
+	// need "info": they come from the servers' logs.
+	LogLevel string
 }
 
 // StartServers starts n `weft server` processes from exe on 127.0.0.1
 // with data and logs under dir, and waits until they have a leader. They
 // take up to a million connections from one IP (limits
 // rpc_max_conns_per_client): every simulated node and AM connects from
-// 127.0.0.1.
-func StartServers(ctx context.Context, exe string, n int, dir string) (*Servers, error) {
+// 127.0.0.1. They log JSON lines, which ServerLog reads.
+func StartServers(ctx context.Context, exe string, n int, dir string, opts ServerOptions) (*Servers, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("sim: need at least one server")
 	}
-	s := &Servers{Dir: dir}
+	if opts.LogLevel == "" {
+		opts.LogLevel = "warn"
+	}
+	s := &Servers{Dir: dir, exe: exe}
 	rpcPorts, serfPorts := make([]int, n), make([]int, n)
 	for i := range n {
 		var err error
@@ -47,39 +65,71 @@ func StartServers(ctx context.Context, exe string, n int, dir string) (*Servers,
 	// Every simulated node and AM connects from 127.0.0.1: the servers
 	// must take far more connections from one IP than their default.
 	conf := filepath.Join(dir, "sim-server.hcl")
-	if err := os.WriteFile(conf, []byte("limits {\n  rpc_max_conns_per_client = 1000000\n}\n"), 0o644); err != nil {
+	hcl := "limits {\n  rpc_max_conns_per_client = 1000000\n}\n" + opts.Config
+	if err := os.WriteFile(conf, []byte(hcl), 0o644); err != nil {
 		return nil, err
 	}
 	for i := range n {
 		id := fmt.Sprintf("sim-s%d", i+1)
 		args := []string{"server", "-node-id", id, "-data-dir", filepath.Join(dir, id), "-bind", "127.0.0.1",
 			"-rpc-port", strconv.Itoa(rpcPorts[i]), "-serf-port", strconv.Itoa(serfPorts[i]), "-http-port", "0",
-			"-bootstrap-expect", strconv.Itoa(n), "-log-level", "warn", "-config", conf}
+			"-bootstrap-expect", strconv.Itoa(n), "-log-level", opts.LogLevel, "-log-json", "-config", conf}
 		for j := range n {
 			if j != i {
 				args = append(args, "-join", net.JoinHostPort("127.0.0.1", strconv.Itoa(serfPorts[j])))
 			}
 		}
-		log, err := os.Create(filepath.Join(dir, id+".log"))
-		if err != nil {
-			s.Stop()
-			return nil, err
-		}
-		cmd := exec.Command(exe, args...)
-		cmd.Stdout, cmd.Stderr = log, log
-		if err := cmd.Start(); err != nil {
-			log.Close()
-			s.Stop()
-			return nil, fmt.Errorf("start %s: %w", id, err)
-		}
-		log.Close()
-		s.cmds = append(s.cmds, cmd)
+		s.ids, s.args = append(s.ids, id), append(s.args, args)
+	}
+	if err := s.start(); err != nil {
+		s.Stop()
+		return nil, err
 	}
 	if err := s.waitLeader(ctx, time.Minute); err != nil {
 		s.Stop()
 		return nil, err
 	}
 	return s, nil
+}
+
+// start starts every server process, appending to its log.
+func (s *Servers) start() error {
+	for i, id := range s.ids {
+		log, err := os.OpenFile(s.LogFile(i), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		cmd := exec.Command(s.exe, s.args[i]...)
+		cmd.Stdout, cmd.Stderr = log, log
+		err = cmd.Start()
+		log.Close()
+		if err != nil {
+			return fmt.Errorf("start %s: %w", id, err)
+		}
+		s.cmds = append(s.cmds, cmd)
+	}
+	return nil
+}
+
+// LogFile is the path of server i's log.
+func (s *Servers) LogFile(i int) string { return filepath.Join(s.Dir, s.ids[i]+".log") }
+
+// IDs returns the servers' node IDs, in the order of Addrs.
+func (s *Servers) IDs() []string { return s.ids }
+
+// Halt stops every server at once with sig — SIGKILL is a crash, SIGTERM
+// a graceful leave — and waits until each has exited. Start starts them
+// again.
+func (s *Servers) Halt(sig syscall.Signal) { s.signalAndWait(sig) }
+
+// Start starts the servers Halt stopped, with the same command lines:
+// same ports, same data directories. It returns once they are started,
+// not once they have a leader.
+func (s *Servers) Start() error {
+	if len(s.cmds) > 0 {
+		return fmt.Errorf("sim: the servers are running")
+	}
+	return s.start()
 }
 
 // waitLeader waits until a server names a leader.
@@ -107,9 +157,13 @@ func (s *Servers) waitLeader(ctx context.Context, timeout time.Duration) error {
 }
 
 // Stop stops the servers (SIGTERM, then SIGKILL after 10 s) and waits.
-func (s *Servers) Stop() {
+func (s *Servers) Stop() { s.signalAndWait(syscall.SIGTERM) }
+
+// signalAndWait sends sig to every server, then waits for each to exit,
+// killing one still running after 10 s.
+func (s *Servers) signalAndWait(sig syscall.Signal) {
 	for _, c := range s.cmds {
-		c.Process.Signal(syscall.SIGTERM)
+		c.Process.Signal(sig)
 	}
 	for _, c := range s.cmds {
 		done := make(chan struct{})

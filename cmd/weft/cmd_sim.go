@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/weft-sched/weft/internal/config"
 	"github.com/weft-sched/weft/scheduler"
 	"github.com/weft-sched/weft/sim"
 )
@@ -18,14 +19,17 @@ import (
 // or started here.
 func runSim(args []string) error {
 	fs := newFlagSet("sim")
-	var servers, nodeRes, trace, out, logLevel, taskRes, queues string
+	var servers, nodeRes, trace, out, logLevel, taskRes, queues, serverConfig, restartSignal string
 	var startServers, nodes, racks, queueLen, apps, tasksMin, tasksMax, nodesUsed int
 	var proxy bool
-	var heartbeat, duration, taskMin, taskMax time.Duration
+	var heartbeat, duration, taskMin, taskMax, restartAt time.Duration
 	var rate, opp, joinRate float64
 	var seed uint64
 	fs.StringVar(&servers, "servers", "", "comma-separated RPC `ADDRS` of a running server quorum")
 	fs.IntVar(&startServers, "start-servers", 0, "start `N` weft server processes on 127.0.0.1 instead (open, in a temporary directory)")
+	fs.StringVar(&serverConfig, "server-config", "", "with -start-servers: HCL `FILE` of settings added to every server's config (such as max_completed_apps = 100000; no limits block)")
+	fs.DurationVar(&restartAt, "restart-at", 0, "with -start-servers: stop every server this long into the run and start them again on the same data, measuring their return")
+	fs.StringVar(&restartSignal, "restart-signal", "kill", "how -restart-at stops the servers: kill (SIGKILL, a crash) or term (SIGTERM, a graceful leave)")
 	fs.IntVar(&nodes, "nodes", 100, "how many simulated nodes (`N`)")
 	fs.StringVar(&nodeRes, "node-resources", "memory_mb=65536,vcores=64", "capacity of each simulated node")
 	fs.IntVar(&racks, "racks", 1, "spread the nodes round-robin over `R` racks")
@@ -63,6 +67,10 @@ func runSim(args []string) error {
 	}
 	if nodesUsed < 0 || nodesUsed > 0 && startServers == 0 {
 		return usagef("-nodes-used: give a positive count, with -start-servers (servers given with -servers keep their configuration)")
+	}
+	restart, extraConfig, err := simRestartFlags(startServers, duration, restartAt, restartSignal, serverConfig)
+	if err != nil {
+		return err
 	}
 	capacity, err := scheduler.ParseResources(nodeRes)
 	if err != nil {
@@ -112,7 +120,11 @@ func runSim(args []string) error {
 			return err
 		}
 		fmt.Fprintf(stderr, "sim: starting %d server processes in %s\n", startServers, dir)
-		srv, err := sim.StartServers(ctx, exe, startServers, dir)
+		opts := sim.ServerOptions{Config: extraConfig}
+		if restart != nil {
+			opts.LogLevel = "info" // the restart's figures come from the servers' logs
+		}
+		srv, err := sim.StartServers(ctx, exe, startServers, dir, opts)
 		if err != nil {
 			return err
 		}
@@ -123,10 +135,13 @@ func runSim(args []string) error {
 				return err
 			}
 		}
+		if restart != nil {
+			restart.Servers = srv
+		}
 	}
 	fmt.Fprintf(stderr, "sim: %d nodes of %s joining %s; %d apps to submit over %s\n", nodes, capacity, strings.Join(addrs, ","), len(jobs), duration)
 	res, err := sim.Simulate(ctx, sim.Config{Servers: addrs, Nodes: nodes, NodeResources: capacity, Racks: racks, Heartbeat: heartbeat, JoinRate: joinRate,
-		QueueLength: queueLen, AMRMProxy: proxy, Duration: duration, Jobs: jobs, Progress: stderr, Logger: logger})
+		QueueLength: queueLen, AMRMProxy: proxy, Duration: duration, Jobs: jobs, Progress: stderr, Logger: logger, Restart: restart})
 	if err != nil {
 		return err
 	}
@@ -138,6 +153,46 @@ func runSim(args []string) error {
 		fmt.Fprintf(stderr, "sim: wrote %s\n", out)
 	}
 	return nil
+}
+
+// simRestartFlags checks -restart-at, -restart-signal and -server-config
+// and returns the restart (nil without -restart-at) and the extra server
+// configuration.
+func simRestartFlags(startServers int, duration, at time.Duration, signal, configFile string) (*sim.RestartConfig, string, error) {
+	if startServers == 0 && (at != 0 || configFile != "") {
+		return nil, "", usagef("-restart-at and -server-config need -start-servers: the simulator restarts and configures only servers it started")
+	}
+	var extra string
+	if configFile != "" {
+		src, err := os.ReadFile(configFile)
+		if err != nil {
+			return nil, "", usagef("-server-config: %v", err)
+		}
+		cfg := config.DefaultServer()
+		if err := config.MergeFile(cfg, configFile, src, nil); err != nil {
+			return nil, "", usagef("-server-config: %v", err)
+		}
+		if cfg.Limits != nil {
+			return nil, "", usagef("-server-config: %s has a limits block; leave it out (the simulator sets rpc_max_conns_per_client)", configFile)
+		}
+		extra = string(src)
+	}
+	if at == 0 {
+		return nil, extra, nil
+	}
+	if at < 0 || at >= duration {
+		return nil, "", usagef("-restart-at %s: must be positive and before the run's end (-duration %s)", at, duration)
+	}
+	rc := &sim.RestartConfig{At: at}
+	switch signal {
+	case "kill":
+		rc.Signal = syscall.SIGKILL
+	case "term":
+		rc.Signal = syscall.SIGTERM
+	default:
+		return nil, "", usagef("-restart-signal %q: use kill or term", signal)
+	}
+	return rc, extra, nil
 }
 
 // parseQueueMix reads QUEUE=WEIGHT,... (a bare QUEUE weighs 1).

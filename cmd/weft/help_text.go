@@ -58,6 +58,7 @@ var helps = map[string]helpEntry{
 	"sim": {
 		usage: []string{
 			"weft sim (-servers ADDR,... | -start-servers N) [-nodes N] [-node-resources memory_mb=M,vcores=V] [-racks R] [-heartbeat D] [-duration D] [-trace FILE | synthetic flags] [-amrmproxy=false] [-nodes-used N] [-out DIR]",
+			"weft sim -start-servers N [-server-config FILE] [-restart-at D [-restart-signal kill|term]] [flags]",
 		},
 		summary: "load-test a server quorum with simulated nodes and AMs",
 		desc: "Runs the load simulator (SPEC §17): thousands of simulated nodes register and heartbeat over the real node " +
@@ -67,9 +68,15 @@ var helps = map[string]helpEntry{
 			"AMs ask the leader). Tasks run for their trace or " +
 			"synthetic duration with no processes. Prints a summary (apps and tasks finished, allocations/s, ask-to-allocation " +
 			"and heartbeat latency, opportunistic ask-to-allocation at the proxies, utilisation, spurious DOWN nodes, leadership changes) and, with -out, writes summary.txt, " +
-			"summary.json, series.csv and SVG charts. A progress line goes to stderr every few seconds.",
+			"summary.json, series.csv and SVG charts. A progress line goes to stderr every few seconds. With -restart-at, the " +
+			"servers it started are all stopped at once (SIGKILL unless -restart-signal term) and started again on the same " +
+			"ports and data while the nodes keep heartbeating; the summary adds the state before and after, the time to a " +
+			"leader, to a ready leader and to every node heartbeating again, spurious DOWN nodes and re-registrations, and " +
+			"each server's snapshot restore time from its log.",
 		examples: []string{
 			"weft sim -start-servers 3 -nodes 1000 -duration 2m -apps-per-second 2 -out /tmp/sim",
+			"# crash and restart the whole quorum 40 s in, with finished apps kept in the state",
+			"weft sim -start-servers 3 -nodes 1000 -duration 90s -restart-at 40s -server-config keep.hcl -out /tmp/sim",
 			"weft sim -servers 10.0.0.1:8030,10.0.0.2:8030 -nodes 500 -trace sls-trace.json -out /tmp/sim",
 			"weft sim -start-servers 3 -nodes 2000 -node-resources memory_mb=8192,vcores=4 -opportunistic 1 -nodes-used 100 -out /tmp/sim",
 		},
