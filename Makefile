@@ -139,27 +139,32 @@ chaos-short:
 
 # sim-bench: the load simulator's scenarios (SPEC §17, docs/scale.md), each
 # against three `weft server` processes it starts, results in bench/sim-*.txt
-# and charts under bench/sim/. SIM_DURATION shortens or lengthens each run.
+# and charts under bench/sim/. SIM_DURATION shortens or lengthens each run;
+# SIM_ONLY="name ..." runs only those scenarios.
 SIM_DURATION ?= 60s
+SIM_ONLY ?=
 # Mercury's scenario (seed 000, docs/scale.md): short tasks on small nodes,
 # guaranteed only against half the apps opportunistic, same seed and work.
 SIM_SHORT := -nodes=2000+-node-resources=memory_mb=8192,vcores=4+-task-resources=memory_mb=4096,vcores=4+-queue-length=2+-nodes-used=20+-apps-per-second=1+-tasks-min=100+-tasks-max=300+-task-duration-min=500ms+-task-duration-max=5s+-seed=7
 SIM_SCENARIOS := \
 	heartbeats-1000:-nodes=1000 \
 	heartbeats-2000:-nodes=2000 \
+	heartbeats-5000:-nodes=5000 \
+	heartbeats-10000:-nodes=10000 \
 	apps-1000:-nodes=1000+-apps-per-second=2+-tasks-min=10+-tasks-max=100 \
-	throughput-1000:-nodes=1000+-apps=100+-apps-per-second=100+-tasks-min=1000+-tasks-max=1000+-task-duration-min=20s+-task-duration-max=40s \
+	throughput-1000:-nodes=1000+-apps=100+-apps-per-second=100+-tasks-min=1000+-tasks-max=1000+-task-duration-min=5m+-task-duration-max=5m \
 	short-guaranteed-2000:$(SIM_SHORT)+-opportunistic=0 \
 	short-opportunistic-2000:$(SIM_SHORT)+-opportunistic=0.5 \
 	restart-1000:-nodes=1000+-apps=30+-apps-per-second=1+-tasks-min=1000+-tasks-max=1000+-task-duration-min=10ms+-task-duration-max=50ms+-task-resources=memory_mb=1,vcores=1+-restart-at=45s
 
 .PHONY: sim-bench
 
-## sim-bench: run the simulator scenarios (heartbeats at 1,000 and 2,000 nodes, apps and 100,000 containers on 1,000, short tasks on 2,000 nodes guaranteed-only and half opportunistic) and write bench/sim-*.txt.
+## sim-bench: run the simulator scenarios (heartbeats at 1,000 to 10,000 nodes, apps and 100,000 containers asked of 1,000 nodes, short tasks on 2,000 nodes guaranteed-only and half opportunistic, a whole-quorum crash and restart) and write bench/sim-*.txt.
 sim-bench: build
 	@mkdir -p bench/sim
 	@set -e; for s in $(SIM_SCENARIOS); do \
 	  name=$${s%%:*}; flags=$$(echo "$${s#*:}" | tr '+' ' '); \
+	  if [ -n "$(SIM_ONLY)" ] && ! echo " $(SIM_ONLY) " | grep -q " $$name "; then continue; fi; \
 	  case $$name in heartbeats-*) flags="$$flags -apps-per-second 0";; esac; \
 	  echo "== sim $$name: $$flags -duration $(SIM_DURATION)"; \
 	  { echo "# weft sim $$name ($$(git describe --always --dirty), $$(nproc) cores, $$(date -u +%FT%TZ))"; \

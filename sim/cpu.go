@@ -44,3 +44,47 @@ func parseProcStatCPU(stat string) (time.Duration, error) {
 	}
 	return time.Duration(ticks) * time.Second / userHZ, nil
 }
+
+// ServerCPU is what one server process the simulator started used over
+// the measured run.
+type ServerCPU struct {
+	ID     string  `json:"id"`
+	Cores  float64 `json:"cores"` // CPU time ÷ the measured time
+	Leader bool    `json:"leader"`
+}
+
+// cpu returns each started server's CPU time so far (nil without servers;
+// -1 for one whose /proc entry cannot be read, such as one not running).
+func (s *Servers) cpu() []time.Duration {
+	if s == nil {
+		return nil
+	}
+	out := make([]time.Duration, len(s.cmds))
+	for i, c := range s.cmds {
+		out[i] = -1
+		if c != nil && c.Process != nil {
+			if d, err := procCPU(c.Process.Pid); err == nil {
+				out[i] = d
+			}
+		}
+	}
+	return out
+}
+
+// cpuUsed turns two readings of cpu into each server's cores over d; the
+// leader is the server whose ID leader points at. A server restarted in
+// between (a new process) is left out.
+func cpuUsed(s *Servers, before, after []time.Duration, d time.Duration, leader *string) []ServerCPU {
+	if s == nil || d <= 0 {
+		return nil
+	}
+	var out []ServerCPU
+	for i := range min(len(before), len(after), len(s.ids)) {
+		if before[i] < 0 || after[i] < before[i] {
+			continue
+		}
+		out = append(out, ServerCPU{ID: s.ids[i], Cores: (after[i] - before[i]).Seconds() / d.Seconds(),
+			Leader: leader != nil && *leader == s.ids[i]})
+	}
+	return out
+}

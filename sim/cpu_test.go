@@ -23,3 +23,19 @@ func TestParseProcStatCPU(t *testing.T) {
 		t.Fatalf("procCPU(self): %v, %v", d, err)
 	}
 }
+
+// cpuUsed gives each server's cores over the run, marks the leader, and
+// leaves out a server whose reading is missing or went backwards (it was
+// restarted: a new process).
+func TestCPUUsed(t *testing.T) {
+	s := &Servers{ids: []string{"s1", "s2", "s3"}}
+	leader := "s2"
+	got := cpuUsed(s, []time.Duration{time.Second, 0, 5 * time.Second}, []time.Duration{3 * time.Second, 10 * time.Second, time.Second},
+		10*time.Second, &leader)
+	if len(got) != 2 || got[0] != (ServerCPU{ID: "s1", Cores: 0.2}) || got[1] != (ServerCPU{ID: "s2", Cores: 1, Leader: true}) {
+		t.Fatalf("cpuUsed: %+v", got)
+	}
+	if got := cpuUsed(nil, nil, nil, time.Second, nil); got != nil {
+		t.Fatalf("without servers: %+v", got)
+	}
+}

@@ -109,3 +109,16 @@ func TestLiveNodeStartsTheQueuedAsSoonAsRoomFrees(t *testing.T) {
 	}
 	n.containers["o2"].timer.Stop()
 }
+
+// fill99 finds the second by which 99% of the allocations were made: a
+// run that places everything in three seconds and then idles reports
+// those three seconds and their rate, not the rate over the whole run.
+func TestFill99(t *testing.T) {
+	secs := []*Second{{Allocations: 1000}, {Allocations: 5000}, {Allocations: 3990}, {Allocations: 10}, {}, {}}
+	if n, rate := fill99(secs); n != 3 || rate != 9990.0/3 {
+		t.Fatalf("fill99: %d s, %.1f/s; want 3 s, 3330/s", n, rate)
+	}
+	if n, rate := fill99([]*Second{{}, {}}); n != 0 || rate != 0 {
+		t.Fatalf("fill99 of nothing: %d, %v", n, rate)
+	}
+}

@@ -67,6 +67,16 @@ type Summary struct {
 	Reregistrations  int               `json:"reregistrations"`
 	LeaderChanges    int               `json:"leadership_changes"`
 	MeasuredFromNote string            `json:"note"`
+	// Fill99Seconds is how long the run took to make 99% of its
+	// allocations, from the start of measurement (whole seconds of the
+	// series), and Fill99PerS that share of them over that time: the
+	// committed rate while the asks lasted and room remained, which the
+	// rate over the whole run hides once the cluster is full.
+	Fill99Seconds int     `json:"allocations_99pct_seconds"`
+	Fill99PerS    float64 `json:"allocations_99pct_per_second"`
+	// Servers is the CPU each server the simulator started used over the
+	// measured run (cores), the leader marked.
+	Servers []ServerCPU `json:"servers_cpu,omitempty"`
 	// Restart is set when the run restarted its servers (restart.go).
 	Restart *RestartSummary `json:"restart,omitempty"`
 }
@@ -117,6 +127,7 @@ func (r *Run) result(end time.Time) *Result {
 		sum.RetriedBy[string(why)] = n
 	}
 	sum.Restart = r.restart
+	sum.Servers = r.serverCPU
 	res := &Result{Summary: sum}
 	var utilSum float64
 	// Heartbeats answered while the run winds down are not in the series.
@@ -132,7 +143,28 @@ func (r *Run) result(end time.Time) *Result {
 	if len(secs) > 0 {
 		res.Summary.UtilisationMean = utilSum / float64(len(secs))
 	}
+	res.Summary.Fill99Seconds, res.Summary.Fill99PerS = fill99(secs)
 	return res
+}
+
+// fill99 returns how many whole seconds of the series it took to make 99%
+// of its allocations, and that many allocations per second over them.
+func fill99(secs []*Second) (int, float64) {
+	var total uint64
+	for _, sec := range secs {
+		total += sec.Allocations
+	}
+	if total == 0 {
+		return 0, 0
+	}
+	want := (total*99 + 99) / 100
+	var sum uint64
+	for i, sec := range secs {
+		if sum += sec.Allocations; sum >= want {
+			return i + 1, float64(sum) / float64(i+1)
+		}
+	}
+	return len(secs), float64(total) / float64(len(secs))
 }
 
 // Text renders the summary for people.
@@ -148,6 +180,9 @@ func (s *Summary) Text() string {
 		s.TasksPerS, s.TasksDoneOfFin, s.TasksOfFinished, s.TasksRetried, s.retriedText())
 	p("allocations: %d (%d opportunistic: %d at AMRMProxies, %d at the leader), %.1f/s over the run, %d in the busiest second",
 		s.Allocations, s.Opportunistic, s.OppProxy, s.OppCentral, s.AllocationsPerS, s.AllocationsPeak)
+	if s.Fill99Seconds > 0 {
+		p("             99%% of them in the first %d s: %.1f/s", s.Fill99Seconds, s.Fill99PerS)
+	}
 	p("ask→alloc:   p50 %.1f ms, p99 %.1f ms; guaranteed p50 %.1f ms, p99 %.1f ms", s.AskToAllocP50MS, s.AskToAllocP99MS, s.GuaranteedP50MS, s.GuaranteedP99MS)
 	if s.OppProxy > 0 || s.OppCentral > 0 {
 		p("opportunistic ask→alloc: at AMRMProxies p50 %.1f ms, p99 %.1f ms; at the leader p50 %.1f ms, p99 %.1f ms",
@@ -161,6 +196,17 @@ func (s *Summary) Text() string {
 	}
 	p("nodes:       spurious DOWN at the end %s; re-registrations asked %d", down, s.Reregistrations)
 	p("leadership:  %d changes seen", s.LeaderChanges)
+	if len(s.Servers) > 0 {
+		var parts []string
+		for _, c := range s.Servers {
+			role := ""
+			if c.Leader {
+				role = " (leader)"
+			}
+			parts = append(parts, fmt.Sprintf("%s%s %.2f", c.ID, role, c.Cores))
+		}
+		p("server CPU:  %s cores over the measured run", strings.Join(parts, ", "))
+	}
 	p("note:        %s", s.MeasuredFromNote)
 	if s.Restart != nil {
 		b.WriteString(s.Restart.Text())

@@ -42,6 +42,9 @@ type Config struct {
 	// Restart, if set, restarts the whole server quorum once during the
 	// run (restart.go).
 	Restart *RestartConfig
+	// Started, if set, are the server processes the simulator started:
+	// the summary gives the CPU each used over the measured run.
+	Started *Servers
 }
 
 // Run is a simulation in progress, then done.
@@ -55,6 +58,8 @@ type Run struct {
 	client *wrpc.Client   // the users': submissions and listings
 
 	amsStarted atomic.Int64
+	leaderID   atomic.Pointer[string] // the last leader seen
+	serverCPU  []ServerCPU
 	amWG       sync.WaitGroup
 	// amCtx ends with the run: AMs still working then stop.
 	amCtx context.Context
@@ -137,6 +142,7 @@ func Simulate(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	r.registerTook = time.Since(began)
 	r.stats = r.restartStats()
+	cpuBefore := cfg.Started.cpu()
 	runCtx, stopRun := context.WithTimeout(ctx, cfg.Duration)
 	defer stopRun()
 	var wg sync.WaitGroup
@@ -153,6 +159,7 @@ func Simulate(ctx context.Context, cfg Config) (*Result, error) {
 	<-runCtx.Done()
 	wg.Wait()
 	end := time.Now()
+	r.serverCPU = cpuUsed(cfg.Started, cpuBefore, cfg.Started.cpu(), end.Sub(r.stats.start), r.leaderID.Load())
 	r.stats.Freeze()
 	// Which nodes the servers hold DOWN while every simulated node still
 	// heartbeats: all of them are spurious.
@@ -307,6 +314,7 @@ func (r *Run) watchLeader(ctx context.Context) {
 				r.stats.LeaderChanged()
 			}
 			last = resp.ID
+			r.leaderID.Store(&last)
 		}
 		select {
 		case <-tick.C:

@@ -109,6 +109,7 @@ func runSim(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	addrs := strings.Split(servers, ",")
+	var started *sim.Servers
 	if startServers > 0 {
 		dir, err := os.MkdirTemp("", "weft-sim-")
 		if err != nil {
@@ -135,13 +136,14 @@ func runSim(args []string) error {
 				return err
 			}
 		}
+		started = srv
 		if restart != nil {
 			restart.Servers = srv
 		}
 	}
 	fmt.Fprintf(stderr, "sim: %d nodes of %s joining %s; %d apps to submit over %s\n", nodes, capacity, strings.Join(addrs, ","), len(jobs), duration)
 	res, err := sim.Simulate(ctx, sim.Config{Servers: addrs, Nodes: nodes, NodeResources: capacity, Racks: racks, Heartbeat: heartbeat, JoinRate: joinRate,
-		QueueLength: queueLen, AMRMProxy: proxy, Duration: duration, Jobs: jobs, Progress: stderr, Logger: logger, Restart: restart})
+		QueueLength: queueLen, AMRMProxy: proxy, Duration: duration, Jobs: jobs, Progress: stderr, Logger: logger, Restart: restart, Started: started})
 	if err != nil {
 		return err
 	}
