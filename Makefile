@@ -86,6 +86,7 @@ FUZZ_TARGETS := \
 	./internal/msgpackscan:FuzzScan \
 	./fsm:FuzzApply \
 	./fsm:FuzzRestore \
+	./fsm:FuzzContainerRecord \
 	./fsm:FuzzCommandRoundTrip \
 	./internal/identity:FuzzParseToken \
 	./internal/identity:FuzzDecodeClaims \
