@@ -92,6 +92,7 @@ func New(config *Config) (*Agent, error) {
 		sched: newDistScheduler(config.HeartbeatInterval+500*time.Millisecond, config.Clock.Now()),
 		keys:  newWorkloadKeys(),
 	}
+	a.client.Spread = true // a cluster's agents spread over its servers
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.proxy = newAMRMProxy(a)
 	dir := filepath.Join(config.DataDir, "containers")

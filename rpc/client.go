@@ -42,6 +42,12 @@ type Client struct {
 	// Token is the ACL token's secret ID sent with every request that
 	// carries none of its own (SPEC §15).
 	Token string
+	// Spread starts the client at a random server of a list it is given
+	// (SetServers) rather than the first, so that many clients given the
+	// same list, such as a cluster's agents, spread over the servers
+	// instead of all calling the first (which would forward all their
+	// calls). Set it before SetServers.
+	Spread bool
 
 	mu      sync.Mutex
 	servers []string
@@ -66,7 +72,8 @@ func NewClient(servers []string, pool *Pool) *Client {
 }
 
 // SetServers replaces the server list, keeping the current server first if
-// it is still in it.
+// it is still in it; otherwise the client starts at the first, or, with
+// Spread, at a random one.
 func (c *Client) SetServers(servers []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -76,6 +83,9 @@ func (c *Client) SetServers(servers []string) {
 	}
 	c.servers = append([]string(nil), servers...)
 	c.next = 0
+	if c.Spread && len(c.servers) > 1 {
+		c.next = rand.N(len(c.servers))
+	}
 	for i, s := range c.servers {
 		if s == cur {
 			c.next = i

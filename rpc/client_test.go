@@ -128,3 +128,33 @@ func TestErrorHelpers(t *testing.T) {
 		t.Fatalf("deadline code %s", c)
 	}
 }
+
+// Clients with Spread given the same server list start at random servers,
+// so a cluster's agents spread over the servers; a client keeps its
+// current server when the list is replaced by one that still holds it.
+// Without Spread a client starts at the first.
+func TestClientsSpreadOverTheServers(t *testing.T) {
+	servers := []string{"10.0.0.1:8030", "10.0.0.2:8030", "10.0.0.3:8030"}
+	seen := map[string]int{}
+	for range 300 {
+		c := NewClient(nil, nil)
+		c.Spread = true
+		c.SetServers(servers)
+		cur, _ := c.current()
+		seen[cur]++
+		c.SetServers([]string{"10.0.0.9:8030", servers[2], servers[1], servers[0]})
+		if again, _ := c.current(); again != cur {
+			t.Fatalf("a new list that holds %s moved the client to %s", cur, again)
+		}
+	}
+	for _, s := range servers {
+		// Each is picked with probability 1/3: 300 clients all missing
+		// one has probability 3·(2/3)^300, about 10^-53.
+		if seen[s] == 0 {
+			t.Fatalf("no client of 300 started at %s: %v", s, seen)
+		}
+	}
+	if cur, _ := NewClient(servers, nil).current(); cur != servers[0] {
+		t.Fatalf("a client without Spread started at %s", cur)
+	}
+}

@@ -87,7 +87,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	n := &Node{cfg: cfg, secret: secret, client: wrpc.NewClient(cfg.Servers, wrpc.NewPool(nil)),
+	n := &Node{cfg: cfg, secret: secret, client: spreadClient(cfg.Servers),
 		local: scheduler.NewLocalScheduler(cfg.Capacity, cfg.QueueLength), containers: map[string]*simContainer{},
 		launched: map[string]bool{}}
 	if cfg.AMRMProxy {
@@ -439,3 +439,12 @@ func (n *Node) Running() int {
 
 // String names the node for logs.
 func (n *Node) String() string { return fmt.Sprintf("sim node %s", n.cfg.ID) }
+
+// spreadClient is a node's client: like an agent's, it starts at a random
+// server of the list, so the simulated nodes spread over the servers.
+func spreadClient(servers []string) *wrpc.Client {
+	c := wrpc.NewClient(nil, wrpc.NewPool(nil))
+	c.Spread = true
+	c.SetServers(servers)
+	return c
+}
