@@ -136,6 +136,14 @@ func Schedule(st State, now time.Time, waits *LocalityWaits, maxPlacements int) 
 	if waits == nil {
 		waits = NewLocalityWaits()
 	}
+	if !demandPending(st.ActiveApps()) {
+		// Nothing to place: a pass would only walk every node. The leader
+		// runs one at every state change (a node registering, a batch of
+		// container reports), so with 10,000 nodes and no demand this was
+		// most of its CPU. What the pass would have swept goes the same.
+		waits.sweep()
+		return Decision{}
+	}
 	nodes, rackOf, cluster := readyNodes(st.Nodes())
 	var d Decision
 	if len(nodes) == 0 {
@@ -166,6 +174,25 @@ func Schedule(st State, now time.Time, waits *LocalityWaits, maxPlacements int) 
 	}
 	waits.sweep()
 	return d
+}
+
+// demandPending reports whether any app waits for an AM container or has
+// an ask outstanding.
+func demandPending(apps []*App) bool {
+	for _, a := range apps {
+		if a.State.Terminal() {
+			continue
+		}
+		if a.AMPending {
+			return true
+		}
+		for _, ask := range a.Asks {
+			if ask.Count > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // pass is the working state of one scheduling pass.

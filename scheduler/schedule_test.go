@@ -403,3 +403,21 @@ func TestDRFBalancesDominantShares(t *testing.T) {
 		}
 	}
 }
+
+// With no AM pending and no ask outstanding a pass places nothing and
+// sweeps the locality waits as any pass does; with one ask it places it.
+func TestScheduleWithoutDemand(t *testing.T) {
+	f := benchState(50, 1, 2, 0)
+	waits := NewLocalityWaits()
+	waits.waits[askKey{app: "gone"}] = &localityWait{}
+	if d := Schedule(f, time.Unix(0, 0), waits, 100); len(d.Placements) != 0 {
+		t.Fatalf("placed %d with no demand", len(d.Placements))
+	}
+	if len(waits.waits) != 0 {
+		t.Fatalf("the pass left %d locality waits unswept", len(waits.waits))
+	}
+	f.apps[0].Asks = []Ask{{AskID: 1, Count: 1, Resources: Resources{MemoryMB: 512, Vcores: 1}}}
+	if d := Schedule(f, time.Unix(0, 0), waits, 100); len(d.Placements) != 1 {
+		t.Fatalf("placed %d for one ask", len(d.Placements))
+	}
+}
