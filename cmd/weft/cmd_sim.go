@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,7 +20,7 @@ import (
 // or started here.
 func runSim(args []string) error {
 	fs := newFlagSet("sim")
-	var servers, nodeRes, trace, out, logLevel, taskRes, queues, serverConfig, restartSignal string
+	var servers, nodeRes, trace, out, logLevel, taskRes, queues, serverConfig, restartSignal, cpuProfile string
 	var startServers, nodes, racks, queueLen, apps, tasksMin, tasksMax, nodesUsed int
 	var proxy bool
 	var heartbeat, duration, taskMin, taskMax, restartAt time.Duration
@@ -51,6 +52,7 @@ func runSim(args []string) error {
 	fs.Float64Var(&opp, "opportunistic", 0, "synthetic: fraction of apps whose tasks are opportunistic")
 	fs.Uint64Var(&seed, "seed", 1, "synthetic: random seed")
 	fs.StringVar(&out, "out", "", "write summary.txt, summary.json, series.csv and SVG charts into `DIR`")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write the simulator's own CPU profile over the whole run to `FILE` (go tool pprof), to tell its cost from the servers'")
 	fs.StringVar(&logLevel, "log-level", "error", "log `LEVEL` of the simulator")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -142,6 +144,17 @@ func runSim(args []string) error {
 		}
 	}
 	fmt.Fprintf(stderr, "sim: %d nodes of %s joining %s; %d apps to submit over %s\n", nodes, capacity, strings.Join(addrs, ","), len(jobs), duration)
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	res, err := sim.Simulate(ctx, sim.Config{Servers: addrs, Nodes: nodes, NodeResources: capacity, Racks: racks, Heartbeat: heartbeat, JoinRate: joinRate,
 		QueueLength: queueLen, AMRMProxy: proxy, Duration: duration, Jobs: jobs, Progress: stderr, Logger: logger, Restart: restart, Started: started})
 	if err != nil {

@@ -57,7 +57,7 @@ var helps = map[string]helpEntry{
 	},
 	"sim": {
 		usage: []string{
-			"weft sim (-servers ADDR,... | -start-servers N) [-nodes N] [-node-resources memory_mb=M,vcores=V] [-racks R] [-heartbeat D] [-duration D] [-trace FILE | synthetic flags] [-amrmproxy=false] [-nodes-used N] [-out DIR]",
+			"weft sim (-servers ADDR,... | -start-servers N) [-nodes N] [-node-resources memory_mb=M,vcores=V] [-racks R] [-heartbeat D] [-duration D] [-trace FILE | synthetic flags] [-amrmproxy=false] [-nodes-used N] [-out DIR] [-cpuprofile FILE]",
 			"weft sim -start-servers N [-server-config FILE] [-restart-at D [-restart-signal kill|term]] [flags]",
 		},
 		summary: "load-test a server quorum with simulated nodes and AMs",
