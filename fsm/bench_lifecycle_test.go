@@ -14,24 +14,9 @@ import (
 // Every server of a quorum applies all three, so a quorum's committed
 // container rate can never pass (cores ÷ servers) ÷ this cost.
 func BenchmarkContainerLifecycle(b *testing.B) {
-	f := New(nil)
-	idx := uint64(0)
-	next := func(mt MessageType, body any) any {
-		idx++
-		return f.Apply(command(b, idx, mt, body))
-	}
 	const nodes = 1000
-	for i := 0; i < nodes; i++ {
-		next(NodeRegisterType, &NodeRegisterRequest{ID: fmt.Sprintf("n%04d", i), Capacity: scheduler.Resources{MemoryMB: 1 << 40, Vcores: 1 << 30}})
-	}
-	var apps []string
-	for i := 0; i < 100; i++ {
-		id := next(AppSubmitType, &AppSubmitRequest{Spec: scheduler.AppSpec{DShell: scheduler.DShell{NumContainers: 1, Command: []string{"x"}}}}).(string)
-		next(PlanApplyType, &PlanApplyRequest{Placements: []scheduler.Placement{{AppID: id, Attempt: 1, NodeID: "n0000",
-			Resources: scheduler.Resources{MemoryMB: 256, Vcores: 1}, IsAM: true}}})
-		next(AppRegisterType, &AppRegisterRequest{AppID: id, Attempt: 1})
-		apps = append(apps, id)
-	}
+	h, apps := newBenchFSM(b, nodes, 100)
+	f, next := h.f, h.next
 	size := scheduler.Resources{MemoryMB: 256, Vcores: 1}
 	const perPlan = 4096
 	// byNode groups a plan's containers into one update per node, as
@@ -57,33 +42,33 @@ func BenchmarkContainerLifecycle(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		for _, id := range apps {
-			next(AskUpdateType, &AskUpdateRequest{AppID: id, Attempt: 1, SeenIndex: idx,
+			next(AskUpdateType, &AskUpdateRequest{AppID: id, Attempt: 1, SeenIndex: h.idx,
 				Asks: []scheduler.Ask{{AskID: uint64(i + 1), Count: perPlan/len(apps) + 1, Resources: size, ExecutionType: scheduler.Guaranteed}}})
 		}
 		ps := make([]scheduler.Placement, perPlan)
 		for j := range ps {
 			ps[j] = scheduler.Placement{AppID: apps[j%len(apps)], Attempt: 1, AskID: uint64(i + 1), NodeID: fmt.Sprintf("n%04d", j%nodes), Resources: size}
 		}
-		plan := command(b, idx+1, PlanApplyType, &PlanApplyRequest{Placements: ps})
+		plan := command(b, h.idx+1, PlanApplyType, &PlanApplyRequest{Placements: ps})
 		b.StartTimer()
 		t0 := b.Elapsed()
-		idx++
+		h.idx++
 		res := f.Apply(plan).(*PlanResult)
 		phase[0] += float64(b.Elapsed() - t0)
 		b.StopTimer()
 		if len(res.Refused) != 0 {
 			b.Fatalf("refused %v", res.Refused[:1])
 		}
-		running := command(b, idx+1, ContainerUpdateBatchType, byNode(ps, res.IDs, scheduler.ContainerRunning, int64(i+1)))
-		completed := command(b, idx+2, ContainerUpdateBatchType, byNode(ps, res.IDs, scheduler.ContainerCompleted, int64(i+2)))
+		running := command(b, h.idx+1, ContainerUpdateBatchType, byNode(ps, res.IDs, scheduler.ContainerRunning, int64(i+1)))
+		completed := command(b, h.idx+2, ContainerUpdateBatchType, byNode(ps, res.IDs, scheduler.ContainerCompleted, int64(i+2)))
 		b.StartTimer()
 		t1 := b.Elapsed()
-		idx++
+		h.idx++
 		if r, ok := f.Apply(running).(*ContainerUpdateBatchResult); !ok || firstErr(r.Errors) != nil {
 			b.Fatalf("running: %v", f.Apply(running))
 		}
 		t2 := b.Elapsed()
-		idx++
+		h.idx++
 		f.Apply(completed)
 		phase[1] += float64(t2 - t1)
 		phase[2] += float64(b.Elapsed() - t2)

@@ -71,17 +71,5 @@ func BenchmarkSnapshotPersistFile(b *testing.B) {
 	if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
 		b.Fatal(err)
 	}
-	st := f.State()
-	b.ReportAllocs()
-	b.ResetTimer()
-	var w countingWriter
-	cpu := cpuTime(b)
-	for i := 0; i < b.N; i++ {
-		w.n = 0
-		if err := writeSnapshot(&w, st); err != nil {
-			b.Fatal(err)
-		}
-	}
-	reportCPU(b, cpu)
-	b.ReportMetric(float64(w.n)/(1<<20), "MB/snapshot")
+	benchPersist(b, f.State())
 }

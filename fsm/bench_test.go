@@ -81,23 +81,8 @@ func BenchmarkSnapshotRestore(b *testing.B) {
 // placements (100 running apps, 1,000 nodes): the per-server cost of
 // committing containers.
 func BenchmarkPlanApply(b *testing.B) {
-	f := New(nil)
-	idx := uint64(0)
-	next := func(mt MessageType, body any) any {
-		idx++
-		return f.Apply(command(b, idx, mt, body))
-	}
-	for i := 0; i < 1000; i++ {
-		next(NodeRegisterType, &NodeRegisterRequest{ID: fmt.Sprintf("n%04d", i), Capacity: scheduler.Resources{MemoryMB: 1 << 40, Vcores: 1 << 30}})
-	}
-	var apps []string
-	for i := 0; i < 100; i++ {
-		id := next(AppSubmitType, &AppSubmitRequest{Spec: scheduler.AppSpec{DShell: scheduler.DShell{NumContainers: 1, Command: []string{"x"}}}}).(string)
-		next(PlanApplyType, &PlanApplyRequest{Placements: []scheduler.Placement{{AppID: id, Attempt: 1, NodeID: "n0000",
-			Resources: scheduler.Resources{MemoryMB: 256, Vcores: 1}, IsAM: true}}})
-		next(AppRegisterType, &AppRegisterRequest{AppID: id, Attempt: 1})
-		apps = append(apps, id)
-	}
+	h, apps := newBenchFSM(b, 1000, 100)
+	f, next := h.f, h.next
 	size := scheduler.Resources{MemoryMB: 256, Vcores: 1}
 	const perPlan = 4096
 	b.ReportAllocs()
@@ -105,15 +90,15 @@ func BenchmarkPlanApply(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		for _, id := range apps {
-			next(AskUpdateType, &AskUpdateRequest{AppID: id, Attempt: 1, SeenIndex: idx,
+			next(AskUpdateType, &AskUpdateRequest{AppID: id, Attempt: 1, SeenIndex: h.idx,
 				Asks: []scheduler.Ask{{AskID: uint64(i + 1), Count: perPlan/len(apps) + 1, Resources: size, ExecutionType: scheduler.Guaranteed}}})
 		}
 		ps := make([]scheduler.Placement, perPlan)
 		for j := range ps {
 			ps[j] = scheduler.Placement{AppID: apps[j%len(apps)], Attempt: 1, AskID: uint64(i + 1), NodeID: fmt.Sprintf("n%04d", j%1000), Resources: size}
 		}
-		l := command(b, idx+1, PlanApplyType, &PlanApplyRequest{Placements: ps})
-		idx++
+		l := command(b, h.idx+1, PlanApplyType, &PlanApplyRequest{Placements: ps})
+		h.idx++
 		b.StartTimer()
 		res := f.Apply(l).(*PlanResult)
 		if len(res.Refused) != 0 {
@@ -121,4 +106,35 @@ func BenchmarkPlanApply(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*perPlan)/b.Elapsed().Seconds(), "containers/s")
+}
+
+// benchFSM is an FSM fed commands at consecutive Raft indexes.
+type benchFSM struct {
+	f   *FSM
+	tb  testing.TB
+	idx uint64
+}
+
+func (h *benchFSM) next(mt MessageType, body any) any {
+	h.idx++
+	return h.f.Apply(command(h.tb, h.idx, mt, body))
+}
+
+// newBenchFSM returns an FSM holding nodes nodes n0000, n0001, … with
+// room for anything, and apps running dshell apps, each with its AM
+// placed on n0000 and registered; it returns the apps' IDs.
+func newBenchFSM(tb testing.TB, nodes, apps int) (*benchFSM, []string) {
+	h := &benchFSM{f: New(nil), tb: tb}
+	for i := 0; i < nodes; i++ {
+		h.next(NodeRegisterType, &NodeRegisterRequest{ID: fmt.Sprintf("n%04d", i), Capacity: scheduler.Resources{MemoryMB: 1 << 40, Vcores: 1 << 30}})
+	}
+	var ids []string
+	for i := 0; i < apps; i++ {
+		id := h.next(AppSubmitType, &AppSubmitRequest{Spec: scheduler.AppSpec{DShell: scheduler.DShell{NumContainers: 1, Command: []string{"x"}}}}).(string)
+		h.next(PlanApplyType, &PlanApplyRequest{Placements: []scheduler.Placement{{AppID: id, Attempt: 1, NodeID: "n0000",
+			Resources: scheduler.Resources{MemoryMB: 256, Vcores: 1}, IsAM: true}}})
+		h.next(AppRegisterType, &AppRegisterRequest{AppID: id, Attempt: 1})
+		ids = append(ids, id)
+	}
+	return h, ids
 }
