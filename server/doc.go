@@ -5,7 +5,8 @@
 // certificates, node endpoints only with agent certificates, and no serf
 // member enters the Raft configuration without proving a server
 // certificate), the RPC endpoints, follower-to-leader forwarding within each
-// request's deadline, client writes proposed with their request IDs, and the
+// request's deadline (agents' heartbeats group-committed into one
+// Node.HeartbeatBatch call per batch), client writes proposed with their request IDs, and the
 // leader's duties: Raft membership reconciliation, the scheduling loop that
 // commits plans, preemption, node liveness (a Tick(now) state machine that
 // marks a node DOWN only on evidence a healthy node cannot produce),
