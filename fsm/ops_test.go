@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"io"
+	"math"
 	"reflect"
 	"sort"
 	"testing"
@@ -27,7 +28,7 @@ func checkOpsInvariants(t testing.TB, st *State) {
 	for _, n := range st.DrainingNodes() {
 		gotDraining = append(gotDraining, n.ID)
 	}
-	for _, n := range st.DownNodesBefore(1 << 62) {
+	for _, n := range st.DownNodesBefore(math.MaxInt64) {
 		gotDown = append(gotDown, n.ID)
 	}
 	for _, a := range st.Apps() {
