@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -146,6 +149,70 @@ func TestUpdateBatcherGroupsWhileSlotsAreTaken(t *testing.T) {
 		if !errors.Is(err, fail) {
 			t.Fatalf("waiter %d of the failed batch got %v", i, err)
 		}
+	}
+}
+
+// A batch of container updates stops at maxUpdateChanges changes: what
+// is queued beyond goes in the next batch, in order, and an update heavier
+// than the bound goes alone.
+func TestUpdateBatcherBoundsChanges(t *testing.T) {
+	var mu sync.Mutex
+	var batches [][]string // node IDs per batch, in order
+	h := newHeldProposer(func(updates []fsm.ContainerUpdateRequest) ([]error, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		var ids []string
+		for _, u := range updates {
+			ids = append(ids, u.NodeID)
+		}
+		batches = append(batches, ids)
+		return make([]error, len(updates)), nil
+	})
+	b := newUpdateBatcher(h.propose)
+	stop := make(chan struct{})
+	defer close(stop)
+	go b.run(stop)
+	ctx := context.Background()
+	withChanges := func(id string, n int) fsm.ContainerUpdateRequest {
+		u := fsm.ContainerUpdateRequest{NodeID: id, Updates: make([]fsm.ContainerStatus, n/2)}
+		u.Records = make([]fsm.ContainerRecord, n-n/2)
+		return u
+	}
+	var wg sync.WaitGroup
+	submit := func(u fsm.ContainerUpdateRequest) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := updateOutcome(b.submit(ctx, stop, u)); err != nil {
+				t.Errorf("update %s: %v", u.NodeID, err)
+			}
+		}()
+	}
+	fillSlots(t, h, func(i int) { submit(withChanges(fmt.Sprintf("held%d", i), 1)) })
+	// Queued one at a time so that their order is known: a, b fill a
+	// batch (3,000 changes; c would pass 4,096), c and d the next, then
+	// e goes alone (5,000 changes), then f.
+	queued := []fsm.ContainerUpdateRequest{
+		withChanges("a", 1500), withChanges("b", 1500), withChanges("c", 1500),
+		withChanges("d", 2596), withChanges("e", maxUpdateChanges+904), withChanges("f", 1),
+	}
+	for i, u := range queued {
+		submit(u)
+		testutil.WaitFor(t, 10*time.Second, func() bool { return len(b.in) == i+1 })
+	}
+	close(h.release)
+	wg.Wait()
+	// Two batches are in flight at once, so their commits may start in
+	// either order (the held ones' too); what each holds may not vary.
+	var got []string
+	for _, ids := range batches {
+		if !strings.HasPrefix(ids[0], "held") {
+			got = append(got, strings.Join(ids, " "))
+		}
+	}
+	sort.Strings(got)
+	if want := []string{"a b", "c d", "e", "f"}; !slices.Equal(got, want) {
+		t.Fatalf("batches after the held ones: %q, want %q", got, want)
 	}
 }
 

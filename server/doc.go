@@ -12,7 +12,8 @@
 // marks a node DOWN only on evidence a healthy node cannot produce),
 // recording what agents report (including the opportunistic containers
 // AMRMProxies allocated; concurrent heartbeats' changes are group-committed
-// as few Raft entries, each heartbeat answered once its batch is applied,
+// as few Raft entries of at most 4,096 changes, each heartbeat answered
+// once its batch is applied,
 // and no heartbeat is answered before the leader's barrier), the
 // least-loaded node list (left out when unchanged) and queue limit pushed
 // to agents, centralized opportunistic allocation and promotions, the
