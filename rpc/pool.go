@@ -31,6 +31,13 @@ const (
 	maxIdleStreams     = PoolMaxStreamsPerConn
 	yamuxKeepAlive     = 10 * time.Second
 	yamuxWriteDeadline = 10 * time.Second
+	// probeTimeout bounds the ping that decides whether a session on which
+	// a call went unanswered is still alive (Pool.suspect).
+	probeTimeout = 5 * time.Second
+	// sessionIdleTimeout closes a session that has carried no call for
+	// that long (Pool.sweep): a client that moved to another server does
+	// not keep a connection to each one it ever tried.
+	sessionIdleTimeout = 2 * time.Minute
 )
 
 // YamuxConfig returns the yamux settings both ends of a multiplexed
@@ -63,6 +70,11 @@ type Pool struct {
 	// one each, past the servers' per-client limit).
 	dialing map[string]chan struct{}
 	closed  bool
+	// sweeping is set while a sweep of idle sessions is scheduled.
+	sweeping bool
+	// probeTimeout and idleTimeout are probeTimeout and
+	// sessionIdleTimeout (shorter in tests).
+	probeTimeout, idleTimeout time.Duration
 
 	// streamsOpened counts the streams the pool has opened (benchmarks
 	// and tests: how often a call found no idle stream).
@@ -79,10 +91,13 @@ type muxSession struct {
 	// answered is set once the server at addr has answered a call on this
 	// session: a session that dies before is likely refused, not broken.
 	answered atomic.Bool
+	// probing is set while a ping checks the session (Pool.suspect).
+	probing atomic.Bool
 
-	mu   sync.Mutex
-	idle []*clientStream
-	open int // streams open, in use or idle
+	mu       sync.Mutex
+	idle     []*clientStream
+	open     int       // streams open, in use or idle
+	lastUsed time.Time // when a call last ended on it
 }
 
 type clientStream struct {
@@ -117,7 +132,8 @@ func NewPool(logger hclog.Logger) *Pool {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	return &Pool{logger: logger.Named("rpc_pool"), sessions: map[string][]*muxSession{}, dialing: map[string]chan struct{}{}}
+	return &Pool{logger: logger.Named("rpc_pool"), sessions: map[string][]*muxSession{}, dialing: map[string]chan struct{}{},
+		probeTimeout: probeTimeout, idleTimeout: sessionIdleTimeout}
 }
 
 // NewTLSPool returns an empty pool whose connections are TLS (verified
@@ -136,7 +152,9 @@ func NewTLSPool(logger hclog.Logger, tc *tlsutil.Configurator, peer Role) *Pool 
 // told how long the caller waits (RequestHeader.Timeout), so it gives up in
 // time to answer. A server's answer that is an error comes back as an
 // *Error with the server's code; a failure to reach the server or to get
-// its answer is a *TransportError, and the session to it is dropped.
+// its answer is a *TransportError. A session on which a call broke is
+// dropped; one on which a call went unanswered in time is probed and
+// dropped only if the server does not answer a ping (Pool.suspect).
 func (p *Pool) Call(ctx context.Context, addr, method string, args, reply any) error {
 	deadline := time.Now().Add(DefaultCallTimeout)
 	var hdr *RequestHeader
@@ -187,12 +205,55 @@ func (p *Pool) Call(ctx context.Context, addr, method string, args, reply any) e
 		err = fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
 	}
 	err = s.refused(err)
-	if !errors.Is(err, context.Canceled) {
-		// A server that did not answer in time, or broke the stream, is not
-		// trusted with the session's other calls: reconnect next time.
+	switch {
+	case errors.Is(err, context.Canceled):
+	case errors.Is(err, context.DeadlineExceeded) && !s.session.IsClosed():
+		p.suspect(s)
+	default:
+		// A server that broke the stream is not trusted with the session's
+		// other calls: reconnect next time.
 		p.drop(s)
 	}
 	return &TransportError{Addr: addr, Method: method, Err: err}
+}
+
+// suspect checks a session on which a call went unanswered in time, and
+// drops it if the server does not answer a ping within probeTimeout (a
+// server cut off, stopped or gone). A slow server is not a dead one: a
+// busy leader answers some calls after their attempt's deadline, and
+// dropping the session then made every late answer cost a new connection
+// (TCP and TLS handshakes on both ends, a TIME_WAIT port here) just when
+// the servers were busiest. At 10,000 simulated nodes that loop turned
+// slow heartbeats into a storm of reconnections that used up the
+// ephemeral ports. A yamux ping is answered by the server's session loop,
+// whatever its handlers are doing, so it tells the two apart. Calls may
+// use the session meanwhile; one probe runs at a time.
+func (p *Pool) suspect(s *muxSession) {
+	if !s.probing.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer s.probing.Store(false)
+		pong := make(chan error, 1)
+		// Ping returns when the pong comes, the session closes (drop
+		// closes it) or yamux's own write timeout passes.
+		go func() {
+			_, err := s.session.Ping()
+			pong <- err
+		}()
+		t := time.NewTimer(p.probeTimeout)
+		defer t.Stop()
+		select {
+		case err := <-pong:
+			if err == nil {
+				return
+			}
+			p.logger.Debug("dropping a session whose server failed a ping", "addr", s.addr, "error", err)
+		case <-t.C:
+			p.logger.Debug("dropping a session whose server did not answer a ping", "addr", s.addr, "timeout", p.probeTimeout)
+		}
+		p.drop(s)
+	}()
 }
 
 // refused adds a likely reason to the failure of a session on which the
@@ -327,8 +388,55 @@ func (p *Pool) dial(ctx context.Context, addr string) error {
 			return nil
 		}
 	}
-	p.sessions[addr] = append(p.sessions[addr], &muxSession{addr: addr, session: ys})
+	p.sessions[addr] = append(p.sessions[addr], &muxSession{addr: addr, session: ys, lastUsed: time.Now()})
+	if !p.sweeping {
+		p.sweeping = true
+		time.AfterFunc(p.idleTimeout, p.sweep)
+	}
 	return nil
+}
+
+// sweep closes the sessions that have carried no call for idleTimeout,
+// and looks again later while any remain.
+func (p *Pool) sweep() {
+	now := time.Now()
+	var idle []*muxSession
+	p.mu.Lock()
+	for addr, list := range p.sessions {
+		kept := list[:0]
+		for _, s := range list {
+			if s.idleSince(now) >= p.idleTimeout {
+				idle = append(idle, s)
+			} else {
+				kept = append(kept, s)
+			}
+		}
+		clear(list[len(kept):])
+		if len(kept) == 0 {
+			delete(p.sessions, addr)
+		} else {
+			p.sessions[addr] = kept
+		}
+	}
+	p.sweeping = len(p.sessions) > 0 && !p.closed
+	if p.sweeping {
+		time.AfterFunc(p.idleTimeout/2, p.sweep)
+	}
+	p.mu.Unlock()
+	for _, s := range idle {
+		s.session.Close()
+	}
+}
+
+// idleSince returns how long the session has had no call in flight (0
+// while one is).
+func (s *muxSession) idleSince(now time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.open > len(s.idle) {
+		return 0
+	}
+	return now.Sub(s.lastUsed)
 }
 
 func (p *Pool) drop(s *muxSession) {
@@ -347,6 +455,7 @@ func (p *Pool) drop(s *muxSession) {
 // allocations a call).
 func (s *muxSession) release(st *clientStream) {
 	s.mu.Lock()
+	s.lastUsed = time.Now()
 	if len(s.idle) < maxIdleStreams {
 		s.idle = append(s.idle, st)
 		st = nil

@@ -205,7 +205,7 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 			return
 		}
 		if err != nil {
-			n.cfg.Stats.HeartbeatFailed()
+			n.cfg.Stats.HeartbeatFailed(err)
 			continue
 		}
 		n.cfg.Stats.Heartbeat(time.Since(began))

@@ -3,9 +3,10 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 )
@@ -54,19 +55,23 @@ type Summary struct {
 	// RetriedBy counts the tasks asked again by why their container ended:
 	// rejected (a node's queue was full when it was started), evicted,
 	// shed, preempted, lost.
-	RetriedBy        map[string]uint64 `json:"tasks_asked_again_by_reason,omitempty"`
-	HeartbeatCount   uint64            `json:"heartbeats"`
-	HeartbeatFailed  uint64            `json:"heartbeats_failed"`
-	HeartbeatP50MS   float64           `json:"heartbeat_p50_ms"`
-	HeartbeatP99MS   float64           `json:"heartbeat_p99_ms"`
-	HeartbeatMaxMS   float64           `json:"heartbeat_max_ms"`
-	UtilisationMean  float64           `json:"utilisation_mean"`
-	UtilisationPeak  float64           `json:"utilisation_peak"`
-	SpuriousDown     int               `json:"spurious_down_nodes"`
-	DownCheckError   string            `json:"down_check_error,omitempty"`
-	Reregistrations  int               `json:"reregistrations"`
-	LeaderChanges    int               `json:"leadership_changes"`
-	MeasuredFromNote string            `json:"note"`
+	RetriedBy       map[string]uint64 `json:"tasks_asked_again_by_reason,omitempty"`
+	HeartbeatCount  uint64            `json:"heartbeats"`
+	HeartbeatFailed uint64            `json:"heartbeats_failed"`
+	// HeartbeatFailedBy counts the failed heartbeats by why: the error
+	// code a server answered (no_leader, not_ready, ...), timeout, or
+	// connection (refused, reset, closed).
+	HeartbeatFailedBy map[string]uint64 `json:"heartbeats_failed_by,omitempty"`
+	HeartbeatP50MS    float64           `json:"heartbeat_p50_ms"`
+	HeartbeatP99MS    float64           `json:"heartbeat_p99_ms"`
+	HeartbeatMaxMS    float64           `json:"heartbeat_max_ms"`
+	UtilisationMean   float64           `json:"utilisation_mean"`
+	UtilisationPeak   float64           `json:"utilisation_peak"`
+	SpuriousDown      int               `json:"spurious_down_nodes"`
+	DownCheckError    string            `json:"down_check_error,omitempty"`
+	Reregistrations   int               `json:"reregistrations"`
+	LeaderChanges     int               `json:"leadership_changes"`
+	MeasuredFromNote  string            `json:"note"`
 	// Fill99Seconds is how long the run took to make 99% of its
 	// allocations, from the start of measurement (whole seconds of the
 	// series), and Fill99PerS that share of them over that time: the
@@ -122,6 +127,7 @@ func (r *Run) result(end time.Time) *Result {
 	if r.downErr != nil {
 		sum.DownCheckError = r.downErr.Error()
 	}
+	sum.HeartbeatFailedBy = maps.Clone(s.heartbeatFailedBy)
 	sum.RetriedBy = make(map[string]uint64, len(s.retriedBy))
 	for why, n := range s.retriedBy {
 		sum.RetriedBy[string(why)] = n
@@ -177,7 +183,7 @@ func (s *Summary) Text() string {
 		p("             last refusal: %s", s.LastSubmitError)
 	}
 	p("tasks:       %d submitted, %d finished (%.1f/s); finished apps: %d of %d tasks done; %d asked again%s", s.TasksSubmitted, s.TasksFinished,
-		s.TasksPerS, s.TasksDoneOfFin, s.TasksOfFinished, s.TasksRetried, s.retriedText())
+		s.TasksPerS, s.TasksDoneOfFin, s.TasksOfFinished, s.TasksRetried, countsBy(s.RetriedBy))
 	p("allocations: %d (%d opportunistic: %d at AMRMProxies, %d at the leader), %.1f/s over the run, %d in the busiest second",
 		s.Allocations, s.Opportunistic, s.OppProxy, s.OppCentral, s.AllocationsPerS, s.AllocationsPeak)
 	if s.Fill99Seconds > 0 {
@@ -188,7 +194,7 @@ func (s *Summary) Text() string {
 		p("opportunistic ask→alloc: at AMRMProxies p50 %.1f ms, p99 %.1f ms; at the leader p50 %.1f ms, p99 %.1f ms",
 			s.OppProxyP50MS, s.OppProxyP99MS, s.OppCentralP50MS, s.OppCentralP99MS)
 	}
-	p("heartbeats:  %d, %d failed; p50 %.1f ms, p99 %.1f ms, max %.1f ms", s.HeartbeatCount, s.HeartbeatFailed, s.HeartbeatP50MS, s.HeartbeatP99MS, s.HeartbeatMaxMS)
+	p("heartbeats:  %d, %d failed%s; p50 %.1f ms, p99 %.1f ms, max %.1f ms", s.HeartbeatCount, s.HeartbeatFailed, countsBy(s.HeartbeatFailedBy), s.HeartbeatP50MS, s.HeartbeatP99MS, s.HeartbeatMaxMS)
 	p("utilisation: mean %.1f%%, peak %.1f%% (vcores)", 100*s.UtilisationMean, 100*s.UtilisationPeak)
 	down := fmt.Sprint(s.SpuriousDown)
 	if s.DownCheckError != "" {
@@ -214,16 +220,16 @@ func (s *Summary) Text() string {
 	return b.String()
 }
 
-// retriedText lists the reasons tasks were asked again for, if any.
-func (s *Summary) retriedText() string {
-	if len(s.RetriedBy) == 0 {
+// countsBy lists counts by reason, " (3 lost, 12 rejected)", or nothing
+// when there are none.
+func countsBy(by map[string]uint64) string {
+	if len(by) == 0 {
 		return ""
 	}
-	why := make([]string, 0, len(s.RetriedBy))
-	for r, n := range s.RetriedBy {
-		why = append(why, fmt.Sprintf("%d %s", n, r))
+	why := make([]string, 0, len(by))
+	for _, r := range slices.Sorted(maps.Keys(by)) {
+		why = append(why, fmt.Sprintf("%d %s", by[r], r))
 	}
-	sort.Strings(why)
 	return " (" + strings.Join(why, ", ") + ")"
 }
 

@@ -185,6 +185,7 @@ func (r *Run) restartStats() *Stats {
 	r.stats.seconds = nil
 	r.stats.heartbeats = Hist{}
 	r.stats.heartbeatFailures = 0
+	r.stats.heartbeatFailedBy = nil
 	return r.stats
 }
 

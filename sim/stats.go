@@ -1,10 +1,12 @@
 package sim
 
 import (
+	"errors"
 	"math"
 	"sync"
 	"time"
 
+	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
 
@@ -100,6 +102,7 @@ type Stats struct {
 	seconds            []*Second
 	heartbeats         Hist
 	heartbeatFailures  uint64
+	heartbeatFailedBy  map[string]uint64 // by failureKind: a handful of keys
 	askToAlloc         Hist
 	byKind             [3]Hist // ask → allocation by allocKind
 	tasksRetried       uint64
@@ -153,16 +156,35 @@ func (s *Stats) Heartbeat(d time.Duration) {
 	s.second(time.Now()).Heartbeats.Add(d)
 }
 
-// HeartbeatFailed records a heartbeat no server answered in time.
-func (s *Stats) HeartbeatFailed() {
+// HeartbeatFailed records a heartbeat that failed with err.
+func (s *Stats) HeartbeatFailed(err error) {
 	if s == nil {
 		return
 	}
+	kind := failureKind(err)
 	s.mu.Lock()
 	if !s.frozen {
 		s.heartbeatFailures++
+		if s.heartbeatFailedBy == nil {
+			s.heartbeatFailedBy = map[string]uint64{}
+		}
+		s.heartbeatFailedBy[kind]++
 	}
 	s.mu.Unlock()
+}
+
+// failureKind names why a call failed, from a fixed set: the error code a
+// server answered, "timeout" for a deadline, "connection" for a
+// connection that failed or broke otherwise.
+func failureKind(err error) string {
+	if c := wrpc.ErrorCode(err); c != wrpc.CodeUnknown {
+		return string(c)
+	}
+	var te *wrpc.TransportError
+	if errors.As(err, &te) {
+		return "connection"
+	}
+	return string(wrpc.CodeUnknown)
 }
 
 // Allocated records a container an AM received, d after it asked, and
