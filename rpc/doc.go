@@ -12,7 +12,8 @@
 // wire, handler panics contained; Server.Call runs the same path in
 // process for the HTTP API, whose clients hold no certificate), a pool of yamux-multiplexed connections
 // (idle streams kept for the next burst of calls; codecs that hold a pooled
-// buffer only while a message is in flight),
+// buffer only while a message is in flight; a session on which a call went
+// unanswered kept while the server answers a ping; idle sessions closed),
 // a client that bounds every attempt, fails over across servers at once and
 // gives every write a request ID, and every request and response type that
 // crosses a process boundary (the AM and container-management protocols'
