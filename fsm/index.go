@@ -303,41 +303,54 @@ func (t *indexTxn[V]) splitInner(n *inode[V]) (*inode[V], string) {
 
 // Delete removes key, returning its value if it was there.
 func (t *indexTxn[V]) Delete(key string) (old V, ok bool) {
-	if _, ok := t.Get(key); !ok {
-		return old, false // copy nothing
+	if t.root == nil {
+		return old, false
 	}
-	t.root = t.own(t.root)
-	old = t.delete(t.root, key)
+	root, old, ok := t.delete(t.root, key)
+	if !ok {
+		return old, false
+	}
 	t.len--
 	switch {
-	case t.root.leaf() && t.root.n == 0:
-		t.root = nil
-	case !t.root.leaf() && t.root.n == 1:
-		t.root = t.root.kids[0]
+	case root.leaf() && root.n == 0:
+		root = nil
+	case !root.leaf() && root.n == 1:
+		root = root.kids[0]
 	}
+	t.root = root
 	return old, true
 }
 
-// delete removes key, which is in the index, from under n, which t owns.
-func (t *indexTxn[V]) delete(n *inode[V], key string) V {
+// delete removes key from under n. If it was there, it returns what
+// replaces n: n itself if t owns it, else t's copy. A key that is not
+// there copies nothing.
+func (t *indexTxn[V]) delete(n *inode[V], key string) (*inode[V], V, bool) {
+	var old V
 	if n.leaf() {
-		i, _ := search(n.keys[:n.n], key)
-		old := n.vals[i]
+		i, found := search(n.keys[:n.n], key)
+		if !found {
+			return n, old, false
+		}
+		n = t.own(n)
+		old = n.vals[i]
 		copy(n.keys[i:n.n-1], n.keys[i+1:n.n])
 		copy(n.vals[i:n.n-1], n.vals[i+1:n.n])
 		n.n--
 		var zero V
 		n.keys[n.n], n.vals[n.n] = "", zero
-		return old
+		return n, old, true
 	}
 	i := childFor(n, key)
-	c := t.own(n.kids[i])
+	c, old, found := t.delete(n.kids[i], key)
+	if !found {
+		return n, old, false
+	}
+	n = t.own(n)
 	n.kids[i] = c
-	old := t.delete(c, key)
 	if c.n < minFanout && n.n > 1 {
 		t.rebalance(n, i)
 	}
-	return old
+	return n, old, true
 }
 
 // rebalance refills n's child i, which has fewer than minFanout entries,

@@ -131,22 +131,24 @@ func (t *txn) mutableApp(id string) (*scheduler.App, bool) {
 
 func (t *txn) putApp(a *scheduler.App) {
 	a.ModifyIndex = t.index
-	if t.ownApps[a.ID] != a { // else already in the tree, changed in place
+	// An app this txn stored before is in the trees already, changed in
+	// place: in the active apps too, unless it was terminal then.
+	stored := t.ownApps[a.ID] == a
+	if !stored {
 		lazy(&t.apps, t.next.apps).Insert([]byte(a.ID), a)
 		if t.ownApps == nil {
 			t.ownApps = map[string]*scheduler.App{}
 		}
 		t.ownApps[a.ID] = a
 	}
-	active := lazy(&t.activeApps, t.next.activeApps)
 	if a.State.Terminal() {
-		active.Delete(indexKey(a.CreateIndex))
+		lazy(&t.activeApps, t.next.activeApps).Delete(indexKey(a.CreateIndex))
 		// An app is terminal for good, and its finish time never changes.
 		if _, replaced := lazy(&t.finished, t.next.finished).Insert(finishedKey(a), a); !replaced {
 			t.next.numFinished++
 		}
-	} else {
-		active.Insert(indexKey(a.CreateIndex), a)
+	} else if !stored {
+		lazy(&t.activeApps, t.next.activeApps).Insert(indexKey(a.CreateIndex), a)
 	}
 	t.touch(TableApps)
 }
@@ -163,9 +165,8 @@ func (t *txn) putContainer(c *scheduler.Container) { t.storeContainer(c, true) }
 // storeContainer is putContainer; accountApp false leaves the app's usage
 // to a caller that updates the app itself in the same step.
 func (t *txn) storeContainer(c *scheduler.Container, accountApp bool) {
-	old, existed := t.container(c.ID)
 	c.ModifyIndex = t.index
-	open(&t.containers, t.next.containers).Insert(c.ID, c)
+	old, existed := open(&t.containers, t.next.containers).Insert(c.ID, c)
 	open(&t.byApp, t.next.byApp).Insert(pairKey(c.AppID, c.ID), c)
 	live := open(&t.liveByNode, t.next.liveByNode)
 	if c.State.Live() {
