@@ -104,13 +104,20 @@ func checkInvariants(t testing.TB, st *State) {
 	if total != live {
 		t.Fatalf("live index holds %d containers, table has %d live", total, live)
 	}
+	// The container indexes are well-formed B+ trees.
+	for name, ix := range map[string]index[*scheduler.Container]{"containers": st.containers, "byApp": st.byApp,
+		"byAppChange": st.byAppChange, "liveByNode": st.liveByNode, "marked": st.marked, "unstarted": st.unstarted} {
+		if err := ix.check(); err != nil {
+			t.Fatalf("%s index: %v", name, err)
+		}
+	}
 	// The time-ordered indexes hold exactly the containers they describe.
 	var wantMarked, wantUnstarted []string
 	for _, c := range st.Containers() {
-		if markedKey(c) != nil {
+		if markedKey(c) != "" {
 			wantMarked = append(wantMarked, c.ID)
 		}
-		if unstartedKey(c) != nil {
+		if unstartedKey(c) != "" {
 			wantUnstarted = append(wantUnstarted, c.ID)
 		}
 	}

@@ -31,5 +31,13 @@
 //
 // Readers never lock: the store publishes immutable State values, so a read
 // (or the scheduler) works on a consistent snapshot while Apply goes on.
+// The tables are persistent trees that a transaction copies on write, so a
+// new State shares everything it did not change with the one before. The
+// six container indexes (by ID, by app, by app and modify index, live by
+// node, marked for preemption, unstarted), which every container change
+// writes, are copy-on-write B+ trees of this package (index.go): a
+// transaction copies a node the first time it changes it and changes its
+// copy in place after, and restore builds them from sorted keys. The
+// other tables are go-immutable-radix trees.
 // This package must never do network I/O or reach outside the state it owns.
 package fsm

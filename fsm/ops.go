@@ -147,9 +147,9 @@ func (t *txn) applyGC(req *GCRequest) *GCResult {
 			continue // its last containers are being killed: next time
 		}
 		for _, c := range cs {
-			lazy(&t.containers, t.next.containers).Delete([]byte(c.ID))
-			lazy(&t.byApp, t.next.byApp).Delete(pairKey(c.AppID, c.ID))
-			lazy(&t.byAppChange, t.next.byAppChange).Delete(changeKey(c))
+			open(&t.containers, t.next.containers).Delete(c.ID)
+			open(&t.byApp, t.next.byApp).Delete(pairKey(c.AppID, c.ID))
+			open(&t.byAppChange, t.next.byAppChange).Delete(changeKey(c))
 		}
 		lazy(&t.apps, t.next.apps).Delete([]byte(id))
 		if _, ok := lazy(&t.finished, t.next.finished).Delete(finishedKey(a)); ok {

@@ -1,26 +1,23 @@
 package fsm
 
 import (
-	"bytes"
 	"maps"
 	"slices"
 	"strings"
 	"sync"
 
-	iradix "github.com/hashicorp/go-immutable-radix/v2"
 	"github.com/weft-sched/weft/scheduler"
 )
 
-// A radix tree transaction copies every node an insert passes through
-// unless it copied that node recently (it remembers the last 8,192), so
-// inserting a million keys in random order copies the upper nodes again
-// and again. Restore therefore inserts each container index in key order:
-// containers arrive in ID order, so grouping them by app (or node) while
-// keeping that order, then taking the groups in name order, gives the
-// order of the "app \x00 container" keys without sorting a million keys.
+// Restore builds each large container index from its keys in order
+// (buildIndex), which makes every node once, full, instead of inserting a
+// million keys. Containers arrive in ID order, so grouping them by app (or
+// node) while keeping that order, then taking the groups in name order,
+// gives the order of the "app \x00 container" keys without sorting a
+// million keys.
 
 // restoreContainers fills s's container tables from cs, the restored
-// containers in ID order with no ID twice. The four large trees (by ID,
+// containers in ID order with no ID twice. The four large indexes (by ID,
 // by app, by app and change, live by node) are built at once, each in
 // its own goroutine (they share nothing but the read-only keys), so a
 // server restores in about the time of the slowest one when it has a
@@ -31,65 +28,58 @@ func restoreContainers(s *State, cs []*scheduler.Container) {
 		keys[i] = keysFor(c)
 	}
 	var wg sync.WaitGroup
-	build := func(tree **iradix.Tree[*scheduler.Container], fill func(*iradix.Txn[*scheduler.Container])) {
+	// build fills *ix with the containers at the positions order gives, in
+	// the order of their keys.
+	build := func(ix *index[*scheduler.Container], order func() []int, key func(restoreKeys) string) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tx := (*tree).Txn()
-			fill(tx)
-			*tree = tx.CommitOnly()
+			at := order()
+			*ix = buildIndex(len(at), func(i int) (string, *scheduler.Container) {
+				return key(keys[at[i]]), cs[at[i]]
+			})
 		}()
 	}
-	build(&s.containers, func(tx *iradix.Txn[*scheduler.Container]) {
-		for i, c := range cs {
-			tx.Insert(keys[i].id, c)
+	build(&s.containers, func() []int {
+		all := make([]int, len(cs))
+		for i := range all {
+			all[i] = i
 		}
-	})
+		return all
+	}, func(k restoreKeys) string { return k.id })
 	byApp := func(c *scheduler.Container) (string, bool) { return c.AppID, true }
-	build(&s.byApp, func(tx *iradix.Txn[*scheduler.Container]) {
-		for _, group := range grouped(cs, byApp) {
-			for _, i := range group {
-				tx.Insert(keys[i].byApp, cs[i])
-			}
-		}
-	})
-	build(&s.byAppChange, func(tx *iradix.Txn[*scheduler.Container]) {
-		for _, group := range grouped(cs, byApp) {
+	build(&s.byApp, func() []int { return slices.Concat(grouped(cs, byApp)...) },
+		func(k restoreKeys) string { return k.byApp })
+	build(&s.byAppChange, func() []int {
+		groups := grouped(cs, byApp)
+		for _, group := range groups {
 			// Within an app, the change key orders by modify index.
-			slices.SortFunc(group, func(a, b int) int { return bytes.Compare(keys[a].change, keys[b].change) })
-			for _, i := range group {
-				tx.Insert(keys[i].change, cs[i])
-			}
+			slices.SortFunc(group, func(a, b int) int { return strings.Compare(keys[a].change, keys[b].change) })
 		}
-	})
-	build(&s.liveByNode, func(tx *iradix.Txn[*scheduler.Container]) {
-		live := func(c *scheduler.Container) (string, bool) { return c.NodeID, c.State.Live() }
-		for _, group := range grouped(cs, live) {
-			for _, i := range group {
-				tx.Insert(keys[i].live, cs[i])
-			}
-		}
-	})
+		return slices.Concat(groups...)
+	}, func(k restoreKeys) string { return k.change })
+	live := func(c *scheduler.Container) (string, bool) { return c.NodeID, c.State.Live() }
+	build(&s.liveByNode, func() []int { return slices.Concat(grouped(cs, live)...) },
+		func(k restoreKeys) string { return k.live })
 	defer wg.Wait()
-	// Few containers are marked or unstarted at once: these stay in
-	// ID order.
+	// Few containers are marked or unstarted at once: these are inserted.
 	marked, unstarted := s.marked.Txn(), s.unstarted.Txn()
 	for _, c := range cs {
-		if k := markedKey(c); k != nil {
+		if k := markedKey(c); k != "" {
 			marked.Insert(k, c)
 		}
-		if k := unstartedKey(c); k != nil {
+		if k := unstartedKey(c); k != "" {
 			unstarted.Insert(k, c)
 		}
 	}
-	s.marked, s.unstarted = marked.CommitOnly(), unstarted.CommitOnly()
+	s.marked, s.unstarted = marked.Commit(), unstarted.Commit()
 }
 
-// restoreKeys are a container's keys in the four large container trees,
-// cut from one allocation (a restore would otherwise make four for each
-// of a million containers; they live about as long as the container).
-// live is nil for a completed container.
-type restoreKeys struct{ id, byApp, change, live []byte }
+// restoreKeys are a container's keys in the four large container
+// indexes, cut from one allocation (a restore would otherwise make four
+// for each of a million containers; they live about as long as the
+// container). live is "" for a completed container.
+type restoreKeys struct{ id, byApp, change, live string }
 
 func keysFor(c *scheduler.Container) restoreKeys {
 	n := 3*len(c.ID) + 2*(len(c.AppID)+1) + 8
@@ -97,25 +87,29 @@ func keysFor(c *scheduler.Container) restoreKeys {
 	if live {
 		n += len(c.NodeID) + 1 + len(c.ID)
 	}
-	b := make([]byte, 0, n)
-	// cut returns what was appended since start, capped so that nothing
-	// appended to it could reach the next key.
-	cut := func(start int) []byte { return b[start:len(b):len(b)] }
-	var k restoreKeys
-	b = append(b, c.ID...)
-	k.id = cut(0)
-	start := len(b)
-	b = append(append(append(b, c.AppID...), 0), c.ID...)
-	k.byApp = cut(start)
-	start = len(b)
-	b = append(append(append(append(b, c.AppID...), 0), indexKey(c.ModifyIndex)...), c.ID...)
-	k.change = cut(start)
+	// One string holds the four keys end to end; each key is a part of it.
+	var b strings.Builder
+	b.Grow(n)
+	var ends [4]int
+	b.WriteString(c.ID)
+	ends[0] = b.Len()
+	b.WriteString(c.AppID)
+	b.WriteByte(0)
+	b.WriteString(c.ID)
+	ends[1] = b.Len()
+	b.WriteString(c.AppID)
+	b.WriteByte(0)
+	b.Write(indexKey(c.ModifyIndex))
+	b.WriteString(c.ID)
+	ends[2] = b.Len()
 	if live {
-		start = len(b)
-		b = append(append(append(b, c.NodeID...), 0), c.ID...)
-		k.live = cut(start)
+		b.WriteString(c.NodeID)
+		b.WriteByte(0)
+		b.WriteString(c.ID)
 	}
-	return k
+	ends[3] = b.Len()
+	all := b.String()
+	return restoreKeys{id: all[:ends[0]], byApp: all[ends[0]:ends[1]], change: all[ends[1]:ends[2]], live: all[ends[2]:ends[3]]}
 }
 
 // grouped returns the positions in cs of the containers group selects,

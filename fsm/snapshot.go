@@ -138,13 +138,15 @@ func writeSnapshot(w io.Writer, st *State) error {
 	if err := writeTable(sw, st.apps, recordApp); err != nil {
 		return fmt.Errorf("write apps: %w", err)
 	}
-	it := st.containers.Root().Iterator()
 	var body []byte
-	for _, c, ok := it.Next(); ok; _, c, ok = it.Next() {
+	var err error
+	st.containers.Ascend("", func(_ string, c *scheduler.Container) bool {
 		body = appendContainer(body[:0], c)
-		if err := sw.frame(recordContainer, body); err != nil {
-			return fmt.Errorf("write containers: %w", err)
-		}
+		err = sw.frame(recordContainer, body)
+		return err == nil
+	})
+	if err != nil {
+		return fmt.Errorf("write containers: %w", err)
 	}
 	if err := writeTable(sw, st.requestsByIndex, recordRequest); err != nil {
 		return fmt.Errorf("write request records: %w", err)

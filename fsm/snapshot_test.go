@@ -87,6 +87,13 @@ func sameState(a, b *State) error {
 
 // treeContents lists the keys and values of any of the state's trees.
 func treeContents(tree any) (keys []string, vals []any) {
+	if ix, ok := tree.(index[*scheduler.Container]); ok {
+		ix.Ascend("", func(k string, v *scheduler.Container) bool {
+			keys, vals = append(keys, k), append(vals, v)
+			return true
+		})
+		return keys, vals
+	}
 	rv := reflect.ValueOf(tree)
 	it := rv.MethodByName("Root").Call(nil)[0].MethodByName("Iterator").Call(nil)[0]
 	next := it.MethodByName("Next")

@@ -1,8 +1,8 @@
 package fsm
 
 import (
-	"bytes"
 	"encoding/binary"
+	"strings"
 	"sync/atomic"
 
 	iradix "github.com/hashicorp/go-immutable-radix/v2"
@@ -38,19 +38,23 @@ type State struct {
 	queues     *scheduler.QueueConfig
 	resolved   []*scheduler.Queue
 
-	nodes      *iradix.Tree[*scheduler.Node]      // node ID
-	apps       *iradix.Tree[*scheduler.App]       // app ID
-	activeApps *iradix.Tree[*scheduler.App]       // big-endian create index, non-terminal apps only
-	containers *iradix.Tree[*scheduler.Container] // container ID
-	byApp      *iradix.Tree[*scheduler.Container] // app ID \x00 container ID
+	nodes      *iradix.Tree[*scheduler.Node] // node ID
+	apps       *iradix.Tree[*scheduler.App]  // app ID
+	activeApps *iradix.Tree[*scheduler.App]  // big-endian create index, non-terminal apps only
+
+	// The container indexes change with every container's every change,
+	// so they are copy-on-write B+ trees (index.go), cheaper to change
+	// than the radix trees the other tables use.
+	containers index[*scheduler.Container] // container ID
+	byApp      index[*scheduler.Container] // app ID \x00 container ID
 	// byAppChange: every container by app ID \x00 big-endian modify index
 	// then ID, so an AM's answer reads only what changed since its index.
-	byAppChange *iradix.Tree[*scheduler.Container]
-	liveByNode  *iradix.Tree[*scheduler.Container] // node ID \x00 container ID, live containers only
+	byAppChange index[*scheduler.Container]
+	liveByNode  index[*scheduler.Container] // node ID \x00 container ID, live containers only
 	// marked: live containers marked for preemption, by kill time then ID.
-	marked *iradix.Tree[*scheduler.Container]
+	marked index[*scheduler.Container]
 	// unstarted: live ALLOCATED task containers, by allocation time then ID.
-	unstarted *iradix.Tree[*scheduler.Container]
+	unstarted index[*scheduler.Container]
 	// draining: DRAINING nodes, by ID; down: DOWN nodes, by the time
 	// they went down then ID; finished: terminal apps, by finish time
 	// then ID (numFinished of them). The leader's drain and garbage
@@ -105,27 +109,25 @@ func (s *State) Apps() []*scheduler.App { return collect(s.apps, nil) }
 func (s *State) ActiveApps() []*scheduler.App { return collect(s.activeApps, nil) }
 
 // Container returns a container by ID.
-func (s *State) Container(id string) (*scheduler.Container, bool) {
-	return s.containers.Get([]byte(id))
-}
+func (s *State) Container(id string) (*scheduler.Container, bool) { return s.containers.Get(id) }
 
 // Containers returns every container in ID order.
-func (s *State) Containers() []*scheduler.Container { return collect(s.containers, nil) }
+func (s *State) Containers() []*scheduler.Container { return s.containers.Values("") }
 
 // AppContainers returns every container of an app.
 func (s *State) AppContainers(appID string) []*scheduler.Container {
-	return collect(s.byApp, []byte(appID+"\x00"))
+	return s.byApp.Values(appID + "\x00")
 }
 
 // NodeLiveContainers returns the containers on a node that are not completed.
 func (s *State) NodeLiveContainers(nodeID string) []*scheduler.Container {
-	return collect(s.liveByNode, []byte(nodeID+"\x00"))
+	return s.liveByNode.Values(nodeID + "\x00")
 }
 
 // PreemptionMarked returns the live containers marked for preemption, in
 // order of their kill time: the leader's reservations and the room being
 // freed come from them, without a scan of every container.
-func (s *State) PreemptionMarked() []*scheduler.Container { return collect(s.marked, nil) }
+func (s *State) PreemptionMarked() []*scheduler.Container { return s.marked.Values("") }
 
 // PreemptionsDue returns the live containers marked for preemption whose
 // kill time is at or before t (Unix ns).
@@ -135,67 +137,78 @@ func (s *State) PreemptionsDue(t int64) []*scheduler.Container { return collectU
 // never started) that were allocated at or before t (Unix ns).
 func (s *State) AllocatedBefore(t int64) []*scheduler.Container { return collectUpTo(s.unstarted, t) }
 
-// collectUpTo returns the values of a tree keyed by big-endian time then ID
-// whose time is at most t.
-func collectUpTo(tree *iradix.Tree[*scheduler.Container], t int64) []*scheduler.Container {
+// collectUpTo returns the values of an index keyed by big-endian time then
+// ID whose time is at most t.
+func collectUpTo(ix index[*scheduler.Container], t int64) []*scheduler.Container {
 	var out []*scheduler.Container
 	if t < 0 {
 		return nil
 	}
-	it := tree.Root().Iterator()
-	for k, v, ok := it.Next(); ok; k, v, ok = it.Next() {
-		if binary.BigEndian.Uint64(k[:8]) > uint64(t) {
-			break
+	ix.Ascend("", func(k string, v *scheduler.Container) bool {
+		if binary.BigEndian.Uint64([]byte(k[:8])) > uint64(t) {
+			return false
 		}
 		out = append(out, v)
-	}
+		return true
+	})
 	return out
 }
 
-// timeKey orders containers by a time (Unix ns), then by ID.
+// timeKey orders nodes and apps by a time (Unix ns), then by ID.
 func timeKey(t int64, id string) []byte {
 	return append(indexKey(uint64(max(t, 0))), id...)
+}
+
+// containerTimeKey is timeKey for the container indexes.
+func containerTimeKey(t int64, id string) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(max(t, 0)))
+	return string(b[:]) + id
 }
 
 // AppContainersChangedSince returns an app's containers last changed after
 // index (created, or changed in any way since), oldest change first: an
 // AM's answer built from them reads nothing it has seen.
 func (s *State) AppContainersChangedSince(appID string, index uint64) []*scheduler.Container {
-	return changedSince(s.byAppChange.Root(), appID, index)
+	return changedSince(s.byAppChange, appID, index)
 }
 
-func changedSince(root *iradix.Node[*scheduler.Container], appID string, index uint64) []*scheduler.Container {
-	prefix := []byte(appID + "\x00")
-	it := root.Iterator()
-	it.SeekLowerBound(append(prefix, indexKey(index+1)...))
+func changedSince(ix index[*scheduler.Container], appID string, index uint64) []*scheduler.Container {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], index+1)
+	prefix := appID + "\x00"
 	var out []*scheduler.Container
-	for k, v, ok := it.Next(); ok && bytes.HasPrefix(k, prefix); k, v, ok = it.Next() {
+	ix.Ascend(prefix+string(b[:]), func(k string, v *scheduler.Container) bool {
+		if !strings.HasPrefix(k, prefix) {
+			return false
+		}
 		out = append(out, v)
-	}
+		return true
+	})
 	return out
 }
 
 // changeKey is c's key in the byAppChange index.
-func changeKey(c *scheduler.Container) []byte {
-	k := make([]byte, 0, len(c.AppID)+1+8+len(c.ID))
-	k = append(append(append(k, c.AppID...), 0), indexKey(c.ModifyIndex)...)
-	return append(k, c.ID...)
+func changeKey(c *scheduler.Container) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], c.ModifyIndex)
+	return c.AppID + "\x00" + string(b[:]) + c.ID
 }
 
 // markedKey and unstartedKey return c's key in the marked and unstarted
-// indexes, or nil when it does not belong there.
-func markedKey(c *scheduler.Container) []byte {
+// indexes, or "" when it does not belong there.
+func markedKey(c *scheduler.Container) string {
 	if !c.State.Live() || c.PreemptKillAt <= 0 {
-		return nil
+		return ""
 	}
-	return timeKey(c.PreemptKillAt, c.ID)
+	return containerTimeKey(c.PreemptKillAt, c.ID)
 }
 
-func unstartedKey(c *scheduler.Container) []byte {
+func unstartedKey(c *scheduler.Container) string {
 	if c.State != scheduler.ContainerAllocated || c.IsAM {
-		return nil
+		return ""
 	}
-	return timeKey(c.AllocatedAt, c.ID)
+	return containerTimeKey(c.AllocatedAt, c.ID)
 }
 
 func collect[T any](t *iradix.Tree[T], prefix []byte) []T {
@@ -216,23 +229,17 @@ func indexKey(i uint64) []byte {
 	return b[:]
 }
 
-func pairKey(a, b string) []byte { return []byte(a + "\x00" + b) }
+func pairKey(a, b string) string { return a + "\x00" + b }
 
 func newState() *State {
 	s := &State{
-		changed:     make(chan struct{}),
-		nodes:       iradix.New[*scheduler.Node](),
-		apps:        iradix.New[*scheduler.App](),
-		activeApps:  iradix.New[*scheduler.App](),
-		containers:  iradix.New[*scheduler.Container](),
-		byApp:       iradix.New[*scheduler.Container](),
-		byAppChange: iradix.New[*scheduler.Container](),
-		liveByNode:  iradix.New[*scheduler.Container](),
-		marked:      iradix.New[*scheduler.Container](),
-		unstarted:   iradix.New[*scheduler.Container](),
-		draining:    iradix.New[*scheduler.Node](),
-		down:        iradix.New[*scheduler.Node](),
-		finished:    iradix.New[*scheduler.App](),
+		changed:    make(chan struct{}),
+		nodes:      iradix.New[*scheduler.Node](),
+		apps:       iradix.New[*scheduler.App](),
+		activeApps: iradix.New[*scheduler.App](),
+		draining:   iradix.New[*scheduler.Node](),
+		down:       iradix.New[*scheduler.Node](),
+		finished:   iradix.New[*scheduler.App](),
 
 		requests:        iradix.New[*RequestRecord](),
 		requestsByIndex: iradix.New[*RequestRecord](),

@@ -17,12 +17,12 @@ type txn struct {
 	nodes       *iradix.Txn[*scheduler.Node]
 	apps        *iradix.Txn[*scheduler.App]
 	activeApps  *iradix.Txn[*scheduler.App]
-	containers  *iradix.Txn[*scheduler.Container]
-	byApp       *iradix.Txn[*scheduler.Container]
-	byAppChange *iradix.Txn[*scheduler.Container]
-	liveByNode  *iradix.Txn[*scheduler.Container]
-	marked      *iradix.Txn[*scheduler.Container]
-	unstarted   *iradix.Txn[*scheduler.Container]
+	containers  *indexTxn[*scheduler.Container]
+	byApp       *indexTxn[*scheduler.Container]
+	byAppChange *indexTxn[*scheduler.Container]
+	liveByNode  *indexTxn[*scheduler.Container]
+	marked      *indexTxn[*scheduler.Container]
+	unstarted   *indexTxn[*scheduler.Container]
 	draining    *iradix.Txn[*scheduler.Node]
 	down        *iradix.Txn[*scheduler.Node]
 	finished    *iradix.Txn[*scheduler.App]
@@ -47,6 +47,23 @@ func lazy[T any](tx **iradix.Txn[T], tree *iradix.Tree[T]) *iradix.Txn[T] {
 		*tx = tree.Txn()
 	}
 	return *tx
+}
+
+// open is lazy for the container indexes.
+func open[V any](tx **indexTxn[V], ix index[V]) *indexTxn[V] {
+	if *tx == nil {
+		*tx = ix.Txn()
+	}
+	return *tx
+}
+
+// current returns an index as of this txn: what tx made of ix, if the txn
+// opened it.
+func current[V any](tx *indexTxn[V], ix index[V]) index[V] {
+	if tx != nil {
+		return tx.Index()
+	}
+	return ix
 }
 
 func (t *txn) touch(tab Table) { t.next.tableIndex[tab] = t.index }
@@ -114,31 +131,30 @@ func (t *txn) mutableApp(id string) (*scheduler.App, bool) {
 
 func (t *txn) putApp(a *scheduler.App) {
 	a.ModifyIndex = t.index
-	if t.ownApps[a.ID] != a { // else already in the tree, changed in place
+	// An app this txn stored before is in the trees already, changed in
+	// place: in the active apps too, unless it was terminal then.
+	stored := t.ownApps[a.ID] == a
+	if !stored {
 		lazy(&t.apps, t.next.apps).Insert([]byte(a.ID), a)
 		if t.ownApps == nil {
 			t.ownApps = map[string]*scheduler.App{}
 		}
 		t.ownApps[a.ID] = a
 	}
-	active := lazy(&t.activeApps, t.next.activeApps)
 	if a.State.Terminal() {
-		active.Delete(indexKey(a.CreateIndex))
+		lazy(&t.activeApps, t.next.activeApps).Delete(indexKey(a.CreateIndex))
 		// An app is terminal for good, and its finish time never changes.
 		if _, replaced := lazy(&t.finished, t.next.finished).Insert(finishedKey(a), a); !replaced {
 			t.next.numFinished++
 		}
-	} else {
-		active.Insert(indexKey(a.CreateIndex), a)
+	} else if !stored {
+		lazy(&t.activeApps, t.next.activeApps).Insert(indexKey(a.CreateIndex), a)
 	}
 	t.touch(TableApps)
 }
 
 func (t *txn) container(id string) (*scheduler.Container, bool) {
-	if t.containers != nil {
-		return t.containers.Get([]byte(id))
-	}
-	return t.next.containers.Get([]byte(id))
+	return current(t.containers, t.next.containers).Get(id)
 }
 
 // putContainer stores c and keeps the indexes, its node's accounting and
@@ -149,14 +165,13 @@ func (t *txn) putContainer(c *scheduler.Container) { t.storeContainer(c, true) }
 // storeContainer is putContainer; accountApp false leaves the app's usage
 // to a caller that updates the app itself in the same step.
 func (t *txn) storeContainer(c *scheduler.Container, accountApp bool) {
-	old, existed := t.container(c.ID)
 	c.ModifyIndex = t.index
-	lazy(&t.containers, t.next.containers).Insert([]byte(c.ID), c)
-	lazy(&t.byApp, t.next.byApp).Insert(pairKey(c.AppID, c.ID), c)
-	live := lazy(&t.liveByNode, t.next.liveByNode)
+	old, existed := open(&t.containers, t.next.containers).Insert(c.ID, c)
+	open(&t.byApp, t.next.byApp).Insert(pairKey(c.AppID, c.ID), c)
+	live := open(&t.liveByNode, t.next.liveByNode)
 	if c.State.Live() {
 		live.Insert(pairKey(c.NodeID, c.ID), c)
-	} else {
+	} else if existed && old.State.Live() {
 		live.Delete(pairKey(c.NodeID, c.ID))
 	}
 	t.reindex(&t.byAppChange, t.next.byAppChange, old, c, existed, changeKey)
@@ -187,23 +202,23 @@ func (t *txn) storeContainer(c *scheduler.Container, accountApp bool) {
 	t.touch(TableContainers)
 }
 
-// reindex keeps a secondary index whose key (nil: not indexed) derives
+// reindex keeps a secondary index whose key ("": not indexed) derives
 // from a container, as c replaces old.
-func (t *txn) reindex(tx **iradix.Txn[*scheduler.Container], tree *iradix.Tree[*scheduler.Container],
-	old, c *scheduler.Container, existed bool, key func(*scheduler.Container) []byte) {
-	var oldKey []byte
+func (t *txn) reindex(tx **indexTxn[*scheduler.Container], ix index[*scheduler.Container],
+	old, c *scheduler.Container, existed bool, key func(*scheduler.Container) string) {
+	var oldKey string
 	if existed {
 		oldKey = key(old)
 	}
 	newKey := key(c)
-	if oldKey == nil && newKey == nil {
+	if oldKey == "" && newKey == "" {
 		return
 	}
-	idx := lazy(tx, tree)
-	if oldKey != nil && string(oldKey) != string(newKey) {
+	idx := open(tx, ix)
+	if oldKey != "" && oldKey != newKey {
 		idx.Delete(oldKey)
 	}
-	if newKey != nil {
+	if newKey != "" {
 		idx.Insert(newKey, c)
 	}
 }
@@ -237,10 +252,7 @@ func account(n *scheduler.Node, c *scheduler.Container, sign int64) {
 
 // liveOnNode returns the live containers on a node as of this txn.
 func (t *txn) liveOnNode(nodeID string) []*scheduler.Container {
-	if t.liveByNode != nil {
-		return collectTxn(t.liveByNode, []byte(nodeID+"\x00"))
-	}
-	return collect(t.next.liveByNode, []byte(nodeID+"\x00"))
+	return current(t.liveByNode, t.next.liveByNode).Values(nodeID + "\x00")
 }
 
 // active returns the active apps as of this txn, in submission order.
@@ -253,19 +265,13 @@ func (t *txn) active() []*scheduler.App {
 
 // appContainers returns an app's containers as of this txn.
 func (t *txn) appContainers(appID string) []*scheduler.Container {
-	if t.byApp != nil {
-		return collectTxn(t.byApp, []byte(appID+"\x00"))
-	}
-	return collect(t.next.byApp, []byte(appID+"\x00"))
+	return current(t.byApp, t.next.byApp).Values(appID + "\x00")
 }
 
 // appContainersChangedSince is State.AppContainersChangedSince as of this
 // txn.
 func (t *txn) appContainersChangedSince(appID string, index uint64) []*scheduler.Container {
-	if t.byAppChange == nil {
-		return changedSince(t.next.byAppChange.Root(), appID, index)
-	}
-	return changedSince(t.byAppChange.Root(), appID, index)
+	return changedSince(current(t.byAppChange, t.next.byAppChange), appID, index)
 }
 
 func collectTxn[T any](tx *iradix.Txn[T], prefix []byte) []T {
@@ -287,18 +293,25 @@ func commitTree[T any](dst **iradix.Tree[T], tx *iradix.Txn[T]) {
 	}
 }
 
+// commitIndex replaces *dst with the index a txn built, if it built one.
+func commitIndex[V any](dst *index[V], tx *indexTxn[V]) {
+	if tx != nil {
+		*dst = tx.Commit()
+	}
+}
+
 // commit publishes the new state at the given Raft index and wakes every
 // watcher of the previous one.
 func (t *txn) commit(index uint64) {
 	commitTree(&t.next.nodes, t.nodes)
 	commitTree(&t.next.apps, t.apps)
 	commitTree(&t.next.activeApps, t.activeApps)
-	commitTree(&t.next.containers, t.containers)
-	commitTree(&t.next.byApp, t.byApp)
-	commitTree(&t.next.byAppChange, t.byAppChange)
-	commitTree(&t.next.liveByNode, t.liveByNode)
-	commitTree(&t.next.marked, t.marked)
-	commitTree(&t.next.unstarted, t.unstarted)
+	commitIndex(&t.next.containers, t.containers)
+	commitIndex(&t.next.byApp, t.byApp)
+	commitIndex(&t.next.byAppChange, t.byAppChange)
+	commitIndex(&t.next.liveByNode, t.liveByNode)
+	commitIndex(&t.next.marked, t.marked)
+	commitIndex(&t.next.unstarted, t.unstarted)
 	commitTree(&t.next.draining, t.draining)
 	commitTree(&t.next.down, t.down)
 	commitTree(&t.next.finished, t.finished)

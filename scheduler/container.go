@@ -1,6 +1,6 @@
 package scheduler
 
-import "fmt"
+import "strconv"
 
 // ExecutionType says whether a container's resources are guaranteed by the
 // leader or used opportunistically at an agent (SPEC §10).
@@ -110,7 +110,11 @@ func (c *Container) Copy() *Container {
 // committed at Raft index: unique across leader changes by construction.
 // (Centrally allocated opportunistic containers get one too.)
 func GuaranteedContainerID(index uint64, pos int) string {
-	return fmt.Sprintf("c-%d-%d", index, pos)
+	// "c-%d-%d", built without fmt: every placement makes one.
+	var b [48]byte
+	id := strconv.AppendUint(append(b[:0], "c-"...), index, 10)
+	id = strconv.AppendInt(append(id, '-'), int64(pos), 10)
+	return string(id)
 }
 
 // AgentContainerIDPrefix begins the ID of every container an AMRMProxy

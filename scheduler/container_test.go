@@ -24,3 +24,16 @@ func TestPlacedSince(t *testing.T) {
 		t.Fatalf("no containers: %v", got)
 	}
 }
+
+// TestGuaranteedContainerIDFormat pins the IDs to "c-%d-%d": they are
+// stored in snapshots and logs, and built without fmt.
+func TestGuaranteedContainerIDFormat(t *testing.T) {
+	for _, c := range []struct {
+		index uint64
+		pos   int
+	}{{0, 0}, {1, 2}, {12345, 4095}, {1<<64 - 1, 1<<63 - 1}, {7, -1}} {
+		if got, want := GuaranteedContainerID(c.index, c.pos), fmt.Sprintf("c-%d-%d", c.index, c.pos); got != want {
+			t.Errorf("GuaranteedContainerID(%d, %d) = %q, want %q", c.index, c.pos, got, want)
+		}
+	}
+}
