@@ -42,9 +42,7 @@ func newDistScheduler(margin time.Duration, now time.Time) *distScheduler {
 // update takes what a heartbeat response says about opportunistic work;
 // sent is the computation the heartbeat said the agent held. A list whose
 // computation differs from the one held replaces it, and its room starts
-// afresh, round-robin from a random node, or from this agent's slice when
-// the leader says other proxies share the list (scheduler.DistributedRoom,
-// scheduler.ListShare).
+// afresh, round-robin from a random node (scheduler.DistributedRoom).
 func (d *distScheduler) update(resp *wrpc.HeartbeatResponse, sent int64, now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -54,7 +52,8 @@ func (d *distScheduler) update(resp *wrpc.HeartbeatResponse, sent int64, now tim
 	}
 	d.fromLeader = now
 	d.limit = resp.QueueLimit
-	if d.dist.Update(resp.ListNews(), sent, now, rand.Uint64()) {
+	news := scheduler.ListNews{At: resp.LeastLoadedAt, List: resp.LeastLoaded, Age: resp.LeastLoadedAge, Same: resp.LeastLoadedSame}
+	if d.dist.Update(news, sent, now, rand.Uint64()) {
 		if !resp.LeastLoadedSame {
 			d.nodesUsed = len(resp.LeastLoaded)
 		}
@@ -114,9 +113,7 @@ func (d *distScheduler) stale(now time.Time, after time.Duration) (bool, int) {
 }
 
 // renew installs a list computed here from the nodes' own loads, unless
-// the leader sent one meanwhile. It keeps the share of the leader's last
-// list: the other proxies renew lists too, from other samples of the
-// nodes, and still take at most their share of each.
+// the leader sent one meanwhile.
 func (d *distScheduler) renew(loads []scheduler.NodeLoad, nodesUsed int, now time.Time, after time.Duration) {
 	list := scheduler.LeastLoaded(loads, nodesUsed)
 	d.mu.Lock()
@@ -124,7 +121,7 @@ func (d *distScheduler) renew(loads []scheduler.NodeLoad, nodesUsed int, now tim
 	if now.Sub(d.fromLeader) <= after {
 		return
 	}
-	d.dist.Install(list, now.UnixNano(), now, d.dist.Share(), rand.Uint64())
+	d.dist.Install(list, now.UnixNano(), now, rand.Uint64())
 	d.renewedLocked()
 }
 

@@ -1,8 +1,6 @@
 package agent
 
 import (
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -108,31 +106,5 @@ func TestSameListRenewsTheRoom(t *testing.T) {
 	}
 	if got := d.allocate(scheduler.Ask{Count: 4, Resources: oneCore}, t0.Add(3100*time.Millisecond)); len(got) != 4 {
 		t.Fatalf("allocated %d from the same list recomputed after every allocation, want 4", len(got))
-	}
-}
-
-// A list the leader says is shared by four proxies, this agent's the
-// second, is allocated from within the agent's slice first and never past
-// its window; a list the agent renews itself keeps that share.
-func TestSharedListAllocatesWithinTheAgentsShare(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	var nodes []scheduler.LeastLoadedNode
-	for i := 1; i <= 8; i++ {
-		nodes = append(nodes, scheduler.LeastLoadedNode{NodeID: fmt.Sprintf("n%d", i), QueueSpace: 1,
-			Capacity: scheduler.Resources{MemoryMB: 4096, Vcores: 4}})
-	}
-	d := newDistScheduler(time.Second, t0)
-	d.update(&wrpc.HeartbeatResponse{LeastLoaded: nodes, LeastLoadedAt: 7, LeastLoadedSharers: 4, LeastLoadedSlot: 2}, 0, t0)
-	got := d.allocate(scheduler.Ask{Count: 8, Resources: oneCore, ExecutionType: scheduler.Opportunistic}, t0)
-	var placed []string
-	for _, n := range got {
-		placed = append(placed, n.NodeID)
-	}
-	if s := strings.Join(placed, " "); s != "n3 n4 n5 n6" {
-		t.Fatalf("placed on %q, want its own n3 n4, then n5 n6 of its window, and no more", s)
-	}
-	d.renew([]scheduler.NodeLoad{{NodeID: "n9", Capacity: scheduler.Resources{MemoryMB: 4096, Vcores: 4}, QueueCapacity: 5}}, 10, t0.Add(5*time.Second), 0)
-	if share := d.dist.Share(); share != (scheduler.ListShare{Of: 4, Slot: 2}) {
-		t.Fatalf("a renewed list's share is %+v, want the leader's last, 2 of 4", share)
 	}
 }

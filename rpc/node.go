@@ -205,13 +205,6 @@ type HeartbeatResponse struct {
 	// computed at the request's LeastLoadedAt, which the agent holds: it
 	// takes it as the new computation.
 	LeastLoadedSame bool `codec:"least_loaded_same"`
-	// LeastLoadedSharers is how many AMRMProxies allocate from the list of
-	// LeastLoadedAt (the nodes that run an AM), and LeastLoadedSlot which
-	// of them (1 to LeastLoadedSharers) this agent is, 0 if none: the
-	// agent allocates from its share of the list only
-	// (scheduler.ListShare). Both 0 (an older leader): the whole list.
-	LeastLoadedSharers int `codec:"least_loaded_sharers,omitempty"`
-	LeastLoadedSlot    int `codec:"least_loaded_slot,omitempty"`
 	// QueueLimit is the opportunistic queue length the agent must shed to
 	// (0: no limit known).
 	QueueLimit int `codec:"queue_limit"`
@@ -227,13 +220,6 @@ type HeartbeatResponse struct {
 	// WorkloadKeys, when not empty, replaces the agent's workload keys:
 	// the servers' set changed since the request's WorkloadKeyID.
 	WorkloadKeys []WorkloadKey `codec:"workload_keys"`
-}
-
-// ListNews returns what the response says of the least-loaded list, as a
-// scheduler.DistributedRoom takes it.
-func (r *HeartbeatResponse) ListNews() scheduler.ListNews {
-	return scheduler.ListNews{At: r.LeastLoadedAt, List: r.LeastLoaded, Age: r.LeastLoadedAge, Same: r.LeastLoadedSame,
-		Share: scheduler.ListShare{Of: r.LeastLoadedSharers, Slot: r.LeastLoadedSlot}}
 }
 
 // NodeInfo is one node as `weft node list -json` shows it.

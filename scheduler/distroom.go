@@ -14,16 +14,10 @@ import "time"
 // taken off its room, or their places would be handed out twice. T is
 // placed on the proxy's clock from the list's age, so the servers' and the
 // proxy's clocks need not agree.
-//
-// A list shared with other proxies (ListShare) is allocated from only
-// within this proxy's window of it, its own slice first, so that the
-// proxies together hand out each place at most HerdFactor times.
 type DistributedRoom struct {
 	margin time.Duration
 	list   []LeastLoadedNode
 	at     int64 // the list's computation (0: none held)
-	share  ListShare
-	win    Window
 	room   *Room
 	rr     int
 	recent []recentPlacement
@@ -49,9 +43,6 @@ type ListNews struct {
 	// Same says the list of At, left out, is entry for entry the list of
 	// the computation the heartbeat said it held.
 	Same bool
-	// Share says how many proxies allocate from the list of At and which
-	// of them this one is.
-	Share ListShare
 }
 
 // NewDistributedRoom returns a room with no list; margin is how long
@@ -66,16 +57,9 @@ func (d *DistributedRoom) Margin() time.Duration { return d.margin }
 // List returns the list held and its computation (0: none).
 func (d *DistributedRoom) List() ([]LeastLoadedNode, int64) { return d.list, d.at }
 
-// Share returns the share of the list held.
-func (d *DistributedRoom) Share() ListShare { return d.share }
-
-// Window returns the part of the list held that this proxy allocates from.
-func (d *DistributedRoom) Window() Window { return d.win }
-
 // Update takes what a heartbeat answer says of the list; sent is the
 // computation the heartbeat said was held, now when the answer came, and
-// spin a random number that picks where round-robin starts on a new list
-// (and, for a proxy with no slot, where its window lies).
+// spin a random number that picks where round-robin starts on a new list.
 // A list whose computation differs from the one held replaces it, its room
 // afresh; one said to be the same as the one held is taken as the new
 // computation, its room afresh too. It reports whether a list was
@@ -89,12 +73,12 @@ func (d *DistributedRoom) Update(news ListNews, sent int64, now time.Time, spin 
 	case news.Same:
 		// Recomputed, entry for entry the list we said we held.
 		if sent == d.at && news.At != d.at {
-			d.Install(d.list, news.At, now.Add(-news.Age), news.Share, spin)
+			d.Install(d.list, news.At, now.Add(-news.Age), spin)
 			return true
 		}
 		return false
 	case news.At != d.at:
-		d.Install(news.List, news.At, now.Add(-news.Age), news.Share, spin)
+		d.Install(news.List, news.At, now.Add(-news.Age), spin)
 		return true
 	}
 	return false
@@ -102,12 +86,10 @@ func (d *DistributedRoom) Update(news ListNews, sent int64, now time.Time, spin 
 
 // Install replaces the list and its room, less what was placed here that
 // the list may not reflect; at identifies the list's computation and
-// computed is when it was, on this proxy's clock, and share how it is
-// shared (ListShare.Window gives the window, spin in hand). Round-robin
-// starts at the window's start.
-func (d *DistributedRoom) Install(list []LeastLoadedNode, at int64, computed time.Time, share ListShare, spin uint64) {
-	d.list, d.at, d.share = list, at, share
-	d.win = share.Window(len(list), spin)
+// computed is when it was, on this proxy's clock. Round-robin starts at
+// position spin modulo the list's length.
+func (d *DistributedRoom) Install(list []LeastLoadedNode, at int64, computed time.Time, spin uint64) {
+	d.list, d.at = list, at
 	d.room = NewRoom(list)
 	cutoff := computed.Add(-d.margin)
 	keep := d.recent[:0]
@@ -124,14 +106,17 @@ func (d *DistributedRoom) Install(list []LeastLoadedNode, at int64, computed tim
 		}
 	}
 	d.recent = keep
-	d.rr = d.win.Start
+	d.rr = 0
+	if len(list) > 0 {
+		d.rr = int(spin % uint64(len(list)))
+	}
 }
 
 // Allocate places what it can of an opportunistic ask with
-// AllocateOpportunisticIn, within the proxy's window, and returns one list
-// entry per container, placed at now.
+// AllocateOpportunistic and returns one list entry per container, placed
+// at now.
 func (d *DistributedRoom) Allocate(ask Ask, now time.Time) []LeastLoadedNode {
-	d.pos, d.rr = AllocateOpportunisticIn(ask, d.list, d.room, d.win, d.rr, d.pos[:0])
+	d.pos, d.rr = AllocateOpportunistic(ask, d.list, d.room, d.rr, d.pos[:0])
 	if len(d.pos) == 0 {
 		return nil
 	}

@@ -7,8 +7,7 @@
 // (amshare.go); preemption planning (preemption.go); why an app is not
 // placed (pending.go); opportunistic containers: the least-loaded node list,
 // the room and allocation rule shared by AMRMProxies and the leader, an
-// AMRMProxy's list, room and recent placements (distroom.go), how the
-// proxies sharing one list divide it so as not to herd (listshare.go), the
+// AMRMProxy's list, room and recent placements (distroom.go), the
 // fallback of unplaceable opportunistic asks to guaranteed, the queue limit
 // and the queue-wait estimate (opportunistic.go), and promotion checks
 // (promotion.go); the count of placements an AM has not heard of yet

@@ -197,15 +197,6 @@ const (
 // a tier rather than land again on the one just used. It does not allocate
 // beyond out's growth.
 func AllocateOpportunistic(ask Ask, list []LeastLoadedNode, room *Room, cursor int, out []int) (positions []int, next int) {
-	return AllocateOpportunisticIn(ask, list, room, whole(0, len(list)), cursor, out)
-}
-
-// AllocateOpportunisticIn is AllocateOpportunistic for a proxy that shares
-// the list (ListShare): containers placed on any node go to the nodes the
-// proxy owns in win first, then to the rest of win, never outside it.
-// Node- and rack-local containers may go anywhere on the list: the AM
-// chose those nodes, and the herd is of asks that name none.
-func AllocateOpportunisticIn(ask Ask, list []LeastLoadedNode, room *Room, win Window, cursor int, out []int) (positions []int, next int) {
 	if len(list) == 0 || ask.Count <= 0 {
 		return out, cursor
 	}
@@ -239,18 +230,12 @@ func AllocateOpportunisticIn(ask Ask, list []LeastLoadedNode, room *Room, win Wi
 	}
 	placed := 0
 	next = cursor
-	// fill places round-robin on the span of span positions from start,
-	// beginning at the cursor when it lies in the span.
-	fill := func(t, start, span int) {
-		n := len(list)
-		off := ((cursor-start)%n + n) % n
-		if off >= span {
-			off = 0
-		}
+	start := ((cursor % len(list)) + len(list)) % len(list)
+	for t := tierNode; t <= tierAny && placed < ask.Count; t++ {
 		for progress := true; progress && placed < ask.Count; {
 			progress = false
-			for i := 0; i < span && placed < ask.Count; i++ {
-				pos := (start + (off+i)%span) % n
+			for i := 0; i < len(list) && placed < ask.Count; i++ {
+				pos := (start + i) % len(list)
 				if tier(&list[pos]) == t && room.Take(pos, ask.Resources) {
 					out = append(out, pos)
 					placed++
@@ -259,14 +244,6 @@ func AllocateOpportunisticIn(ask Ask, list []LeastLoadedNode, room *Room, win Wi
 				}
 			}
 		}
-	}
-	if named {
-		fill(tierNode, 0, len(list))
-		fill(tierRack, 0, len(list))
-	}
-	fill(tierAny, win.Start, win.Own)
-	if win.Len > win.Own {
-		fill(tierAny, win.Start, win.Len)
 	}
 	return out, next
 }

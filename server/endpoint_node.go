@@ -174,7 +174,7 @@ func (e *Node) heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply
 		reply.WorkloadKeys = wireKeys(st)
 	}
 	reply.Servers = e.srv.serverAddrs()
-	e.srv.opportunisticView(st, now, args.NodeID, args.LeastLoadedAt, args.SameListOK, reply)
+	e.srv.opportunisticView(st, now, args.LeastLoadedAt, args.SameListOK, reply)
 	reply.Centralized = !opportunisticConfig(st).Distributed
 	return nil
 }

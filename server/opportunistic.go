@@ -27,10 +27,6 @@ type loadBoard struct {
 	// LeastLoadedSame instead of the list again.
 	same  []int64
 	limit int
-	// slots numbers the nodes whose AMRMProxies share the list (those
-	// running an AM) when it was computed: each allocates from its own
-	// share of it (scheduler.ListShare).
-	slots map[string]int
 	room  *scheduler.Room // centralized allocation's room on list
 	rr    int             // where centralized round-robin goes on
 	// inflight holds central placements not committed yet: a list rebuilt
@@ -43,7 +39,7 @@ type loadBoard struct {
 func (b *loadBoard) reset(now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.since, b.computed, b.list, b.same, b.limit, b.room, b.rr, b.slots = now, time.Time{}, nil, nil, 0, nil, 0, nil
+	b.since, b.computed, b.list, b.same, b.limit, b.room, b.rr = now, time.Time{}, nil, nil, 0, nil, 0
 }
 
 // opportunisticConfig returns the cluster's settings, or the defaults for
@@ -67,11 +63,10 @@ func listGrace(cfg scheduler.OpportunisticConfig) time.Duration {
 // least-loaded list when it is newer than the computation the agent holds
 // (or, to an agent that says it understands, LeastLoadedSame when the
 // newer one is entry for entry the one it holds),
-// its computation and age, how many AMRMProxies share it and which of
-// them the node's is, and the queue limit. It rebuilds the list when the
-// last one is older than the sorting interval. Right after a leadership
-// change it says nothing (at 0, limit 0) until the loads are in.
-func (s *Server) opportunisticView(st *fsm.State, now time.Time, nodeID string, agentHas int64, sameListOK bool, reply *wrpc.HeartbeatResponse) {
+// its computation and age, and the queue limit. It rebuilds the list when
+// the last one is older than the sorting interval. Right after a
+// leadership change it says nothing (at 0, limit 0) until the loads are in.
+func (s *Server) opportunisticView(st *fsm.State, now time.Time, agentHas int64, sameListOK bool, reply *wrpc.HeartbeatResponse) {
 	b := &s.board
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -79,7 +74,6 @@ func (s *Server) opportunisticView(st *fsm.State, now time.Time, nodeID string, 
 		return
 	}
 	reply.LeastLoadedAt, reply.LeastLoadedAge, reply.QueueLimit = b.computed.UnixNano(), now.Sub(b.computed), b.limit
-	reply.LeastLoadedSharers, reply.LeastLoadedSlot = len(b.slots), b.slots[nodeID]
 	switch {
 	case reply.LeastLoadedAt == agentHas:
 	case sameListOK && agentHas != 0 && slices.Contains(b.same, agentHas):
@@ -126,10 +120,7 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 	if len(loads) < ready && now.Sub(b.since) < listGrace(cfg) {
 		return !b.computed.IsZero()
 	}
-	// Every proxy that can allocate gets its share of the list, which is
-	// lengthened when they are many (scheduler.SharedListLen).
-	slots := scheduler.ProxySlots(st.ActiveApps())
-	list := scheduler.LeastLoaded(loads, scheduler.SharedListLen(cfg.NodesUsed, len(slots)))
+	list := scheduler.LeastLoaded(loads, cfg.NodesUsed)
 	if !b.computed.IsZero() && sameList(b.list, list) {
 		b.same = append(b.same, b.computed.UnixNano())
 		if len(b.same) > maxSameLists {
@@ -138,7 +129,7 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 	} else {
 		b.same = b.same[:0]
 	}
-	b.list, b.slots = list, slots
+	b.list = list
 	b.limit = scheduler.QueueLimit(queued, cfg.QueueLimitStdev, cfg.MinQueueLength, cfg.MaxQueueLength)
 	b.room = scheduler.NewRoom(b.list)
 	// Containers this leader placed that their nodes have not reported yet,

@@ -73,7 +73,8 @@ func (p *Proxy) update(resp *wrpc.HeartbeatResponse, sent int64, now time.Time) 
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.centralized = resp.Centralized
-	p.dist.Update(resp.ListNews(), sent, now, rand.Uint64())
+	p.dist.Update(scheduler.ListNews{At: resp.LeastLoadedAt, List: resp.LeastLoaded, Age: resp.LeastLoadedAge, Same: resp.LeastLoadedSame},
+		sent, now, rand.Uint64())
 }
 
 // split is one AM.Allocate as the proxy splits it.
