@@ -29,6 +29,7 @@ type Server struct {
 	logger      hclog.Logger
 	methods     map[string]*method
 	maxInflight int
+	handlers    handlerPool
 	// Authorize, if set, runs before every handler with the method's
 	// declared capability; an error is the answer and the handler does not
 	// run. The context it returns (for example with the caller's resolved
@@ -52,7 +53,7 @@ func NewServer(logger hclog.Logger) *Server {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	return &Server{logger: logger, methods: map[string]*method{}, maxInflight: DefaultMaxInflight}
+	return &Server{logger: logger, methods: map[string]*method{}, maxInflight: DefaultMaxInflight, handlers: handlerPool{work: make(chan func())}}
 }
 
 // Register makes fn answer the method name ("Service.Method"), for callers
@@ -223,14 +224,14 @@ func (s *Server) ServeConn(ctx context.Context, conn io.ReadWriteCloser, info *C
 		}
 		c.m, c.args = m, args
 		wg.Add(1)
-		go func() {
+		s.handlers.run(func() {
 			defer wg.Done()
 			defer func() { <-sem }()
 			reply, err := s.invoke(ctx, c.req.ServiceMethod, c.m, c.args)
 			s.respond(sc, c, reply, err)
 			c.put()
 			track.requestEnd()
-		}()
+		})
 	}
 }
 
