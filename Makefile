@@ -90,6 +90,7 @@ FUZZMINIMIZE ?= 200x
 FUZZ_TARGETS := \
 	./rpc:FuzzServerCodec \
 	./rpc:FuzzRequestBodies \
+	./rpc:FuzzFastCodec \
 	./internal/msgpackscan:FuzzScan \
 	./fsm:FuzzApply \
 	./fsm:FuzzRestore \

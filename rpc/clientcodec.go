@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/rpc"
 	"sync"
@@ -50,7 +51,14 @@ func (c *clientCodec) ReadResponseHeader(r *rpc.Response) error {
 		return err
 	}
 	*r = rpc.Response{}
-	return decodeResponse(raw, r)
+	wr := newWireReader(raw, MaxResponseSize)
+	if err := decodeResponseHeader(&wr, r); err != nil {
+		return err
+	}
+	if wr.pos != len(raw) {
+		return fmt.Errorf("%d bytes after the response header", len(raw)-wr.pos)
+	}
+	return nil
 }
 
 // ReadResponseBody decodes the response body into body, or skips it if
@@ -60,6 +68,9 @@ func (c *clientCodec) ReadResponseBody(body any) error {
 	defer c.rd.release()
 	if err != nil || body == nil {
 		return err
+	}
+	if d, ok := body.(wireDecoder); ok {
+		return decodeWire(raw, d, MaxResponseSize)
 	}
 	return decodeResponse(raw, body)
 }

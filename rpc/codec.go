@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/rpc"
-	"reflect"
 	"sync"
 	"sync/atomic"
 
@@ -53,8 +52,6 @@ type ServerCodec struct {
 	wmu sync.Mutex
 }
 
-var requestHeaderType = reflect.TypeOf(rpc.Request{})
-
 // NewServerCodec returns a server codec over conn. onErr, if not nil, is told
 // why a connection is being dropped (it is never told about a clean EOF).
 func NewServerCodec(conn io.ReadWriteCloser, onErr func(error)) *ServerCodec {
@@ -68,11 +65,12 @@ func (c *ServerCodec) ReadRequestHeader(r *rpc.Request) error {
 	}
 	raw, err := c.rd.next(MaxRequestSize)
 	if err == nil {
-		var cost int64
-		if cost, err = checkDecodeCost(raw, requestHeaderType, MaxRequestSize); err == nil {
-			err = decodeBytes(raw, r)
+		*r = rpc.Request{}
+		wr := newWireReader(raw, MaxRequestSize)
+		if err = decodeRequestHeader(&wr, r); err == nil && wr.pos != len(raw) {
+			err = fmt.Errorf("%d bytes after the value", len(raw)-wr.pos)
 		}
-		c.bytesLeft, c.costLeft, c.method = MaxRequestSize-len(raw), MaxRequestSize-cost, r.ServiceMethod
+		c.bytesLeft, c.costLeft, c.method = MaxRequestSize-len(raw), wr.left, r.ServiceMethod
 	}
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
 		c.fail(fmt.Errorf("malformed request header: %w", err))
@@ -99,11 +97,18 @@ func (c *ServerCodec) ReadRequestBody(body any) error {
 	if body == nil {
 		return nil
 	}
-	t := reflect.TypeOf(body)
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
+	if d, ok := body.(wireDecoder); ok {
+		err := decodeWire(raw, d, c.costLeft)
+		var over *overBudget
+		switch {
+		case errors.As(err, &over):
+			return fmt.Errorf("%s: %w: %v", c.method, ErrTooLarge, over)
+		case err != nil:
+			c.fail(fmt.Errorf("malformed request body: %w", err))
+		}
+		return err
 	}
-	if _, err := checkDecodeCost(raw, t, c.costLeft); err != nil {
+	if _, err := checkDecodeCost(raw, typeOfPointee(body), c.costLeft); err != nil {
 		var over *overBudget
 		if errors.As(err, &over) {
 			return fmt.Errorf("%s: %w: %v", c.method, ErrTooLarge, over)
@@ -144,16 +149,20 @@ func (c *ServerCodec) fail(err error) {
 // writeMessage encodes a header and its body into a pooled buffer and
 // writes both to conn in one write under mu, so that concurrent writers
 // never interleave their messages.
+// A body with a hand-written codec (fastcodec.go) is written with it,
+// and so is its net/rpc header.
 func writeMessage(mu *sync.Mutex, conn io.Writer, header, body any) error {
 	w := writeBufs.Get().(*writeBuf)
 	defer w.put()
 	w.b = w.b[:0]
-	w.enc.ResetBytes(&w.b)
-	if err := w.enc.Encode(header); err != nil {
-		return err
-	}
-	if err := w.enc.Encode(body); err != nil {
-		return err
+	if !appendFast(&w.b, header, body) {
+		w.enc.ResetBytes(&w.b)
+		if err := w.enc.Encode(header); err != nil {
+			return err
+		}
+		if err := w.enc.Encode(body); err != nil {
+			return err
+		}
 	}
 	mu.Lock()
 	defer mu.Unlock()
