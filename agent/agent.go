@@ -40,8 +40,11 @@ type Agent struct {
 	// agentPool reaches other agents (their loads, releasing containers).
 	agentPool *wrpc.Pool
 
-	epoch     atomic.Uint64
-	heartbeat chan struct{} // asks for an early heartbeat
+	epoch atomic.Uint64
+	// heartbeatSeq numbers heartbeats (HeartbeatRequest.Seq): the leader
+	// refuses one that arrives after a newer one.
+	heartbeatSeq atomic.Uint64
+	heartbeat    chan struct{} // asks for an early heartbeat
 	// down is set while heartbeats fail: the servers cannot be reached.
 	down atomic.Bool
 	// overAt is the computation of the queue limit that first found this
@@ -93,6 +96,14 @@ func New(config *Config) (*Agent, error) {
 		keys:  newWorkloadKeys(),
 	}
 	a.client.Spread = true // a cluster's agents spread over its servers
+	// A server that answers slowly is waited for, for as long as a
+	// heartbeat may take, rather than left for another after a second:
+	// the others forward to the same leader, and at thousands of nodes
+	// moving on made every slow answer a new connection to another server
+	// just when the servers were busiest (docs/scale.md). A server that
+	// refuses the connection is still left at once, and one that timed a
+	// heartbeat out is left for the next.
+	a.client.AttemptTimeout = a.heartbeatTimeout()
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.proxy = newAMRMProxy(a)
 	dir := filepath.Join(config.DataDir, "containers")
@@ -302,7 +313,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context) bool {
 		a.discoverServers(servers)
 		listAt := a.sched.view().At
 		req := &wrpc.HeartbeatRequest{NodeID: a.config.NodeID, Epoch: a.epoch.Load(), Secret: a.secret, Containers: a.mgr.reports(),
-			Load: a.mgr.load(), LeastLoadedAt: listAt, SameListOK: true, WorkloadKeyID: a.keys.newestID()}
+			Load: a.mgr.load(), LeastLoadedAt: listAt, SameListOK: true, WorkloadKeyID: a.keys.newestID(), Seq: a.heartbeatSeq.Add(1)}
 		var resp wrpc.HeartbeatResponse
 		hbCtx, cancel := context.WithTimeout(ctx, a.heartbeatTimeout())
 		err := a.client.Call(hbCtx, "Node.Heartbeat", req, &resp)
@@ -425,7 +436,7 @@ func (a *Agent) Leave() error {
 		ctx, cancel := context.WithTimeout(a.ctx, leaveTimeout)
 		var resp wrpc.HeartbeatResponse
 		if err := a.client.Call(ctx, "Node.Heartbeat", &wrpc.HeartbeatRequest{NodeID: a.config.NodeID, Epoch: epoch, Secret: a.secret,
-			Containers: a.mgr.reports(), Load: a.mgr.load()}, &resp); err != nil {
+			Containers: a.mgr.reports(), Load: a.mgr.load(), Seq: a.heartbeatSeq.Add(1)}, &resp); err != nil {
 			a.logger.Warn("could not report the stopped containers; the servers will find them lost", "error", err)
 		}
 		var wr wrpc.WriteResponse

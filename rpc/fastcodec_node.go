@@ -331,7 +331,7 @@ func (c *ContainerReport) decodeMsgpack(r *wireReader) error {
 // ---- HeartbeatRequest ----------------------------------------------------
 
 func (h *HeartbeatRequest) appendMsgpack(b []byte) []byte {
-	b = appendMapHeader(b, 15)
+	b = appendMapHeader(b, 16)
 	b = appendStr(b, "allow_stale")
 	b = appendBool(b, h.AllowStale)
 	b = appendStr(b, "auth_token")
@@ -365,6 +365,8 @@ func (h *HeartbeatRequest) appendMsgpack(b []byte) []byte {
 	b = appendBool(b, h.SameListOK)
 	b = appendStr(b, "secret")
 	b = appendStr(b, h.Secret)
+	b = appendStr(b, "seq")
+	b = appendUint(b, h.Seq)
 	b = appendStr(b, "timeout")
 	b = appendInt(b, int64(h.Timeout))
 	b = appendStr(b, "workload_key_id")
@@ -388,6 +390,8 @@ func (h *HeartbeatRequest) decodeMsgpack(r *wireReader) error {
 			h.SameListOK, err = r.bool()
 		case "secret":
 			h.Secret, err = r.str()
+		case "seq":
+			h.Seq, err = r.uint()
 		case "workload_key_id":
 			var v uint64
 			v, err = r.uintOf(32)

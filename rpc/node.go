@@ -88,6 +88,12 @@ type HeartbeatRequest struct {
 	// WorkloadKeyID is the newest workload key the agent holds (0: none);
 	// the answer carries the keys only when the servers' newest differs.
 	WorkloadKeyID uint32 `codec:"workload_key_id"`
+	// Seq numbers the agent's heartbeats within a registration, from 1
+	// (0: not numbered). The leader refuses a heartbeat older than one it
+	// has already applied: an attempt that reached it late (its agent gave
+	// up and moved to another server) would otherwise report containers
+	// started since as gone, and have them recorded lost.
+	Seq uint64 `codec:"seq"`
 }
 
 // MaxHeartbeatBatch bounds the heartbeats of one Node.HeartbeatBatch.

@@ -312,3 +312,46 @@ func TestUnreadyLeaderAnswersNotReady(t *testing.T) {
 	}
 	n.heartbeat(t, l, wrpc.HeartbeatRequest{})
 }
+
+// A heartbeat that reaches the leader after a newer one of its node (its
+// agent gave up on it and went on) is refused and changes nothing: it
+// would report the containers started since as gone, and have them
+// recorded lost. Heartbeats in order still record a container gone.
+func TestStaleHeartbeatIsRefused(t *testing.T) {
+	c := newTestCluster(t)
+	l := c.start("s1", 1)
+	c.waitForLeader()
+	app := submit(t, c, l, "stale")
+	nd := registerFake(t, c, l, "n1", scheduler.Resources{MemoryMB: 8192, Vcores: 8})
+	id := "o-n1-1-1"
+	queued := []wrpc.ContainerReport{{ID: id, AppID: app, Attempt: 1, AskID: 1, Resources: scheduler.Resources{MemoryMB: 64, Vcores: 1},
+		ExecutionType: string(scheduler.Opportunistic), State: scheduler.ContainerQueued, AllocatedAt: 1}}
+	beat := func(seq uint64, reports []wrpc.ContainerReport) error {
+		var hb wrpc.HeartbeatResponse
+		return c.call(l, "Node.Heartbeat", &wrpc.HeartbeatRequest{NodeID: nd.id, Epoch: nd.epoch, Secret: nd.secret, Seq: seq, Containers: reports}, &hb)
+	}
+	if err := beat(2, queued); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := l.State().Container(id); !ok || got.State != scheduler.ContainerQueued {
+		t.Fatalf("after heartbeat 2: %+v, %v", got, ok)
+	}
+	for _, seq := range []uint64{1, 2} {
+		if err := beat(seq, nil); !errors.Is(err, wrpc.ErrConflict) || !strings.Contains(err.Error(), "stale") {
+			t.Fatalf("heartbeat %d after heartbeat 2: %v, want a stale conflict", seq, err)
+		}
+	}
+	if got, _ := l.State().Container(id); got.State != scheduler.ContainerQueued {
+		t.Fatalf("a stale heartbeat changed %s to %s (%s)", id, got.State, got.Reason)
+	}
+	if err := beat(3, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := l.State().Container(id); got.State != scheduler.ContainerCompleted || got.Reason != scheduler.ReasonLost {
+		t.Fatalf("heartbeat 3 without %s: %s (%s), want completed lost", id, got.State, got.Reason)
+	}
+	// Unnumbered heartbeats (an agent of an older version) are all taken.
+	if err := beat(0, nil); err != nil {
+		t.Fatal(err)
+	}
+}

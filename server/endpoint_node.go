@@ -89,6 +89,19 @@ func (s *Server) heartbeatSeen(id string, epoch uint64, now time.Time, load *wrp
 	s.livenessMu.Unlock()
 }
 
+// acceptHeartbeat records a heartbeat as heartbeatSeen does, unless a
+// newer one of the node at that epoch was accepted before (liveness.Sequence):
+// then it reports false and records nothing.
+func (s *Server) acceptHeartbeat(id string, epoch, seq uint64, now time.Time, load *wrpc.NodeLoad) bool {
+	s.livenessMu.Lock()
+	defer s.livenessMu.Unlock()
+	if !s.liveness.Sequence(id, epoch, seq) {
+		return false
+	}
+	s.liveness.Heartbeat(id, epoch, now, load)
+	return true
+}
+
 // Heartbeat keeps a node alive and reconciles its containers: it records
 // the opportunistic containers AMRMProxies placed there and every state
 // change, batched with other heartbeats' into one Raft command and only
@@ -123,7 +136,10 @@ func (e *Node) heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply
 		return nil
 	}
 	now := e.srv.clock.Now()
-	e.srv.heartbeatSeen(args.NodeID, args.Epoch, now, &args.Load)
+	if !e.srv.acceptHeartbeat(args.NodeID, args.Epoch, args.Seq, now, &args.Load) {
+		return wrpc.Errorf(wrpc.CodeConflict, "heartbeat %d of node %s at epoch %d arrived after a newer one: it is stale and changed nothing",
+			args.Seq, args.NodeID, args.Epoch)
+	}
 
 	records, refused := newOpportunistic(st, args)
 	updates := containerUpdates(st, args, now)

@@ -67,6 +67,7 @@ type liveness struct {
 
 type nodeSeen struct {
 	epoch    uint64
+	seq      uint64    // the newest numbered heartbeat applied at this epoch
 	last     time.Time // last heartbeat at this epoch, or the start of its grace
 	load     wrpc.NodeLoad
 	reported bool // a heartbeat has reported load at this epoch
@@ -97,6 +98,25 @@ func (l *liveness) Heartbeat(id string, epoch uint64, now time.Time, load *wrpc.
 	if load != nil {
 		n.load, n.reported = *load, true
 	}
+}
+
+// Sequence reports whether heartbeat seq of a node at epoch is newer than
+// every numbered one accepted before at that epoch, and if so remembers it
+// as the newest. An unnumbered heartbeat (seq 0) is always new.
+func (l *liveness) Sequence(id string, epoch, seq uint64) bool {
+	if seq == 0 {
+		return true
+	}
+	n, ok := l.nodes[id]
+	if !ok || n.epoch != epoch {
+		n = &nodeSeen{epoch: epoch}
+		l.nodes[id] = n
+	}
+	if seq <= n.seq {
+		return false
+	}
+	n.seq = seq
+	return true
 }
 
 // Gossip records what the serf pool says of a node's agent.
