@@ -64,6 +64,7 @@ type Node struct {
 	// is up, not only when a heartbeat looks.
 	live       bool
 	epoch      uint64
+	seq        uint64 // the last heartbeat's HeartbeatRequest.Seq
 	local      *scheduler.LocalScheduler
 	containers map[string]*simContainer
 	launched   map[string]bool // AM containers handed to OnLaunchAM
@@ -87,7 +88,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	n := &Node{cfg: cfg, secret: secret, client: spreadClient(cfg.Servers),
+	n := &Node{cfg: cfg, secret: secret, client: spreadClient(cfg.Servers, heartbeatTimeout(cfg.Heartbeat)),
 		local: scheduler.NewLocalScheduler(cfg.Capacity, cfg.QueueLength), containers: map[string]*simContainer{},
 		launched: map[string]bool{}}
 	if cfg.AMRMProxy {
@@ -191,13 +192,14 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 		now := n.cfg.Clock.Now()
 		n.mu.Lock()
 		n.completeDue(now)
-		req := &wrpc.HeartbeatRequest{NodeID: n.cfg.ID, Epoch: n.epoch, Secret: n.secret, Containers: n.reports(), Load: n.load()}
+		n.seq++
+		req := &wrpc.HeartbeatRequest{NodeID: n.cfg.ID, Epoch: n.epoch, Secret: n.secret, Containers: n.reports(), Load: n.load(), Seq: n.seq}
 		n.mu.Unlock()
 		if n.proxy != nil {
 			req.LeastLoadedAt, req.SameListOK = n.proxy.listAt(), true
 		}
 		var resp wrpc.HeartbeatResponse
-		hbCtx, cancel := context.WithTimeout(ctx, max(2*n.cfg.Heartbeat, 3*time.Second))
+		hbCtx, cancel := context.WithTimeout(ctx, heartbeatTimeout(n.cfg.Heartbeat))
 		began := time.Now()
 		err := n.client.Call(hbCtx, "Node.Heartbeat", req, &resp)
 		cancel()
@@ -440,11 +442,18 @@ func (n *Node) Running() int {
 // String names the node for logs.
 func (n *Node) String() string { return fmt.Sprintf("sim node %s", n.cfg.ID) }
 
-// spreadClient is a node's client: like an agent's, it starts at a random
-// server of the list, so the simulated nodes spread over the servers.
-func spreadClient(servers []string) *wrpc.Client {
+// heartbeatTimeout bounds one heartbeat, as an agent's does.
+func heartbeatTimeout(interval time.Duration) time.Duration {
+	return max(2*interval, 3*time.Second)
+}
+
+// spreadClient is a node's client, set up as an agent's is: it starts at a
+// random server of the list, so the simulated nodes spread over the
+// servers, and waits for a slow server as long as a heartbeat may take.
+func spreadClient(servers []string, attempt time.Duration) *wrpc.Client {
 	c := wrpc.NewClient(nil, wrpc.NewPool(nil))
 	c.Spread = true
+	c.AttemptTimeout = attempt
 	c.SetServers(servers)
 	return c
 }

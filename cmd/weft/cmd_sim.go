@@ -108,6 +108,12 @@ func runSim(args []string) error {
 	if err != nil {
 		return err
 	}
+	// The servers started below inherit the limit.
+	if want := sim.OpenFilesFor(nodes); want > 0 {
+		if got, err := sim.RaiseOpenFiles(want); err != nil || got < want {
+			fmt.Fprintf(stderr, "sim: warning: %d nodes may need %d open files and the limit is %d (raise it with ulimit -n, or run as root): connections will fail\n", nodes, want, got)
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	addrs := strings.Split(servers, ",")
