@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/weft-sched/weft/internal/gopool"
 	"github.com/weft-sched/weft/internal/metrics"
 )
 
@@ -29,7 +30,7 @@ type Server struct {
 	logger      hclog.Logger
 	methods     map[string]*method
 	maxInflight int
-	handlers    handlerPool
+	handlers    *gopool.Pool
 	// Authorize, if set, runs before every handler with the method's
 	// declared capability; an error is the answer and the handler does not
 	// run. The context it returns (for example with the caller's resolved
@@ -44,6 +45,14 @@ type method struct {
 	call       func(ctx context.Context, args any) (any, error)
 }
 
+// Handlers run on a pool of goroutines that outlive one request
+// (internal/gopool): a goroutine per request grew its stack again, by
+// copying, for every request.
+const (
+	maxIdleHandlers    = 512
+	handlerIdleTimeout = 30 * time.Second
+)
+
 // DefaultMaxInflight bounds the requests of one connection (or multiplexed
 // stream) handled at once; further requests wait to be read.
 const DefaultMaxInflight = 64
@@ -53,7 +62,7 @@ func NewServer(logger hclog.Logger) *Server {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	return &Server{logger: logger, methods: map[string]*method{}, maxInflight: DefaultMaxInflight, handlers: handlerPool{work: make(chan func())}}
+	return &Server{logger: logger, methods: map[string]*method{}, maxInflight: DefaultMaxInflight, handlers: gopool.New(maxIdleHandlers, handlerIdleTimeout)}
 }
 
 // Register makes fn answer the method name ("Service.Method"), for callers
@@ -224,7 +233,7 @@ func (s *Server) ServeConn(ctx context.Context, conn io.ReadWriteCloser, info *C
 		}
 		c.m, c.args = m, args
 		wg.Add(1)
-		s.handlers.run(func() {
+		s.handlers.Go(func() {
 			defer wg.Done()
 			defer func() { <-sem }()
 			reply, err := s.invoke(ctx, c.req.ServiceMethod, c.m, c.args)

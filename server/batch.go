@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/weft-sched/weft/fsm"
@@ -154,8 +155,8 @@ func (b *groupCommit[Q, R]) run(stop <-chan struct{}) {
 				break drain
 			}
 		}
-		go b.send(batch)
-		batch = make([]*groupWaiter[Q, R], 0, b.max)
+		go b.send(slices.Clone(batch)) // as long as it is: batches are often of one
+		clear(batch)
 	}
 }
 

@@ -128,11 +128,11 @@ func (e *Node) HeartbeatBatch(ctx context.Context, args *wrpc.HeartbeatBatchRequ
 	var wg sync.WaitGroup
 	for i := range args.Heartbeats {
 		wg.Add(1)
-		go func() {
+		e.srv.batchWorkers.Go(func() {
 			defer wg.Done()
 			var resp wrpc.HeartbeatResponse
 			reply.Results[i] = wrpc.NewHeartbeatResult(&resp, e.batchedHeartbeat(ctx, &args.Heartbeats[i], &resp))
-		}()
+		})
 	}
 	wg.Wait()
 	reply.ShareLeastLoaded()

@@ -200,16 +200,13 @@ func (l *liveness) forgetGone(nodes []*scheduler.Node) {
 	}
 }
 
-// Loads returns the last load each node reported at its current epoch;
-// nodes that have not reported one yet are left out.
-func (l *liveness) Loads() map[string]wrpc.NodeLoad {
-	out := make(map[string]wrpc.NodeLoad, len(l.nodes))
-	for id, n := range l.nodes {
-		if n.reported {
-			out[id] = n.load
-		}
+// Load returns the load a node last reported at its current epoch, if it
+// has reported one.
+func (l *liveness) Load(id string) (*wrpc.NodeLoad, bool) {
+	if n, ok := l.nodes[id]; ok && n.reported {
+		return &n.load, true
 	}
-	return out
+	return nil, false
 }
 
 // QueueWait returns the queue wait a node last estimated.

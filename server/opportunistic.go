@@ -27,8 +27,13 @@ type loadBoard struct {
 	// LeastLoadedSame instead of the list again.
 	same  []int64
 	limit int
-	room  *scheduler.Room // centralized allocation's room on list
-	rr    int             // where centralized round-robin goes on
+	// refreshing is set while a caller rebuilds the list outside mu; loads
+	// and queued are its scratch space, kept from one rebuild to the next.
+	refreshing bool
+	loads      []scheduler.NodeLoad
+	queued     []int
+	room       *scheduler.Room // centralized allocation's room on list
+	rr         int             // where centralized round-robin goes on
 	// inflight holds central placements not committed yet: a list rebuilt
 	// meanwhile must not hand their places out again.
 	inflight map[*scheduler.Placement]struct{}
@@ -93,23 +98,31 @@ func sameList(a, b []scheduler.LeastLoadedNode) bool {
 }
 
 // refreshBoard rebuilds the list and limit if they are due; it reports
-// whether the board holds a list. b.mu must be held.
+// whether the board holds a list. b.mu must be held; it is let go while
+// the list is computed, and meanwhile every other caller is answered from
+// the board as it is: at 10,000 nodes a rebuild sorts every node's load,
+// and heartbeats that waited for it behind the lock every second made the
+// heartbeats' p99.
 func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 	b := &s.board
 	cfg := opportunisticConfig(st)
-	if !b.computed.IsZero() && now.Sub(b.computed) < cfg.SortingNodesInterval {
-		return true
+	if !b.computed.IsZero() && now.Sub(b.computed) < cfg.SortingNodesInterval || b.refreshing {
+		return !b.computed.IsZero()
 	}
-	reported := s.loads()
-	var loads []scheduler.NodeLoad
-	var queued []int
+	b.refreshing = true
+	since := b.since
+	b.mu.Unlock()
+	// Only the refreshing caller uses the scratch slices.
+	loads, queued := b.loads[:0], b.queued[:0]
 	ready := 0
-	for _, n := range st.Nodes() {
+	nodes := st.Nodes()
+	s.livenessMu.Lock()
+	for _, n := range nodes {
 		if n.Status != scheduler.NodeReady {
 			continue
 		}
 		ready++
-		l, ok := reported[n.ID]
+		l, ok := s.liveness.Load(n.ID)
 		if !ok {
 			continue
 		}
@@ -117,10 +130,18 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 			Used: l.Used, Queued: l.Queued, QueueCapacity: l.QueueCapacity})
 		queued = append(queued, l.Queued)
 	}
+	s.livenessMu.Unlock()
+	b.loads, b.queued = loads, queued
+	list := scheduler.LeastLoaded(loads, cfg.NodesUsed)
+	limit := scheduler.QueueLimit(queued, cfg.QueueLimitStdev, cfg.MinQueueLength, cfg.MaxQueueLength)
+	b.mu.Lock()
+	b.refreshing = false
+	if !b.since.Equal(since) {
+		return !b.computed.IsZero() // leadership began again meanwhile: these loads are old
+	}
 	if len(loads) < ready && now.Sub(b.since) < listGrace(cfg) {
 		return !b.computed.IsZero()
 	}
-	list := scheduler.LeastLoaded(loads, cfg.NodesUsed)
 	if !b.computed.IsZero() && sameList(b.list, list) {
 		b.same = append(b.same, b.computed.UnixNano())
 		if len(b.same) > maxSameLists {
@@ -130,7 +151,7 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 		b.same = b.same[:0]
 	}
 	b.list = list
-	b.limit = scheduler.QueueLimit(queued, cfg.QueueLimitStdev, cfg.MinQueueLength, cfg.MaxQueueLength)
+	b.limit = limit
 	b.room = scheduler.NewRoom(b.list)
 	// Containers this leader placed that their nodes have not reported yet,
 	// or is placing, are in no load: their places are taken.
@@ -198,11 +219,4 @@ func (s *Server) allocateCentral(ctx context.Context, st *fsm.State, app *schedu
 		b.mu.Unlock()
 	}
 	return unplaced, listKnown, listLen, err
-}
-
-// loads returns the last load each node reported to this leader.
-func (s *Server) loads() map[string]wrpc.NodeLoad {
-	s.livenessMu.Lock()
-	defer s.livenessMu.Unlock()
-	return s.liveness.Loads()
 }

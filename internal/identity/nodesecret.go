@@ -49,5 +49,6 @@ func NodeSecretMatches(hash []byte, secret string) bool {
 	if len(hash) != sha256.Size {
 		return false
 	}
-	return subtle.ConstantTimeCompare(hash, HashNodeSecret(secret)) == 1
+	sum := sha256.Sum256([]byte(secret)) // on the stack: every heartbeat checks one
+	return subtle.ConstantTimeCompare(hash, sum[:]) == 1
 }
