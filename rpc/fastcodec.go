@@ -147,6 +147,23 @@ func appendStr(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
+// appendBin writes a byte slice as the reflection codec does (bin; nil
+// is msgpack nil).
+func appendBin(b []byte, v []byte) []byte {
+	n := len(v)
+	switch {
+	case v == nil:
+		return appendNil(b)
+	case n <= math.MaxUint8:
+		b = append(b, mpBin8, byte(n))
+	case n <= math.MaxUint16:
+		b = append(b, mpBin16, byte(n>>8), byte(n))
+	default:
+		b = append(b, mpBin32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+	return append(b, v...)
+}
+
 // appendStrings writes a string slice; nil is msgpack nil.
 func appendStrings(b []byte, ss []string) []byte {
 	if ss == nil {
@@ -323,6 +340,21 @@ func (r *wireReader) str() (string, error) {
 		return "", err
 	}
 	return string(s), nil
+}
+
+// bin reads a byte slice (a copy; nil stays nil), charging its length.
+func (r *wireReader) bin() ([]byte, error) {
+	if r.nil() {
+		return nil, nil
+	}
+	v, err := r.strBytes()
+	if err != nil {
+		return nil, err
+	}
+	if err := r.charge(1, int64(len(v)), "[]byte"); err != nil {
+		return nil, err
+	}
+	return append([]byte{}, v...), nil
 }
 
 // strings reads a string slice (nil stays nil).

@@ -22,6 +22,7 @@ var (
 	sizeHeartbeatReq    = int64(unsafe.Sizeof(HeartbeatRequest{}))
 	sizeHeartbeatResult = int64(unsafe.Sizeof(HeartbeatResult{}))
 	sizeKillOrder       = int64(unsafe.Sizeof(KillOrder{}))
+	sizeWorkloadKey     = int64(unsafe.Sizeof(WorkloadKey{}))
 	sizeLeastLoadedNode = int64(unsafe.Sizeof(scheduler.LeastLoadedNode{}))
 )
 
@@ -469,7 +470,15 @@ func (h *HeartbeatResponse) appendMsgpack(b []byte) []byte {
 	if h.WorkloadKeys == nil {
 		return appendNil(b)
 	}
-	return appendReflected(b, h.WorkloadKeys) // only when the keys change
+	b = appendArrayHeader(b, len(h.WorkloadKeys))
+	for _, k := range h.WorkloadKeys {
+		b = appendMapHeader(b, 2)
+		b = appendStr(b, "id")
+		b = appendUint(b, uint64(k.ID))
+		b = appendStr(b, "secret")
+		b = appendBin(b, k.Secret)
+	}
+	return b
 }
 
 func (h *HeartbeatResponse) decodeMsgpack(r *wireReader) error {
@@ -507,14 +516,43 @@ func (h *HeartbeatResponse) decodeMsgpack(r *wireReader) error {
 		case "servers":
 			h.Servers, err = r.strings()
 		case "workload_keys":
-			if !r.nil() {
-				err = r.reflected(&h.WorkloadKeys, "[]rpc.WorkloadKey")
-			}
+			h.WorkloadKeys, err = decodeWorkloadKeys(r)
 		default:
 			return false, nil
 		}
 		return true, err
 	})
+}
+
+func decodeWorkloadKeys(r *wireReader) ([]WorkloadKey, error) {
+	n, err := r.arrayLen()
+	if err != nil || n < 0 {
+		return nil, err
+	}
+	if err := r.charge(int64(n), sizeWorkloadKey, "[]rpc.WorkloadKey"); err != nil {
+		return nil, err
+	}
+	out := make([]WorkloadKey, n)
+	for i := range out {
+		k := &out[i]
+		err := r.wireStruct(func(key []byte) (ok bool, err error) {
+			switch string(key) {
+			case "id":
+				var v uint64
+				v, err = r.uintOf(32)
+				k.ID = uint32(v)
+			case "secret":
+				k.Secret, err = r.bin()
+			default:
+				return false, nil
+			}
+			return true, err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 func decodeKillOrders(r *wireReader) ([]KillOrder, error) {

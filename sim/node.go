@@ -65,6 +65,7 @@ type Node struct {
 	live       bool
 	epoch      uint64
 	seq        uint64 // the last heartbeat's HeartbeatRequest.Seq
+	keyID      uint32 // the newest workload key the servers sent
 	local      *scheduler.LocalScheduler
 	containers map[string]*simContainer
 	launched   map[string]bool // AM containers handed to OnLaunchAM
@@ -193,7 +194,8 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 		n.mu.Lock()
 		n.completeDue(now)
 		n.seq++
-		req := &wrpc.HeartbeatRequest{NodeID: n.cfg.ID, Epoch: n.epoch, Secret: n.secret, Containers: n.reports(), Load: n.load(), Seq: n.seq}
+		req := &wrpc.HeartbeatRequest{NodeID: n.cfg.ID, Epoch: n.epoch, Secret: n.secret, Containers: n.reports(), Load: n.load(), Seq: n.seq,
+			WorkloadKeyID: n.keyID}
 		n.mu.Unlock()
 		if n.proxy != nil {
 			req.LeastLoadedAt, req.SameListOK = n.proxy.listAt(), true
@@ -222,6 +224,9 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 		}
 		n.mu.Lock()
 		n.lastOK = time.Now()
+		for _, k := range resp.WorkloadKeys {
+			n.keyID = max(n.keyID, k.ID) // as an agent, so the answers leave the keys out
+		}
 		n.mu.Unlock()
 		if len(resp.Servers) > 0 {
 			n.client.SetServers(resp.Servers)
