@@ -20,7 +20,7 @@ import (
 // or started here.
 func runSim(args []string) error {
 	fs := newFlagSet("sim")
-	var servers, nodeRes, trace, out, logLevel, taskRes, queues, serverConfig, restartSignal, cpuProfile string
+	var servers, nodeRes, trace, out, logLevel, taskRes, queues, serverConfig, restartSignal, cpuProfile, gcSpec string
 	var startServers, nodes, racks, queueLen, apps, tasksMin, tasksMax, nodesUsed int
 	var proxy bool
 	var heartbeat, duration, taskMin, taskMax, restartAt time.Duration
@@ -54,6 +54,7 @@ func runSim(args []string) error {
 	fs.StringVar(&out, "out", "", "write summary.txt, summary.json, series.csv and SVG charts into `DIR`")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write the simulator's own CPU profile over the whole run to `FILE` (go tool pprof), to tell its cost from the servers'")
 	fs.StringVar(&logLevel, "log-level", "error", "log `LEVEL` of the simulator")
+	fs.StringVar(&gcSpec, "gc-limit", "auto", "the simulator's own garbage collection: auto (collect only near a memory limit sized to -nodes, so that its collections seldom disturb what it measures), off (Go's default, GOGC), or a limit in `MiB`")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -108,6 +109,11 @@ func runSim(args []string) error {
 	if err != nil {
 		return err
 	}
+	gcLimit, err := sim.GCLimit(gcSpec, nodes)
+	if err != nil {
+		return usagef("-gc-limit: %v", err)
+	}
+	sim.SetGCLimit(gcLimit) // not the servers': they are measured as they run
 	// The servers started below inherit the limit.
 	if want := sim.OpenFilesFor(nodes); want > 0 {
 		if got, err := sim.RaiseOpenFiles(want); err != nil || got < want {
