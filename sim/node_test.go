@@ -110,15 +110,21 @@ func TestLiveNodeStartsTheQueuedAsSoonAsRoomFrees(t *testing.T) {
 	n.containers["o2"].timer.Stop()
 }
 
-// fill99 finds the second by which 99% of the allocations were made: a
-// run that places everything in three seconds and then idles reports
-// those three seconds and their rate, not the rate over the whole run.
-func TestFill99(t *testing.T) {
-	secs := []*Second{{Allocations: 1000}, {Allocations: 5000}, {Allocations: 3990}, {Allocations: 10}, {}, {}}
-	if n, rate := fill99(secs); n != 3 || rate != 9990.0/3 {
-		t.Fatalf("fill99: %d s, %.1f/s; want 3 s, 3330/s", n, rate)
+// The fill is measured from the first allocation, not from the start of
+// the run, to the one that made 99%, in 10 ms ticks: allocations from
+// 1.23 s to 1.73 s (and a straggler much later) fill in 0.5 s.
+func TestFillIsMeasuredFromTheFirstAllocation(t *testing.T) {
+	s := NewStats(time.Now())
+	if w, rate := s.Fill(); w != 0 || rate != 0 {
+		t.Fatalf("fill of nothing: %v, %v", w, rate)
 	}
-	if n, rate := fill99([]*Second{{}, {}}); n != 0 || rate != 0 {
-		t.Fatalf("fill99 of nothing: %d, %v", n, rate)
+	s.ticks = make([]uint32, 500)
+	for i := 123; i < 173; i++ {
+		s.ticks[i] = 20 // 1,000 allocations over 50 ticks
+	}
+	s.ticks[499] = 1
+	w, rate := s.Fill()
+	if w != 500*time.Millisecond || rate != 1000/0.5 {
+		t.Fatalf("fill: %v at %.1f/s; want 500ms, the 1,000 allocations in it over it", w, rate)
 	}
 }

@@ -72,13 +72,13 @@ type Summary struct {
 	Reregistrations   int               `json:"reregistrations"`
 	LeaderChanges     int               `json:"leadership_changes"`
 	MeasuredFromNote  string            `json:"note"`
-	// Fill99Seconds is how long the run took to make 99% of its
-	// allocations, from the start of measurement (whole seconds of the
-	// series), and Fill99PerS that share of them over that time: the
-	// committed rate while the asks lasted and room remained, which the
-	// rate over the whole run hides once the cluster is full.
-	Fill99Seconds int     `json:"allocations_99pct_seconds"`
-	Fill99PerS    float64 `json:"allocations_99pct_per_second"`
+	// FillSeconds is how long the AMs took to receive 99% of the run's
+	// allocations, from the first (to 10 ms), and FillPerS those
+	// allocations per second over that window (Stats.Fill): the rate the
+	// AMs saw while the servers were allocating, which the rate over the
+	// whole run hides once the cluster is full.
+	FillSeconds float64 `json:"allocations_fill_seconds"`
+	FillPerS    float64 `json:"allocations_fill_per_second"`
 	// Servers is the CPU each server the simulator started used over the
 	// measured run (cores), the leader marked.
 	Servers []ServerCPU `json:"servers_cpu,omitempty"`
@@ -149,28 +149,9 @@ func (r *Run) result(end time.Time) *Result {
 	if len(secs) > 0 {
 		res.Summary.UtilisationMean = utilSum / float64(len(secs))
 	}
-	res.Summary.Fill99Seconds, res.Summary.Fill99PerS = fill99(secs)
+	window, perS := s.fill()
+	res.Summary.FillSeconds, res.Summary.FillPerS = window.Seconds(), perS
 	return res
-}
-
-// fill99 returns how many whole seconds of the series it took to make 99%
-// of its allocations, and that many allocations per second over them.
-func fill99(secs []*Second) (int, float64) {
-	var total uint64
-	for _, sec := range secs {
-		total += sec.Allocations
-	}
-	if total == 0 {
-		return 0, 0
-	}
-	want := (total*99 + 99) / 100
-	var sum uint64
-	for i, sec := range secs {
-		if sum += sec.Allocations; sum >= want {
-			return i + 1, float64(sum) / float64(i+1)
-		}
-	}
-	return len(secs), float64(total) / float64(len(secs))
 }
 
 // Text renders the summary for people.
@@ -186,8 +167,8 @@ func (s *Summary) Text() string {
 		s.TasksPerS, s.TasksDoneOfFin, s.TasksOfFinished, s.TasksRetried, countsBy(s.RetriedBy))
 	p("allocations: %d (%d opportunistic: %d at AMRMProxies, %d at the leader), %.1f/s over the run, %d in the busiest second",
 		s.Allocations, s.Opportunistic, s.OppProxy, s.OppCentral, s.AllocationsPerS, s.AllocationsPeak)
-	if s.Fill99Seconds > 0 {
-		p("             99%% of them in the first %d s: %.1f/s", s.Fill99Seconds, s.Fill99PerS)
+	if s.FillSeconds > 0 {
+		p("             99%% of them within %.2f s of the first: %.0f/s while they were allocated", s.FillSeconds, s.FillPerS)
 	}
 	p("ask→alloc:   p50 %.1f ms, p99 %.1f ms; guaranteed p50 %.1f ms, p99 %.1f ms", s.AskToAllocP50MS, s.AskToAllocP99MS, s.GuaranteedP50MS, s.GuaranteedP99MS)
 	if s.OppProxy > 0 || s.OppCentral > 0 {

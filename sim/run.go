@@ -186,6 +186,7 @@ func (r *Run) restartStats() *Stats {
 	r.stats.heartbeats = Hist{}
 	r.stats.heartbeatFailures = 0
 	r.stats.heartbeatFailedBy = nil
+	r.stats.ticks = nil
 	return r.stats
 }
 

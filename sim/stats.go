@@ -119,6 +119,9 @@ type Stats struct {
 	submitErrors       uint64
 	lastSubmitErr      string
 	opportunisticAlloc uint64
+	// ticks counts allocations per fillTick from start: the fill rate is
+	// measured finer than the per-second series allows.
+	ticks []uint32
 	// frozen is set when the measured time ends: later heartbeats, as the
 	// run winds down, are not counted.
 	frozen bool
@@ -201,12 +204,61 @@ func (s *Stats) Allocated(d time.Duration, kind allocKind) {
 	if kind != allocGuaranteed {
 		s.opportunisticAlloc++
 	}
-	sec := s.second(time.Now())
+	now := time.Now()
+	sec := s.second(now)
 	sec.Allocations++
+	if t := int(now.Sub(s.start) / fillTick); t >= 0 && t < maxFillTicks {
+		if t >= len(s.ticks) {
+			s.ticks = append(s.ticks, make([]uint32, t+1-len(s.ticks))...)
+		}
+		s.ticks[t]++
+	}
 	if kind == allocOppProxy {
 		sec.AtProxy++
 		sec.ProxyAlloc.Add(d)
 	}
+}
+
+// fillTick is the resolution of the fill measurement, and maxFillTicks
+// bounds how long it follows a run (an hour).
+const (
+	fillTick     = 10 * time.Millisecond
+	maxFillTicks = int(time.Hour / fillTick)
+)
+
+// Fill measures the allocations' burst: from the first allocation an AM
+// received to the one that made 99% of them (to 10 ms), and the
+// allocations made in that window per second: the rate the AMs saw while the
+// servers were allocating, which neither the whole run's average (the
+// cluster may fill in seconds of a minute's run) nor whole seconds (the
+// asks arrive partway into one) show.
+func (s *Stats) Fill() (window time.Duration, perSecond float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fill()
+}
+
+func (s *Stats) fill() (window time.Duration, perSecond float64) {
+	var total uint64
+	first := -1
+	for i, n := range s.ticks {
+		if n > 0 && first < 0 {
+			first = i
+		}
+		total += uint64(n)
+	}
+	if total == 0 {
+		return 0, 0
+	}
+	want := (total*99 + 99) / 100
+	var sum uint64
+	for i := first; i < len(s.ticks); i++ {
+		if sum += uint64(s.ticks[i]); sum >= want {
+			window = time.Duration(i+1-first) * fillTick
+			return window, float64(sum) / window.Seconds()
+		}
+	}
+	return 0, 0
 }
 
 // TaskRetried records a task whose container was taken away (turned
