@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/weft-sched/weft/fsm"
@@ -9,12 +10,29 @@ import (
 	"github.com/weft-sched/weft/scheduler"
 )
 
+// plansInFlight is how many plans the leader may have decided and not
+// seen applied: while one commits (its Raft round trip, fsyncs and every
+// server's apply), the next is decided on the state with the first in
+// flight (scheduler.WithPlanned). One at a time, a 4,096-placement plan
+// cost a pass, its encoding, the round trip and the leader's apply in
+// series, and the two cores sat idle in turns.
+const plansInFlight = 2
+
+// planCommit is the outcome of committing one plan.
+type planCommit struct {
+	plan   []scheduler.Placement
+	tables [4]uint64 // the tables' indexes when it was decided
+	placed int
+	err    error
+}
+
 // scheduleLoop runs on the leader. Whenever the replicated state changes
 // (and once a second, so that asks waiting for locality can relax) it runs
-// a scheduling pass and commits the placements as one plan; bursts of
-// changes coalesce because each pass reads the newest state. A plan whose
-// placements were all refused is not retried until a table changes. The
-// delay-scheduling memory lives as long as this leadership.
+// a scheduling pass and commits the placements as one plan, deciding the
+// next while at most plansInFlight commit; bursts of changes coalesce
+// because each pass reads the newest state. A plan whose placements were
+// all refused is not retried until a table changes. The delay-scheduling
+// memory lives as long as this leadership.
 func (s *Server) scheduleLoop(ctx context.Context) {
 	var refusedAt [4]uint64
 	s.waitsMu.Lock()
@@ -22,34 +40,40 @@ func (s *Server) scheduleLoop(ctx context.Context) {
 	s.waitsMu.Unlock()
 	tick := s.clock.NewTicker(time.Second)
 	defer tick.Stop()
+	var inflight [][]scheduler.Placement
+	done := make(chan planCommit, plansInFlight)
 	for {
 		st := s.fsm.State()
 		tables := [4]uint64{st.TableIndex(fsm.TableQueues), st.TableIndex(fsm.TableNodes), st.TableIndex(fsm.TableApps), st.TableIndex(fsm.TableContainers)}
-		if tables != refusedAt {
+		if len(inflight) < plansInFlight && tables != refusedAt {
 			s.waitsMu.Lock()
 			pass := metrics.Start()
-			plan := scheduler.Schedule(st, s.clock.Now(), s.waits, scheduler.DefaultMaxPlacements).Placements
+			plan := scheduler.Schedule(scheduler.WithPlanned(st, inflight...), s.clock.Now(), s.waits, scheduler.DefaultMaxPlacements).Placements
 			metrics.SchedulingPass(pass)
 			s.waitsMu.Unlock()
 			if len(plan) > 0 {
-				placed, err := s.commitPlan(ctx, plan)
-				switch {
-				case err != nil:
-					s.logger.Error("plan failed", "error", err)
-					select {
-					case <-s.clock.After(100 * time.Millisecond):
-					case <-ctx.Done():
-						return
-					}
-					continue
-				case placed == 0:
-					refusedAt = tables
-				default:
-					continue // look again at once: the plan changed the state
-				}
+				inflight = append(inflight, plan)
+				go func() {
+					placed, err := s.commitPlan(ctx, plan)
+					done <- planCommit{plan: plan, tables: tables, placed: placed, err: err}
+				}()
+				continue // decide the next while this one commits
 			}
 		}
 		select {
+		case c := <-done:
+			inflight = slices.DeleteFunc(inflight, func(p []scheduler.Placement) bool { return &p[0] == &c.plan[0] })
+			switch {
+			case c.err != nil:
+				s.logger.Error("plan failed", "error", c.err)
+				select {
+				case <-s.clock.After(100 * time.Millisecond):
+				case <-ctx.Done():
+					return
+				}
+			case c.placed == 0:
+				refusedAt = c.tables
+			}
 		case <-st.Changed():
 		case <-tick.C():
 		case <-ctx.Done():
