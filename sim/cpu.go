@@ -59,11 +59,11 @@ func (s *Servers) cpu() []time.Duration {
 	if s == nil {
 		return nil
 	}
-	out := make([]time.Duration, len(s.cmds))
-	for i, c := range s.cmds {
+	out := make([]time.Duration, len(s.procs))
+	for i, p := range s.procs {
 		out[i] = -1
-		if c != nil && c.Process != nil {
-			if d, err := procCPU(c.Process.Pid); err == nil {
+		if p != nil && p.cmd.Process != nil {
+			if d, err := procCPU(p.cmd.Process.Pid); err == nil {
 				out[i] = d
 			}
 		}

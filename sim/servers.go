@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,7 +25,15 @@ type Servers struct {
 	exe   string
 	ids   []string   // node IDs; each logs to Dir/ID.log
 	args  [][]string // each server's command line
-	cmds  []*exec.Cmd
+	procs []*serverProc
+}
+
+// serverProc is one running server process; done is closed once it has
+// exited, with err its exit status.
+type serverProc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
 }
 
 // ServerOptions tunes the servers StartServers starts.
@@ -106,9 +115,38 @@ func (s *Servers) start() error {
 		if err != nil {
 			return fmt.Errorf("start %s: %w", id, err)
 		}
-		s.cmds = append(s.cmds, cmd)
+		p := &serverProc{cmd: cmd, done: make(chan struct{})}
+		go func() { p.err = cmd.Wait(); close(p.done) }()
+		s.procs = append(s.procs, p)
 	}
 	return nil
+}
+
+// exited returns an error naming a server that has exited, with the last
+// line of its log, or nil while every one runs.
+func (s *Servers) exited() error {
+	for i, p := range s.procs {
+		select {
+		case <-p.done:
+			return fmt.Errorf("sim: server %s exited (%v); its log ends: %s", s.ids[i], p.err, lastLine(s.LogFile(i)))
+		default:
+		}
+	}
+	return nil
+}
+
+// lastLine returns the last non-empty line of a file, at most 500 bytes.
+func lastLine(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	last := lines[len(lines)-1]
+	if len(last) > 500 {
+		last = last[len(last)-500:]
+	}
+	return last
 }
 
 // LogFile is the path of server i's log.
@@ -126,7 +164,7 @@ func (s *Servers) Halt(sig syscall.Signal) { s.signalAndWait(sig) }
 // same ports, same data directories. It returns once they are started,
 // not once they have a leader.
 func (s *Servers) Start() error {
-	if len(s.cmds) > 0 {
+	if len(s.procs) > 0 {
 		return fmt.Errorf("sim: the servers are running")
 	}
 	return s.start()
@@ -145,6 +183,9 @@ func (s *Servers) waitLeader(ctx context.Context, timeout time.Duration) error {
 		if err == nil && resp.ID != "" {
 			return nil
 		}
+		if exited := s.exited(); exited != nil {
+			return exited // one that cannot start will not lead
+		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("sim: the servers elected no leader in %s (logs in %s): %v", timeout, s.Dir, err)
 		}
@@ -162,20 +203,18 @@ func (s *Servers) Stop() { s.signalAndWait(syscall.SIGTERM) }
 // signalAndWait sends sig to every server, then waits for each to exit,
 // killing one still running after 10 s.
 func (s *Servers) signalAndWait(sig syscall.Signal) {
-	for _, c := range s.cmds {
-		c.Process.Signal(sig)
+	for _, p := range s.procs {
+		p.cmd.Process.Signal(sig)
 	}
-	for _, c := range s.cmds {
-		done := make(chan struct{})
-		go func() { c.Wait(); close(done) }()
+	for _, p := range s.procs {
 		select {
-		case <-done:
+		case <-p.done:
 		case <-time.After(10 * time.Second):
-			c.Process.Kill()
-			<-done
+			p.cmd.Process.Kill()
+			<-p.done
 		}
 	}
-	s.cmds = nil
+	s.procs = nil
 }
 
 // freePort returns a port free for TCP and UDP on 127.0.0.1.

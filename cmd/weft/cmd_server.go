@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -53,6 +54,9 @@ func runServer(args []string) error {
 	snaps, err := cfg.RaftSnapshots()
 	if err != nil {
 		return err
+	}
+	if cfg.GCPercent > 0 {
+		debug.SetGCPercent(cfg.GCPercent)
 	}
 	stopWarning := warnInsecure(logger, warning)
 	defer stopWarning()

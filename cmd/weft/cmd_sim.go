@@ -21,7 +21,7 @@ import (
 func runSim(args []string) error {
 	fs := newFlagSet("sim")
 	var servers, nodeRes, trace, out, logLevel, taskRes, queues, serverConfig, restartSignal, cpuProfile, gcSpec string
-	var startServers, nodes, racks, queueLen, apps, tasksMin, tasksMax, nodesUsed int
+	var startServers, nodes, racks, queueLen, apps, tasksMin, tasksMax, nodesUsed, serverGC int
 	var proxy bool
 	var heartbeat, duration, taskMin, taskMax, restartAt time.Duration
 	var rate, opp, joinRate float64
@@ -29,6 +29,7 @@ func runSim(args []string) error {
 	fs.StringVar(&servers, "servers", "", "comma-separated RPC `ADDRS` of a running server quorum")
 	fs.IntVar(&startServers, "start-servers", 0, "start `N` weft server processes on 127.0.0.1 instead (open, in a temporary directory)")
 	fs.StringVar(&serverConfig, "server-config", "", "with -start-servers: HCL `FILE` of settings added to every server's config (such as max_completed_apps = 100000; no limits block)")
+	fs.IntVar(&serverGC, "server-gc-percent", 0, "with -start-servers: the servers' gc_percent (their Go collector's GOGC; 0: Go's default)")
 	fs.DurationVar(&restartAt, "restart-at", 0, "with -start-servers: stop every server this long into the run and start them again on the same data, measuring their return")
 	fs.StringVar(&restartSignal, "restart-signal", "kill", "how -restart-at stops the servers: kill (SIGKILL, a crash) or term (SIGTERM, a graceful leave)")
 	fs.IntVar(&nodes, "nodes", 100, "how many simulated nodes (`N`)")
@@ -74,6 +75,15 @@ func runSim(args []string) error {
 	restart, extraConfig, err := simRestartFlags(startServers, duration, restartAt, restartSignal, serverConfig)
 	if err != nil {
 		return err
+	}
+	if serverGC != 0 {
+		if startServers == 0 {
+			return usagef("-server-gc-percent needs -start-servers: servers given with -servers keep their configuration")
+		}
+		if err := config.CheckGCPercent(serverGC); err != nil {
+			return usagef("-server-gc-percent %v", err)
+		}
+		extraConfig += fmt.Sprintf("\ngc_percent = %d\n", serverGC)
 	}
 	capacity, err := scheduler.ParseResources(nodeRes)
 	if err != nil {

@@ -41,10 +41,19 @@ func TestServerGCSettings(t *testing.T) {
 	if n, a, d, _ := cfg.GC(); n != 50 || a != 2*time.Hour || d != 30*time.Minute {
 		t.Fatalf("merged %d %s %s", n, a, d)
 	}
+	if cfg.GCPercent != 0 {
+		t.Fatalf("gc_percent defaults to %d, want 0 (Go's own)", cfg.GCPercent)
+	}
+	if cfg, err = load("gc_percent = 400"); err != nil || cfg.GCPercent != 400 {
+		t.Fatalf("gc_percent = 400: %v, %d", err, cfg.GCPercent)
+	}
 	for file, want := range map[string]string{
 		"max_completed_apps = 0":    "max_completed_apps (-max-completed-apps) must be positive",
 		`app_gc_threshold = "soon"`: `app_gc_threshold (-app-gc-threshold) "soon"`,
 		`node_gc_threshold = "-1h"`: `node_gc_threshold (-node-gc-threshold) "-1h"`,
+		"gc_percent = 5":            "gc_percent (-gc-percent) 5",
+		"gc_percent = -1":           "gc_percent (-gc-percent) -1",
+		"gc_percent = 20000":        "gc_percent (-gc-percent) 20000",
 	} {
 		if _, err := load(file); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", file, err, want)

@@ -47,6 +47,26 @@ type Server struct {
 	MaxCompletedApps int    `hcl:"max_completed_apps,optional" flag:"max-completed-apps" help:"how many finished apps the cluster keeps; older ones are removed with their containers"`
 	AppGCThreshold   string `hcl:"app_gc_threshold,optional" flag:"app-gc-threshold" help:"how long a finished app is kept (a duration such as 24h)"`
 	NodeGCThreshold  string `hcl:"node_gc_threshold,optional" flag:"node-gc-threshold" help:"how long a DOWN node is kept (a duration such as 24h)"`
+	// GCPercent is the Go collector's target (GOGC): 0 leaves Go's default
+	// (100, or the GOGC environment variable). A server of a cluster of
+	// thousands of nodes answers thousands of heartbeats a second; each
+	// collection then delays some of them (docs/operations.md, "Large
+	// clusters").
+	GCPercent int `hcl:"gc_percent,optional" flag:"gc-percent" help:"the Go garbage collector's target percentage (GOGC): collect when the heap has grown this much past what was live; higher collects less often for more memory (0: Go's default, 100)"`
+}
+
+// Bounds of gc_percent.
+const (
+	minGCPercent = 25
+	maxGCPercent = 10000
+)
+
+// CheckGCPercent checks a gc_percent value.
+func CheckGCPercent(v int) error {
+	if v != 0 && (v < minGCPercent || v > maxGCPercent) {
+		return fmt.Errorf("%d: give 0 for Go's default, or a percentage from %d to %d such as 400", v, minGCPercent, maxGCPercent)
+	}
+	return nil
 }
 
 // Garbage collection defaults (SPEC §20).
@@ -168,6 +188,9 @@ func (c *Server) Validate() error {
 	}
 	if _, err := c.RaftSnapshots(); err != nil {
 		return err
+	}
+	if err := CheckGCPercent(c.GCPercent); err != nil {
+		return fmt.Errorf("gc_percent (-gc-percent) %w", err)
 	}
 	return validateCommon(c.NodeID, c.Bind, c.LogLevel, map[string]int{"rpc_port": c.RPCPort, "serf_port": c.SerfPort, "http_port": c.HTTPPort}, c.Join)
 }
