@@ -268,9 +268,13 @@ func (c *Client) attempt(ctx context.Context, addr, method string, args, reply a
 			}
 			timeout += w + w/16
 		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
+		// A caller whose own deadline comes first (an agent's heartbeat,
+		// whose attempt lasts the whole heartbeat) needs no second timer.
+		if d, ok := ctx.Deadline(); !ok || time.Until(d) > timeout {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
 	}
 	return c.pool.Call(ctx, addr, method, args, reply)
 }

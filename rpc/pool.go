@@ -105,14 +105,19 @@ type clientStream struct {
 	codec rpc.ClientCodec
 	sess  *muxSession
 	once  sync.Once
-	// closeFn is Close as a func value, made once per stream rather than
-	// once per call (Call's context.AfterFunc).
+	// closeFn ends the call on the stream and closes it (for Call's
+	// context.AfterFunc), made once per stream rather than once per call.
 	closeFn func()
 }
 
 func newClientStream(conn net.Conn, s *muxSession) *clientStream {
 	st := &clientStream{Conn: conn, codec: NewClientCodec(conn), sess: s}
-	st.closeFn = func() { st.Close() }
+	st.closeFn = func() {
+		// A deadline in the past wakes a read or write in progress (a
+		// yamux stream's Close alone does not), then the stream closes.
+		st.Conn.SetDeadline(time.Unix(1, 0))
+		st.Close()
+	}
 	return st
 }
 
@@ -173,6 +178,14 @@ func (p *Pool) Call(ctx context.Context, addr, method string, args, reply any) e
 		remaining := time.Until(deadline)
 		hdr.Timeout = remaining - min(remaining/16, 250*time.Millisecond)
 	}
+	// The call ends with ctx: closing the stream under it (below) ends a
+	// read or write in progress. The stream's own deadline is not used: a
+	// yamux stream with a deadline starts a timer for every read.
+	if d, ok := ctx.Deadline(); !ok || d.After(deadline) {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
 	s, st, err := p.stream(ctx, addr)
 	if err != nil {
 		if s != nil {
@@ -181,8 +194,8 @@ func (p *Pool) Call(ctx context.Context, addr, method string, args, reply any) e
 		}
 		return &TransportError{Addr: addr, Method: method, Err: err}
 	}
-	st.SetDeadline(deadline)
-	// A caller that gives up early closes the stream under the call.
+	// A caller that gives up, or whose deadline passes, closes the stream
+	// under the call.
 	stop := context.AfterFunc(ctx, st.closeFn)
 	err = callWithCodec(st.codec, method, args, reply)
 	cancelled := !stop()
@@ -450,9 +463,7 @@ func (p *Pool) drop(s *muxSession) {
 }
 
 // release keeps st idle for the next call, or closes it past the idle
-// bound. Its deadline is left as it is: nothing reads or writes an idle
-// stream, and the next Call sets its own (clearing it cost two
-// allocations a call).
+// bound.
 func (s *muxSession) release(st *clientStream) {
 	s.mu.Lock()
 	s.lastUsed = time.Now()

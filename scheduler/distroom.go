@@ -90,7 +90,7 @@ func (d *DistributedRoom) Update(news ListNews, sent int64, now time.Time, spin 
 // position spin modulo the list's length.
 func (d *DistributedRoom) Install(list []LeastLoadedNode, at int64, computed time.Time, spin uint64) {
 	d.list, d.at = list, at
-	d.room = NewRoom(list)
+	d.room = d.room.Reset(list) // a proxy installs a list every sorting interval: reuse the last room's memory
 	cutoff := computed.Add(-d.margin)
 	keep := d.recent[:0]
 	for _, r := range d.recent {

@@ -159,6 +159,19 @@ func NewRoom(list []LeastLoadedNode) *Room {
 	return r
 }
 
+// Reset makes r the room of a freshly computed list, as NewRoom does,
+// reusing r's memory (r may be nil). The room r was is gone.
+func (r *Room) Reset(list []LeastLoadedNode) *Room {
+	if r == nil || cap(r.free) < len(list) {
+		return NewRoom(list)
+	}
+	r.capacity, r.free, r.queue = r.capacity[:len(list)], r.free[:len(list)], r.queue[:len(list)]
+	for i, n := range list {
+		r.capacity[i], r.free[i], r.queue[i] = n.Capacity, n.Free, n.QueueSpace
+	}
+	return r
+}
+
 // Take consumes room for one container of res on the node at pos: it
 // starts at once if it fits the node's free resources, else it queues. A
 // container larger than the node's capacity is never placed there: it would

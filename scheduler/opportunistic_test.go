@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -293,5 +294,30 @@ func TestOpportunisticFallback(t *testing.T) {
 		if got := OpportunisticFallback(c.ask, c.listKnown, c.listLen, c.unplaced); got != c.want {
 			t.Errorf("%s: OpportunisticFallback = %d, want %d", c.name, got, c.want)
 		}
+	}
+}
+
+// Reset gives the room NewRoom gives, without allocating when the last
+// room was as long: a proxy installs a list every sorting interval.
+func TestRoomResetIsNewRoomWithoutAllocating(t *testing.T) {
+	list := []LeastLoadedNode{
+		{NodeID: "a", Capacity: Resources{MemoryMB: 4096, Vcores: 4}, Free: Resources{MemoryMB: 1024, Vcores: 1}, QueueSpace: 2},
+		{NodeID: "b", Capacity: Resources{MemoryMB: 8192, Vcores: 8}, Free: Resources{MemoryMB: 8192, Vcores: 8}, QueueSpace: 0},
+	}
+	r := NewRoom(list)
+	r.Take(0, Resources{MemoryMB: 1024, Vcores: 1})
+	r.Take(0, Resources{MemoryMB: 1024, Vcores: 1})
+	r = r.Reset(list)
+	if !reflect.DeepEqual(r, NewRoom(list)) {
+		t.Fatalf("reset room %+v, want %+v", r, NewRoom(list))
+	}
+	if n := testing.AllocsPerRun(100, func() { r = r.Reset(list) }); n != 0 {
+		t.Fatalf("Reset allocated %.0f times", n)
+	}
+	if got := (*Room)(nil).Reset(list); !reflect.DeepEqual(got, NewRoom(list)) {
+		t.Fatalf("nil room reset to %+v", got)
+	}
+	if got := r.Reset(list[:1]); len(got.free) != 1 || !reflect.DeepEqual(got, NewRoom(list[:1])) {
+		t.Fatalf("reset to a shorter list: %+v", got)
 	}
 }

@@ -16,12 +16,12 @@ import (
 // every simulated node's heartbeat — a heartbeat p99 of 290 ms with the
 // servers' own collectors switched off, 20 ms with the simulator's off
 // too (docs/scale.md). So by default the simulator collects only as its
-// heap nears a memory limit sized to its nodes: a collection every ~40 s at
-// 10,000 nodes instead of every 7. (No limit at all costs as much as it
+// heap nears a memory limit sized to its nodes: a collection every minute
+// or two at 10,000 nodes instead of every 7 s. (No limit at all costs as much as it
 // saves: a heap that only grows is fresh memory, page faults, all run.)
 
 // GCLimit returns the memory limit a simulation of nodes collects at: spec
-// "auto" is 512 MiB and 100 KiB a node, at least 1 GiB and at most a
+// "auto" is 512 MiB and 256 KiB a node, at least 1 GiB and at most a
 // quarter of physical memory; "off" is 0 (Go's default collector, GOGC);
 // otherwise a size in MiB.
 func GCLimit(spec string, nodes int) (int64, error) {
@@ -33,7 +33,7 @@ func GCLimit(spec string, nodes int) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		return min(max(512<<20+int64(nodes)*100<<10, 1<<30), max(total/4, 256<<20)), nil
+		return min(max(512<<20+int64(nodes)*256<<10, 1<<30), max(total/4, 256<<20)), nil
 	}
 	mib, err := strconv.ParseInt(spec, 10, 64)
 	if err != nil || mib < 64 {

@@ -19,7 +19,7 @@ func TestGCLimit(t *testing.T) {
 	if auto, err := GCLimit("auto", 100); err != nil || auto != 1<<30 {
 		t.Fatalf("auto for 100 nodes: %d, %v; want 1 GiB", auto, err)
 	}
-	if auto, err := GCLimit("auto", 10_000); err != nil || auto != 512<<20+10_000*100<<10 {
+	if auto, err := GCLimit("auto", 10_000); err != nil || auto != 512<<20+10_000*256<<10 {
 		t.Fatalf("auto for 10,000 nodes: %d, %v", auto, err)
 	}
 	if auto, err := GCLimit("auto", 10_000_000); err != nil || auto != total/4 {

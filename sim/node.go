@@ -127,6 +127,11 @@ func (n *Node) LastHeartbeat() time.Time {
 // Run registers and heartbeats until ctx ends, registering again when the
 // servers ask.
 func (n *Node) Run(ctx context.Context) {
+	// A context of the node's own: every heartbeat's deadline is its child,
+	// and 10,000 nodes' deadlines as children of one shared context
+	// contended for its lock and regrew its map of children.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	defer n.client.Close()
 	n.mu.Lock()
 	n.live = true

@@ -20,7 +20,7 @@ import (
 // or started here.
 func runSim(args []string) error {
 	fs := newFlagSet("sim")
-	var servers, nodeRes, trace, out, logLevel, taskRes, queues, serverConfig, restartSignal, cpuProfile, gcSpec string
+	var servers, nodeRes, trace, out, logLevel, taskRes, queues, serverConfig, restartSignal, cpuProfile, memProfile, gcSpec string
 	var startServers, nodes, racks, queueLen, apps, tasksMin, tasksMax, nodesUsed, serverGC int
 	var proxy bool
 	var heartbeat, duration, taskMin, taskMax, restartAt time.Duration
@@ -53,6 +53,7 @@ func runSim(args []string) error {
 	fs.Float64Var(&opp, "opportunistic", 0, "synthetic: fraction of apps whose tasks are opportunistic")
 	fs.Uint64Var(&seed, "seed", 1, "synthetic: random seed")
 	fs.StringVar(&out, "out", "", "write summary.txt, summary.json, series.csv and SVG charts into `DIR`")
+	fs.StringVar(&memProfile, "memprofile", "", "write the simulator's own allocation profile (everything it allocated over the run) to `FILE` (go tool pprof)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write the simulator's own CPU profile over the whole run to `FILE` (go tool pprof), to tell its cost from the servers'")
 	fs.StringVar(&logLevel, "log-level", "error", "log `LEVEL` of the simulator")
 	fs.StringVar(&gcSpec, "gc-limit", "auto", "the simulator's own garbage collection: auto (collect only near a memory limit sized to -nodes, so that its collections seldom disturb what it measures), off (Go's default, GOGC), or a limit in `MiB`")
@@ -183,6 +184,19 @@ func runSim(args []string) error {
 		return err
 	}
 	fmt.Fprint(stdout, res.Summary.Text())
+	if memProfile != "" {
+		f, err := os.Create(memProfile)
+		if err != nil {
+			return err
+		}
+		err = pprof.Lookup("allocs").WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("-memprofile: %w", err)
+		}
+	}
 	if out != "" {
 		if err := res.WriteFiles(out); err != nil {
 			return err
