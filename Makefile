@@ -148,8 +148,10 @@ chaos-short:
 
 # sim-bench: the load simulator's scenarios (SPEC §17, docs/scale.md), each
 # against three `weft server` processes it starts, results in bench/sim-*.txt
-# and charts under bench/sim/. SIM_DURATION shortens or lengthens each run;
-# SIM_ONLY="name ..." runs only those scenarios.
+# and charts under bench/sim/, then the generated part of docs/scale.md
+# rewritten from them (cmd/simreport). SIM_DURATION shortens or lengthens
+# each run (a scenario's own -duration wins); SIM_ONLY="name ..." runs only
+# those scenarios (the report still covers every scenario's last results).
 SIM_DURATION ?= 60s
 SIM_ONLY ?=
 # Mercury's scenario (seed 000, docs/scale.md): short tasks on small nodes,
@@ -160,6 +162,8 @@ SIM_SCENARIOS := \
 	heartbeats-2000:-nodes=2000 \
 	heartbeats-5000:-nodes=5000 \
 	heartbeats-10000:-nodes=10000 \
+	heartbeats-10000-gc400:-nodes=10000+-server-gc-percent=400 \
+	heartbeats-10000-10m:-nodes=10000+-server-gc-percent=400+-duration=10m \
 	apps-1000:-nodes=1000+-apps-per-second=2+-tasks-min=10+-tasks-max=100 \
 	throughput-1000:-nodes=1000+-apps=100+-apps-per-second=100+-tasks-min=1000+-tasks-max=1000+-task-duration-min=5m+-task-duration-max=5m \
 	short-guaranteed-2000:$(SIM_SHORT)+-opportunistic=0 \
@@ -168,15 +172,16 @@ SIM_SCENARIOS := \
 
 .PHONY: sim-bench
 
-## sim-bench: run the simulator scenarios (heartbeats at 1,000 to 10,000 nodes, apps and 100,000 containers asked of 1,000 nodes, short tasks on 2,000 nodes guaranteed-only and half opportunistic, a whole-quorum crash and restart) and write bench/sim-*.txt.
+## sim-bench: run the simulator scenarios (heartbeats at 1,000 to 10,000 nodes, one of them for ten minutes, apps and 100,000 containers asked of 1,000 nodes, short tasks on 2,000 nodes guaranteed-only and half opportunistic, a whole-quorum crash and restart), write bench/sim-*.txt and rewrite docs/scale.md's tables (about 30 minutes).
 sim-bench: build
 	@mkdir -p bench/sim
 	@set -e; for s in $(SIM_SCENARIOS); do \
 	  name=$${s%%:*}; flags=$$(echo "$${s#*:}" | tr '+' ' '); \
 	  if [ -n "$(SIM_ONLY)" ] && ! echo " $(SIM_ONLY) " | grep -q " $$name "; then continue; fi; \
 	  case $$name in heartbeats-*) flags="$$flags -apps-per-second 0";; esac; \
-	  echo "== sim $$name: $$flags -duration $(SIM_DURATION)"; \
+	  echo "== sim $$name: -duration $(SIM_DURATION) $$flags"; \
 	  { echo "# weft sim $$name ($$(git describe --always --dirty), $$(nproc) cores, $$(date -u +%FT%TZ))"; \
-	    echo "# bin/weft sim -start-servers 3 $$flags -duration $(SIM_DURATION)"; \
-	    ./$(BIN) sim -start-servers 3 $$flags -duration $(SIM_DURATION) -out bench/sim/$$name || echo "FAILED: exit $$?"; } | tee bench/sim-$$name.txt; \
+	    echo "# bin/weft sim -start-servers 3 -duration $(SIM_DURATION) $$flags"; \
+	    ./$(BIN) sim -start-servers 3 -duration $(SIM_DURATION) $$flags -out bench/sim/$$name || echo "FAILED: exit $$?"; } | tee bench/sim-$$name.txt; \
 	done
+	$(GO) run ./cmd/simreport -bench bench -doc docs/scale.md $(foreach s,$(SIM_SCENARIOS),$(firstword $(subst :, ,$(s))))

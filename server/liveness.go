@@ -100,9 +100,12 @@ func (l *liveness) Heartbeat(id string, epoch uint64, now time.Time, load *wrpc.
 	}
 }
 
-// Sequence reports whether heartbeat seq of a node at epoch is newer than
-// every numbered one accepted before at that epoch, and if so remembers it
-// as the newest. An unnumbered heartbeat (seq 0) is always new.
+// Sequence reports whether heartbeat seq of a node at epoch may be
+// applied: it is not older than every numbered one accepted before at that
+// epoch, and it remembers the newest. The newest itself again is a retry
+// (a follower that forwarded it in a batch that timed out sends it alone),
+// and applying it again changes nothing its first time did not. An
+// unnumbered heartbeat (seq 0) is always taken.
 func (l *liveness) Sequence(id string, epoch, seq uint64) bool {
 	if seq == 0 {
 		return true
@@ -112,7 +115,7 @@ func (l *liveness) Sequence(id string, epoch, seq uint64) bool {
 		n = &nodeSeen{epoch: epoch}
 		l.nodes[id] = n
 	}
-	if seq <= n.seq {
+	if seq < n.seq {
 		return false
 	}
 	n.seq = seq

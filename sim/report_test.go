@@ -1,0 +1,64 @@
+package sim
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The report is built from what make sim-bench leaves in bench/, and only
+// the part of the document between the markers changes.
+func TestReportRewritesOnlyItsPart(t *testing.T) {
+	dir := t.TempDir()
+	bench, docs := filepath.Join(dir, "bench"), filepath.Join(dir, "docs")
+	for _, d := range []string{filepath.Join(bench, "sim", "heartbeats-10"), docs} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(path, s string) {
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(bench, "sim-heartbeats-10.txt"), "# weft sim heartbeats-10 (abc123, 2 cores, 2026-11-27T00:00:00Z)\n# bin/weft sim -start-servers 3 -nodes=10\nweft sim: ...\n")
+	write(filepath.Join(bench, "sim", "heartbeats-10", "summary.json"), `{"nodes": 10, "register_seconds": 1.5, "heartbeats": 600,
+		"heartbeat_p50_ms": 1.2, "heartbeat_p99_ms": 7.5, "heartbeat_max_ms": 20,
+		"servers_cpu": [{"id": "s1", "cores": 0.1}, {"id": "s2", "cores": 0.3, "leader": true}]}`)
+	write(filepath.Join(bench, "sim", "heartbeats-10", "heartbeat_p99.svg"), "<svg/>")
+	write(filepath.Join(bench, "sim-broken.txt"), "# weft sim broken\nFAILED: exit 1\n")
+	doc := filepath.Join(docs, "scale.md")
+	write(doc, "# Scale\n\nkept above\n\n"+ReportBegin+"\nold figures\n"+ReportEnd+"\n\nkept below\n")
+
+	var runs []ReportRun
+	for _, name := range []string{"heartbeats-10", "broken"} {
+		run, err := LoadReportRun(bench, docs, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, run)
+	}
+	if err := ReplaceReport(doc, Report(runs)); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(doc)
+	s := string(got)
+	for _, want := range []string{"kept above", "kept below", "| `heartbeats-10` | 10 | 1.5 s | 600 (0) | 1.2 / **7.5** / 20 ms |",
+		"0.30, 0.10 |", "**`broken` failed**: exit 1", "![heartbeats-10 heartbeat_p99](../bench/sim/heartbeats-10/heartbeat_p99.svg)",
+		"    bin/weft sim -start-servers 3 -nodes=10"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("the report lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "old figures") {
+		t.Errorf("the old figures are still there:\n%s", s)
+	}
+	if err := ReplaceReport(filepath.Join(docs, "none.md"), "x"); err == nil {
+		t.Error("a missing document was taken")
+	}
+	write(filepath.Join(docs, "plain.md"), "no markers\n")
+	if err := ReplaceReport(filepath.Join(docs, "plain.md"), "x"); err == nil || !strings.Contains(err.Error(), "no") {
+		t.Errorf("a document without markers: %v", err)
+	}
+}
