@@ -100,7 +100,9 @@ FUZZ_TARGETS := \
 	./internal/identity:FuzzDecodeClaims \
 	./acl:FuzzParseRules \
 	./internal/gossip:FuzzInspectPacket \
-	./internal/gossip:FuzzInspectStream
+	./internal/gossip:FuzzInspectStream \
+	./scheduler/federation:FuzzRank \
+	./router/fedstate:FuzzApply
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  echo "== $${t#*:} ($${t%%:*}) for $(FUZZTIME)"; \
