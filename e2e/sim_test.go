@@ -19,6 +19,11 @@ type simSummary struct {
 	HeartbeatCount  uint64 `json:"heartbeats"`
 	SpuriousDown    int    `json:"spurious_down_nodes"`
 	DownCheckError  string `json:"down_check_error"`
+	Queues          []struct {
+		Queue    string  `json:"queue"`
+		UsedMean float64 `json:"used_share_mean"`
+		FairMean float64 `json:"fair_share_mean"`
+	} `json:"queues"`
 }
 
 // TestSimRunsASyntheticWorkload runs weft sim against a server process it
@@ -56,7 +61,13 @@ func TestSimRunsASyntheticWorkload(t *testing.T) {
 	if s.SpuriousDown != 0 || s.DownCheckError != "" {
 		t.Errorf("%d nodes DOWN at the end (check error %q)", s.SpuriousDown, s.DownCheckError)
 	}
-	for _, f := range []string{"summary.txt", "series.csv", "allocations.svg", "running.svg", "utilisation.svg", "heartbeat_p99.svg"} {
+	// Each queue's share against its fair share, every second: the apps
+	// all go to root.default, which used part of the cluster and was
+	// entitled to all of it while it asked.
+	if len(s.Queues) != 1 || s.Queues[0].Queue != "root.default" || s.Queues[0].UsedMean <= 0 || s.Queues[0].FairMean < s.Queues[0].UsedMean {
+		t.Errorf("queues: %+v, want root.default alone, some of the cluster used, its fair share at least that", s.Queues)
+	}
+	for _, f := range []string{"summary.txt", "series.csv", "allocations.svg", "running.svg", "utilisation.svg", "heartbeat_p99.svg", "queues.csv", "queue_shares.svg"} {
 		b, err := os.ReadFile(filepath.Join(out, f))
 		if err != nil || len(b) == 0 {
 			t.Errorf("%s: %v (%d bytes)", f, err, len(b))

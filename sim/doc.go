@@ -19,7 +19,9 @@
 // nodes, asks again for those turned away, evicted or lost, and finishes
 // the app when every task has completed. Workloads come from a synthetic generator or a YARN
 // SLS JSON trace. Simulate runs one scenario and returns a Result, which
-// writes a summary, a per-second CSV and SVG charts. The simulated clock
+// writes a summary, a per-second CSV, each leaf queue's share against its
+// fair share every second (queues.go) and SVG charts; report.go turns the
+// results of `make sim-bench` into docs/scale.md's tables. The simulated clock
 // is the real one. Servers starts a quorum of `weft server` processes;
 // with Config.Restart a run stops all of them at once and starts them
 // again on the same data while its nodes and AMs carry on, and measures

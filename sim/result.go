@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/weft-sched/weft/scheduler"
 )
 
 // Result is what a run measured: Summary as summary.txt and summary.json,
@@ -16,6 +18,9 @@ import (
 type Result struct {
 	Summary Summary
 	Series  []SeriesPoint
+	// Queues is each leaf queue's share every second, as queues.csv and
+	// queue_shares.svg.
+	Queues []QueuePoint
 }
 
 // Summary is a run's totals. Durations are in milliseconds in JSON.
@@ -79,6 +84,11 @@ type Summary struct {
 	// whole run hides once the cluster is full.
 	FillSeconds float64 `json:"allocations_fill_seconds"`
 	FillPerS    float64 `json:"allocations_fill_per_second"`
+	// Queues is each leaf queue's share of the cluster over the run
+	// against its fair share; Preemptions counts the containers the AMs
+	// saw preempted (and asked for again).
+	Queues      []QueueSummary `json:"queues,omitempty"`
+	Preemptions uint64         `json:"preemptions"`
 	// Servers is the CPU each server the simulator started used over the
 	// measured run (cores), the leader marked.
 	Servers []ServerCPU `json:"servers_cpu,omitempty"`
@@ -134,7 +144,9 @@ func (r *Run) result(end time.Time) *Result {
 	}
 	sum.Restart = r.restart
 	sum.Servers = r.serverCPU
+	sum.Preemptions = s.retriedBy[scheduler.ReasonPreempted]
 	res := &Result{Summary: sum}
+	res.Queues, res.Summary.Queues = r.queues.summarise()
 	var utilSum float64
 	// Heartbeats answered while the run winds down are not in the series.
 	secs := s.seconds[:min(len(s.seconds), int(dur/time.Second)+1)]
@@ -183,6 +195,11 @@ func (s *Summary) Text() string {
 	}
 	p("nodes:       spurious DOWN at the end %s; re-registrations asked %d", down, s.Reregistrations)
 	p("leadership:  %d changes seen", s.LeaderChanges)
+	p("preemptions: %d containers preempted", s.Preemptions)
+	for _, q := range s.Queues {
+		p("queue %-8s used %.1f%% of the cluster on average, fair share %.1f%% (steady %.1f%%); %d s with demand below half its fair share",
+			q.Queue, 100*q.UsedMean, 100*q.FairMean, 100*q.SteadyMean, q.StarvedSeconds)
+	}
 	if len(s.Servers) > 0 {
 		var parts []string
 		for _, c := range s.Servers {
@@ -237,6 +254,10 @@ func (r *Result) WriteFiles(dir string) error {
 	}
 	for name, c := range r.charts() {
 		files[name] = c
+	}
+	if len(r.Queues) > 0 {
+		files["queues.csv"] = queuesCSV(r.Queues)
+		files["queue_shares.svg"] = queueChart(r.Queues, r.Summary.Queues)
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {

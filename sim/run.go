@@ -59,6 +59,7 @@ type Run struct {
 
 	amsStarted atomic.Int64
 	leaderID   atomic.Pointer[string] // the last leader seen
+	queues     queueWatch             // each leaf queue's share, every second
 	serverCPU  []ServerCPU
 	amWG       sync.WaitGroup
 	// amCtx ends with the run: AMs still working then stop.
@@ -146,10 +147,15 @@ func Simulate(ctx context.Context, cfg Config) (*Result, error) {
 	runCtx, stopRun := context.WithTimeout(ctx, cfg.Duration)
 	defer stopRun()
 	var wg sync.WaitGroup
-	wg.Add(3)
+	var capacity int64
+	for _, n := range r.nodes {
+		capacity += n.cfg.Capacity.Vcores
+	}
+	wg.Add(4)
 	go func() { defer wg.Done(); r.submit(runCtx) }()
 	go func() { defer wg.Done(); r.sample(runCtx) }()
 	go func() { defer wg.Done(); r.watchLeader(runCtx) }()
+	go func() { defer wg.Done(); r.watchQueues(runCtx, capacity) }()
 	if cfg.Restart != nil {
 		wg.Add(1)
 		// The restart is measured to its end even past the run's: the

@@ -28,14 +28,34 @@ func (r *Result) charts() map[string]string {
 // LineChart draws ys (one a second) as a self-contained SVG line chart
 // with axes, ticks and a title.
 func LineChart(title, unit string, ys []float64) string {
+	return Chart(title, unit, []Line{{Color: palette[0], Ys: ys}})
+}
+
+// Line is one series of a Chart: a value a second.
+type Line struct {
+	Name   string // in the legend; a chart of one unnamed line has none
+	Color  string
+	Ys     []float64
+	Dashed bool
+}
+
+// palette is the colours of a chart's lines.
+var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"}
+
+// Chart draws lines (one value a second each) as a self-contained SVG
+// line chart with axes, ticks, a title and, for named lines, a legend.
+func Chart(title, unit string, lines []Line) string {
 	const w, h, left, right, top, bottom = 640.0, 320.0, 64.0, 16.0, 32.0, 40.0
 	pw, ph := w-left-right, h-top-bottom
-	ymax := 0.0
-	for _, y := range ys {
-		ymax = math.Max(ymax, y)
+	ymax, points := 0.0, 0
+	for _, l := range lines {
+		for _, y := range l.Ys {
+			ymax = math.Max(ymax, y)
+		}
+		points = max(points, len(l.Ys))
 	}
 	ymax = niceCeil(ymax)
-	n := max(len(ys)-1, 1)
+	n := max(points-1, 1)
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="sans-serif" font-size="11">`+"\n", w, h, w, h)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
@@ -54,14 +74,30 @@ func LineChart(title, unit string, ys []float64) string {
 	fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="black"/>`+"\n", left, top, left, top+ph)
 	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">time since the nodes registered</text>`+"\n", left+pw/2, h-6)
 	fmt.Fprintf(&b, `<text transform="translate(14 %.1f) rotate(-90)" text-anchor="middle">%s</text>`+"\n", top+ph/2, esc(unit))
-	if len(ys) > 0 {
-		var pts []string
-		for i, y := range ys {
-			px := left + pw*float64(i)/float64(n)
-			py := top + ph - ph*y/ymax
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px, py))
+	legend := 0
+	for _, l := range lines {
+		if len(l.Ys) > 0 {
+			pts := make([]string, len(l.Ys))
+			for i, y := range l.Ys {
+				pts[i] = fmt.Sprintf("%.1f,%.1f", left+pw*float64(i)/float64(n), top+ph-ph*y/ymax)
+			}
+			dash := ""
+			if l.Dashed {
+				dash = ` stroke-dasharray="5,3"`
+			}
+			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5"%s points="%s"/>`+"\n", l.Color, dash, strings.Join(pts, " "))
 		}
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="#1f77b4" stroke-width="1.5" points="%s"/>`+"\n", strings.Join(pts, " "))
+		if l.Name != "" && !l.Dashed {
+			y := top + 12 + 14*float64(legend)
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/>`+"\n", left+pw-150, y-4, left+pw-132, y-4, l.Color)
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f">%s</text>`+"\n", left+pw-128, y, esc(l.Name))
+			legend++
+		}
+	}
+	if legend > 0 {
+		y := top + 12 + 14*float64(legend)
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#555" stroke-width="2" stroke-dasharray="5,3"/>`+"\n", left+pw-150, y-4, left+pw-132, y-4)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f">fair share (dashed)</text>`+"\n", left+pw-128, y)
 	}
 	b.WriteString("</svg>\n")
 	return b.String()
