@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/weft-sched/weft/fsm"
+	"github.com/weft-sched/weft/internal/raftnode"
 	wrpc "github.com/weft-sched/weft/rpc"
 )
 
@@ -219,7 +220,7 @@ func updateOutcome(rejected, err error) error {
 // fails them all: the caller cannot tell which heartbeats' updates stuck,
 // and every heartbeat is safe to repeat.
 func (s *Server) proposeUpdates(updates []fsm.ContainerUpdateRequest) ([]error, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), raftEnqueueTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), raftnode.EnqueueTimeout)
 	defer cancel()
 	go func() {
 		select {

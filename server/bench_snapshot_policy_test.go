@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/weft-sched/weft/fsm"
+	"github.com/weft-sched/weft/internal/raftnode"
 	"github.com/weft-sched/weft/scheduler"
 )
 
@@ -16,7 +17,7 @@ import (
 // into the FSM a server runs, and takes the snapshots a policy asks for at
 // its checks (each written in full to a sink that only counts bytes): the
 // old one (Raft's: a check every 5–10 s, a snapshot once 256 entries are
-// new) and weft's (snapshot_policy.go, with its defaults). The workloads
+// new) and weft's (internal/raftnode/snapshot.go, with its defaults). The workloads
 // are what `weft sim` sends a leader: 1,000 nodes and 100 apps; 1,000
 // containers placed a second (one plan); each second's container reports
 // as 16 batched entries. "young": from an empty state until 100,000 run,
@@ -40,13 +41,13 @@ func benchSnapshotPolicy(b *testing.B, warm bool, churnSeconds int) {
 	for _, pc := range []struct {
 		name     string
 		interval time.Duration
-		due      func(logSinceSnapshot) bool
+		due      func(raftnode.LogSince) bool
 	}{
-		{"old-256-entries", 5 * time.Second, func(l logSinceSnapshot) bool { return l.Entries >= 256 }},
-		{"new-default", DefaultSnapshotInterval, snapshotPolicy{MinLogBytes: DefaultSnapshotMinLogBytes,
-			LogPercent: DefaultSnapshotLogPercent, MaxEntries: DefaultSnapshotMaxEntries}.due},
-		{"new-10-percent", DefaultSnapshotInterval, snapshotPolicy{MinLogBytes: DefaultSnapshotMinLogBytes,
-			LogPercent: 10, MaxEntries: DefaultSnapshotMaxEntries}.due},
+		{"old-256-entries", 5 * time.Second, func(l raftnode.LogSince) bool { return l.Entries >= 256 }},
+		{"new-default", DefaultSnapshotInterval, raftnode.SnapshotPolicy{MinLogBytes: DefaultSnapshotMinLogBytes,
+			LogPercent: DefaultSnapshotLogPercent, MaxEntries: DefaultSnapshotMaxEntries}.Due},
+		{"new-10-percent", DefaultSnapshotInterval, raftnode.SnapshotPolicy{MinLogBytes: DefaultSnapshotMinLogBytes,
+			LogPercent: 10, MaxEntries: DefaultSnapshotMaxEntries}.Due},
 	} {
 		b.Run(pc.name, func(b *testing.B) {
 			var r policyRun
@@ -82,7 +83,7 @@ func (r *policyRun) add(o policyRun) {
 // runSnapshotPolicy plays the workload once, checking due every interval
 // to twice it (random, the same sequence for every policy); warm builds
 // the running containers, and snapshots them, before it measures.
-func runSnapshotPolicy(b *testing.B, interval time.Duration, due func(logSinceSnapshot) bool, warm bool, churnSeconds int) policyRun {
+func runSnapshotPolicy(b *testing.B, interval time.Duration, due func(raftnode.LogSince) bool, warm bool, churnSeconds int) policyRun {
 	b.Helper()
 	const (
 		nodes, apps   = 1000, 100
@@ -91,8 +92,8 @@ func runSnapshotPolicy(b *testing.B, interval time.Duration, due func(logSinceSn
 		reportBatches = 16
 	)
 	b.StopTimer()
-	meter := &logMeter{}
-	m := &meteredFSM{FSM: fsm.New(nil), meter: meter}
+	meter := &raftnode.LogMeter{}
+	m := raftnode.Metered(fsm.New(nil), meter)
 	var (
 		run   policyRun
 		index uint64
@@ -113,7 +114,7 @@ func runSnapshotPolicy(b *testing.B, interval time.Duration, due func(logSinceSn
 		if err, ok := res.(error); ok {
 			b.Fatalf("command %d: %v", mt, err)
 		}
-		run.maxReplay = max(run.maxReplay, meter.since().Bytes)
+		run.maxReplay = max(run.maxReplay, meter.Since().Bytes)
 		return res
 	}
 	snapshot := func() {
@@ -135,7 +136,7 @@ func runSnapshotPolicy(b *testing.B, interval time.Duration, due func(logSinceSn
 	tick := func() {
 		now += time.Second
 		for checking && check <= now {
-			if due(meter.since()) {
+			if due(meter.Since()) {
 				snapshot()
 			}
 			check += interval + time.Duration(rng.Int64N(int64(interval)))

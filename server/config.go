@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/weft-sched/weft/internal/clock"
+	"github.com/weft-sched/weft/internal/raftnode"
 	"github.com/weft-sched/weft/internal/tlsutil"
 	wrpc "github.com/weft-sched/weft/rpc"
 )
@@ -55,12 +56,12 @@ type Config struct {
 	// LocalID, Logger, NotifyCh, BatchApplyCh and MaxAppendEntries are
 	// always set by the server.
 	RaftConfig *raft.Config
-	// When to take a Raft snapshot (snapshot_policy.go, docs/operations.md
+	// When to take a Raft snapshot (internal/raftnode/snapshot.go, docs/operations.md
 	// "Snapshots and restart time"): checked every RaftSnapshotInterval to
 	// twice it, taken once the log applied since the last snapshot reaches
 	// max(RaftSnapshotMinLogBytes, RaftSnapshotLogPercent% of that
 	// snapshot's size) bytes or RaftSnapshotThreshold entries. Zero takes
-	// the Default* of snapshot_policy.go. Raft's own SnapshotThreshold is
+	// the Default* of raftnode. Raft's own SnapshotThreshold is
 	// always off, RaftConfig's included.
 	RaftSnapshotInterval    time.Duration
 	RaftSnapshotThreshold   uint64
@@ -119,9 +120,18 @@ const (
 	DefaultSerfPort = 8031
 )
 
+// Snapshot policy defaults (raftnode's; internal/config holds the same
+// values for weft server's settings).
+const (
+	DefaultSnapshotInterval    = raftnode.DefaultSnapshotInterval
+	DefaultSnapshotMinLogBytes = raftnode.DefaultSnapshotMinLogBytes
+	DefaultSnapshotLogPercent  = raftnode.DefaultSnapshotLogPercent
+	DefaultSnapshotMaxEntries  = raftnode.DefaultSnapshotMaxEntries
+)
+
 // snapshotPolicy returns the snapshot check interval and policy, zero
 // settings taking the defaults.
-func (c *Config) snapshotPolicy() (time.Duration, snapshotPolicy) {
+func (c *Config) snapshotPolicy() (time.Duration, raftnode.SnapshotPolicy) {
 	orDefault := func(v, d uint64) uint64 {
 		if v == 0 {
 			return d
@@ -132,7 +142,7 @@ func (c *Config) snapshotPolicy() (time.Duration, snapshotPolicy) {
 	if interval <= 0 {
 		interval = DefaultSnapshotInterval
 	}
-	return interval, snapshotPolicy{
+	return interval, raftnode.SnapshotPolicy{
 		MinLogBytes: orDefault(c.RaftSnapshotMinLogBytes, DefaultSnapshotMinLogBytes),
 		LogPercent:  orDefault(c.RaftSnapshotLogPercent, DefaultSnapshotLogPercent),
 		MaxEntries:  orDefault(c.RaftSnapshotThreshold, DefaultSnapshotMaxEntries),

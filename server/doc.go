@@ -1,6 +1,8 @@
-// Package server is a weft server: Raft on raft-boltdb with file snapshots
-// (taken when the log since the last one outgrows a share of its size,
-// snapshot_policy.go, not by Raft's entry count), the serf LAN pool, the RPC listener that multiplexes msgpack RPC and Raft
+// Package server is a weft server: Raft through the plumbing it shares
+// with routers (internal/raftnode: raft-boltdb, file snapshots taken when
+// the log since the last one outgrows a share of its size, bootstrap,
+// reconciliation with serf, forwarding to the leader), the serf LAN pool,
+// the RPC listener that multiplexes msgpack RPC and Raft
 // on one port (inside mutual TLS when configured: Raft only with server
 // certificates, node endpoints only with agent certificates, and no serf
 // member enters the Raft configuration without proving a server

@@ -31,7 +31,7 @@ func (e *Status) Leader(ctx context.Context, args *wrpc.RequestHeader, reply *wr
 }
 
 // Self names the answering server: its ID and RPC address. Servers ask it
-// of a serf member before they trust it with Raft (verifyServerPeer).
+// of a serf member before they trust it with Raft (raftnode's verifyPeer).
 func (e *Status) Self(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.SelfResponse) error {
 	reply.ID, reply.Address = e.srv.config.NodeID, e.srv.rpcAddr
 	return nil

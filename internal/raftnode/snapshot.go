@@ -1,4 +1,4 @@
-package server
+package raftnode
 
 import (
 	"errors"
@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/weft-sched/weft/fsm"
-	"github.com/weft-sched/weft/internal/metrics"
 )
 
 // When a server takes a Raft snapshot (docs/operations.md, "Snapshots and
@@ -28,7 +26,7 @@ import (
 // same rule (auto-aof-rewrite-percentage, with a minimum size).
 
 // Snapshot policy defaults; internal/config holds the same values for
-// weft server's settings.
+// the servers' and routers' settings.
 const (
 	DefaultSnapshotInterval    = 2 * time.Second
 	DefaultSnapshotMinLogBytes = 4 << 20
@@ -36,9 +34,9 @@ const (
 	DefaultSnapshotMaxEntries  = 8192
 )
 
-// snapshotPolicy decides when the log since the last snapshot is worth
+// SnapshotPolicy decides when the log since the last snapshot is worth
 // compacting into a new one.
-type snapshotPolicy struct {
+type SnapshotPolicy struct {
 	// MinLogBytes is the least log that is worth a snapshot: a young
 	// cluster's first snapshot comes once this much was committed.
 	MinLogBytes uint64
@@ -50,9 +48,9 @@ type snapshotPolicy struct {
 	MaxEntries uint64
 }
 
-// logSinceSnapshot is what a server committed since its last snapshot (or
+// LogSince is what a server committed since its last snapshot (or
 // since the snapshot it restored or installed), and that snapshot's size.
-type logSinceSnapshot struct {
+type LogSince struct {
 	Bytes, Entries uint64
 	// SnapshotBytes is the size of the last snapshot; 0 before the first.
 	SnapshotBytes uint64
@@ -70,7 +68,7 @@ const snapshotRestFactor = 3
 
 // thresholdBytes is the log the policy lets grow behind a snapshot of
 // snapshotBytes: max(MinLogBytes, LogPercent% of it).
-func (p snapshotPolicy) thresholdBytes(snapshotBytes uint64) uint64 {
+func (p SnapshotPolicy) thresholdBytes(snapshotBytes uint64) uint64 {
 	share := float64(snapshotBytes) * float64(p.LogPercent) / 100
 	if share >= math.MaxUint64 {
 		return math.MaxUint64
@@ -78,20 +76,20 @@ func (p snapshotPolicy) thresholdBytes(snapshotBytes uint64) uint64 {
 	return max(p.MinLogBytes, uint64(share))
 }
 
-// due reports whether l calls for a snapshot: something is new, the new
+// Due reports whether l calls for a snapshot: something is new, the new
 // log passes the byte threshold or the entry cap, and the server rested
 // snapshotRestFactor times the last snapshot's duration since it.
-func (p snapshotPolicy) due(l logSinceSnapshot) bool {
+func (p SnapshotPolicy) Due(l LogSince) bool {
 	if l.Entries == 0 || l.Rested < snapshotRestFactor*l.LastTook {
 		return false
 	}
 	return l.Bytes >= p.thresholdBytes(l.SnapshotBytes) || l.Entries >= p.MaxEntries
 }
 
-// logMeter counts the log a server applies and where its last snapshot
+// LogMeter counts the log a server applies and where its last snapshot
 // stands in that count. The FSM goroutine adds to it; the snapshot loop
 // and metrics read it.
-type logMeter struct {
+type LogMeter struct {
 	bytes, entries atomic.Uint64 // applied since this server started
 
 	mu sync.Mutex
@@ -105,10 +103,10 @@ type logMeter struct {
 	lastTook time.Duration
 }
 
-// logMark is a point in a logMeter's counts.
+// logMark is a point in a LogMeter's counts.
 type logMark struct{ bytes, entries uint64 }
 
-func (m *logMeter) applied(logs []*raft.Log) {
+func (m *LogMeter) applied(logs []*raft.Log) {
 	var n uint64
 	for _, l := range logs {
 		n += uint64(len(l.Data))
@@ -117,14 +115,14 @@ func (m *logMeter) applied(logs []*raft.Log) {
 	m.entries.Add(uint64(len(logs)))
 }
 
-func (m *logMeter) mark() logMark {
+func (m *LogMeter) mark() logMark {
 	return logMark{bytes: m.bytes.Load(), entries: m.entries.Load()}
 }
 
 // snapshotted records a snapshot of size bytes of the state captured at
 // mark. A snapshot of a state older than the last one recorded (a
 // restore overtook it) changes nothing.
-func (m *logMeter) snapshotted(at logMark, size uint64) {
+func (m *LogMeter) snapshotted(at logMark, size uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.snapshots++
@@ -135,22 +133,22 @@ func (m *logMeter) snapshotted(at logMark, size uint64) {
 }
 
 // restored records that the state was replaced by a snapshot of size bytes.
-func (m *logMeter) restored(size uint64) {
+func (m *LogMeter) restored(size uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.at, m.size = m.mark(), size
 }
 
-// since returns the log applied since the last snapshot.
-func (m *logMeter) since() logSinceSnapshot {
+// Since returns the log applied since the last snapshot.
+func (m *LogMeter) Since() LogSince {
 	now := m.mark()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return logSinceSnapshot{Bytes: now.bytes - m.at.bytes, Entries: now.entries - m.at.entries, SnapshotBytes: m.size}
+	return LogSince{Bytes: now.bytes - m.at.bytes, Entries: now.entries - m.at.entries, SnapshotBytes: m.size}
 }
 
 // timed records that the snapshot loop's snapshot ended at end and took took.
-func (m *logMeter) timed(end time.Time, took time.Duration) {
+func (m *LogMeter) timed(end time.Time, took time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.lastEnd, m.lastTook = end, took
@@ -158,7 +156,7 @@ func (m *logMeter) timed(end time.Time, took time.Duration) {
 
 // rest returns how long the loop's last snapshot took and how long before
 // now it ended (0, 0 if there was none).
-func (m *logMeter) rest(now time.Time) (took, rested time.Duration) {
+func (m *LogMeter) rest(now time.Time) (took, rested time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.lastEnd.IsZero() {
@@ -167,23 +165,30 @@ func (m *logMeter) rest(now time.Time) (took, rested time.Duration) {
 	return m.lastTook, now.Sub(m.lastEnd)
 }
 
-// taken returns how many snapshots this server wrote.
-func (m *logMeter) taken() uint64 {
+// Taken returns how many snapshots this server wrote.
+func (m *LogMeter) Taken() uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.snapshots
 }
 
-// meteredFSM is the FSM as Raft sees it: weft's, with every applied entry,
-// snapshot and restore counted in a logMeter. Raft applies, captures
+// meteredFSM is the FSM as Raft sees it: the process's, with every applied entry,
+// snapshot and restore counted in a LogMeter. Raft applies, captures
 // snapshots and restores on one goroutine, so the count at a capture is
 // exactly the log the snapshot holds.
 type meteredFSM struct {
-	*fsm.FSM
-	meter *logMeter
+	raft.BatchingFSM
+	meter *LogMeter
 }
 
 var _ raft.BatchingFSM = (*meteredFSM)(nil)
+
+// Metered returns f with every entry it applies, snapshot and restore
+// counted in m, as a Node runs it (benchmarks of the snapshot policy use
+// it without a Node).
+func Metered(f raft.BatchingFSM, m *LogMeter) raft.BatchingFSM {
+	return &meteredFSM{BatchingFSM: f, meter: m}
+}
 
 // Apply counts and applies one entry.
 func (m *meteredFSM) Apply(l *raft.Log) any { return m.ApplyBatch([]*raft.Log{l})[0] }
@@ -191,12 +196,12 @@ func (m *meteredFSM) Apply(l *raft.Log) any { return m.ApplyBatch([]*raft.Log{l}
 // ApplyBatch counts and applies entries.
 func (m *meteredFSM) ApplyBatch(logs []*raft.Log) []any {
 	m.meter.applied(logs)
-	return m.FSM.ApplyBatch(logs)
+	return m.BatchingFSM.ApplyBatch(logs)
 }
 
 // Snapshot captures the state and the count it stands at.
 func (m *meteredFSM) Snapshot() (raft.FSMSnapshot, error) {
-	snap, err := m.FSM.Snapshot()
+	snap, err := m.BatchingFSM.Snapshot()
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +211,7 @@ func (m *meteredFSM) Snapshot() (raft.FSMSnapshot, error) {
 // Restore replaces the state and starts the count since a snapshot anew.
 func (m *meteredFSM) Restore(r io.ReadCloser) error {
 	cr := &countingReader{ReadCloser: r}
-	if err := m.FSM.Restore(cr); err != nil {
+	if err := m.BatchingFSM.Restore(cr); err != nil {
 		return err
 	}
 	m.meter.restored(cr.n)
@@ -216,7 +221,7 @@ func (m *meteredFSM) Restore(r io.ReadCloser) error {
 // meteredSnapshot records its size in the meter once it is written.
 type meteredSnapshot struct {
 	raft.FSMSnapshot
-	meter *logMeter
+	meter *LogMeter
 	at    logMark
 }
 
@@ -253,17 +258,17 @@ func (c *countingReader) Read(p []byte) (int, error) {
 
 // snapshotLoop checks the policy every interval to twice it (random, so
 // that servers applying the same log do not all snapshot at once) until
-// shutdown. Raft's own snapshot policy is off (setupRaft): every snapshot
-// but a follower's install comes from here, one at a time.
-func (s *Server) snapshotLoop() {
+// shutdown. Raft's own snapshot policy is off (New): every snapshot but a
+// follower's install comes from here, one at a time.
+func (n *Node) snapshotLoop(shutdown <-chan struct{}) {
 	failures := 0
 	for {
 		select {
-		case <-s.shutdownCh:
+		case <-shutdown:
 			return
-		case <-s.clock.After(snapshotCheckWait(s.snapInterval, failures, rand.Float64())):
+		case <-n.clock.After(snapshotCheckWait(n.cfg.SnapshotInterval, failures, rand.Float64())):
 		}
-		switch _, err := s.maybeSnapshot(); {
+		switch _, err := n.MaybeSnapshot(); {
 		case err != nil:
 			failures++
 		default:
@@ -284,34 +289,34 @@ func snapshotCheckWait(interval time.Duration, failures int, jitter float64) tim
 	return time.Duration(float64(interval<<min(failures, maxSnapshotBackoff)) * (1 + jitter))
 }
 
-// maybeSnapshot takes a snapshot if the policy calls for one and reports
+// MaybeSnapshot takes a snapshot if the policy calls for one and reports
 // whether it did. A failure is logged and returned; the next check tries
 // again.
-func (s *Server) maybeSnapshot() (bool, error) {
-	if s.fsm.HaltErr() != nil {
-		return false, nil // a halted FSM refuses snapshots (fsm.FSM.Snapshot)
+func (n *Node) MaybeSnapshot() (bool, error) {
+	if n.halted() {
+		return false, nil // a halted FSM refuses snapshots
 	}
-	since := s.logMeter.since()
-	start := s.clock.Now()
-	since.LastTook, since.Rested = s.logMeter.rest(start)
-	metrics.SnapshotLog(since.Bytes, since.SnapshotBytes)
-	if !s.snapPolicy.due(since) {
+	since := n.meter.Since()
+	start := n.clock.Now()
+	since.LastTook, since.Rested = n.meter.rest(start)
+	n.snapshotLog(since.Bytes, since.SnapshotBytes)
+	if !n.cfg.Snapshots.Due(since) {
 		return false, nil
 	}
-	err := s.raft.Snapshot().Error()
-	end := s.clock.Now()
-	s.logMeter.timed(end, end.Sub(start))
+	err := n.raft.Snapshot().Error()
+	end := n.clock.Now()
+	n.meter.timed(end, end.Sub(start))
 	switch {
 	case errors.Is(err, raft.ErrNothingNewToSnapshot), errors.Is(err, raft.ErrRaftShutdown):
 		return false, nil
 	case err != nil:
-		s.logger.Warn("raft snapshot failed; a later check tries again", "error", err,
+		n.logger.Warn("raft snapshot failed; a later check tries again", "error", err,
 			"log_bytes", since.Bytes, "log_entries", since.Entries)
 		return false, err
 	}
-	after := s.logMeter.since()
-	metrics.SnapshotLog(after.Bytes, after.SnapshotBytes)
-	s.logger.Info("took a raft snapshot", "log_bytes", since.Bytes, "log_entries", since.Entries,
+	after := n.meter.Since()
+	n.snapshotLog(after.Bytes, after.SnapshotBytes)
+	n.logger.Info("took a raft snapshot", "log_bytes", since.Bytes, "log_entries", since.Entries,
 		"previous_snapshot_bytes", since.SnapshotBytes, "snapshot_bytes", after.SnapshotBytes, "took", end.Sub(start))
 	return true, nil
 }
