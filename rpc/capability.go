@@ -35,6 +35,10 @@ const (
 	// CapServer: a peer with a server certificate (when TLS is on),
 	// checked by the RPC server before any authorizer runs.
 	CapServer Capability = "server"
+	// CapFederation: a peer with a server or a router certificate (when
+	// TLS is on): a sub-cluster's leader reporting to the routers, a
+	// router forwarding to its leader, routers checking each other.
+	CapFederation Capability = "federation"
 	// CapWorkload: an AM or container token in the request, which the
 	// handler verifies (the AM protocol and container management).
 	CapWorkload Capability = "workload"

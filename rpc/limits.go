@@ -77,6 +77,13 @@ func WithLimits(limits Limits) ListenerOption {
 	return func(l *Listener) { l.limits = limits.WithDefaults() }
 }
 
+// WithRaftRole lets only peers with a certificate of role open Raft on
+// the listener (with TLS on); RoleServer unless said otherwise. A router
+// passes RoleRouter: a server's certificate must not vote among routers.
+func WithRaftRole(role Role) ListenerOption {
+	return func(l *Listener) { l.raftRole = role }
+}
+
 // serverStreamCloseTimeout frees a stream this side closed when the peer
 // never acknowledges the close (yamux's default holds it 5 minutes).
 const serverStreamCloseTimeout = 30 * time.Second

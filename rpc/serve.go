@@ -21,9 +21,12 @@ type Listener struct {
 	rpc    *Server
 	logger hclog.Logger
 	raft   func(net.Conn)
-	tls    *listenerTLS    // nil: plaintext only (see UseTLS)
-	ctx    context.Context // ends when the listener closes
-	cancel context.CancelFunc
+	// raftRole is the certificate role that may open Raft (with TLS on):
+	// a server's for servers, a router's for routers (WithRaftRole).
+	raftRole Role
+	tls      *listenerTLS    // nil: plaintext only (see UseTLS)
+	ctx      context.Context // ends when the listener closes
+	cancel   context.CancelFunc
 
 	limits  Limits
 	clients clientCounts
@@ -43,7 +46,7 @@ func NewListener(rpcServer *Server, logger hclog.Logger, raft func(net.Conn), op
 		logger = hclog.NewNullLogger()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &Listener{rpc: rpcServer, logger: logger, raft: raft, conns: map[net.Conn]struct{}{}, ctx: ctx, cancel: cancel,
+	l := &Listener{rpc: rpcServer, logger: logger, raft: raft, raftRole: RoleServer, conns: map[net.Conn]struct{}{}, ctx: ctx, cancel: cancel,
 		limits: DefaultLimits()}
 	for _, o := range opts {
 		o(l)

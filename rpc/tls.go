@@ -101,8 +101,8 @@ func (l *Listener) unwrapTLS(raw net.Conn, t ConnType, deadline time.Time) (net.
 	switch {
 	case inner == ConnTLS:
 		return nil, 0, nil, errors.New("TLS inside TLS refused")
-	case inner == ConnRaft && info.Role != RoleServer:
-		return nil, 0, nil, fmt.Errorf("Raft refused: only a server certificate may open Raft; the peer holds %s", describeRole(info))
+	case inner == ConnRaft && info.Role != l.raftRole:
+		return nil, 0, nil, fmt.Errorf("Raft refused: only a %s certificate may open Raft; the peer holds %s", l.raftRole, describeRole(info))
 	}
 	return conn, inner, info, nil
 }
@@ -165,7 +165,7 @@ func ClientHandshake(ctx context.Context, conn net.Conn, tc *tlsutil.Configurato
 func requireCapabilityRole(ctx context.Context, c Capability) error {
 	if ci := ConnInfoFrom(ctx); ci != nil && ci.HTTP {
 		switch c {
-		case CapServer, CapAgent, CapWorkload:
+		case CapServer, CapAgent, CapWorkload, CapFederation:
 			return Errorf(CodePermissionDenied, "%w: this call is for %s peers of the RPC port, not for HTTP clients",
 				ErrPermissionDenied, c)
 		}
@@ -173,6 +173,8 @@ func requireCapabilityRole(ctx context.Context, c Capability) error {
 	switch c {
 	case CapServer:
 		return RequireRole(ctx, RoleServer)
+	case CapFederation:
+		return RequireRole(ctx, RoleServer, RoleRouter)
 	case CapAgent:
 		return RequireRole(ctx, RoleAgent, RoleServer)
 	}

@@ -38,6 +38,51 @@ var helps = map[string]helpEntry{
 			"weft server -config /etc/weft/server.hcl",
 		},
 	},
+	"router": {
+		usage:   []string{"weft router -node-id ID -data-dir DIR -bind IP [-bootstrap-expect N] [-join ADDR]... [-config FILE]"},
+		summary: "run a federation router",
+		desc: "Runs a router (SPEC §18): a Raft voter among the routers that keeps the federation's state — the sub-clusters " +
+			"their leaders report, the home of every app submitted through a router, the queues' policies — marks a " +
+			"sub-cluster LOST after subcluster_timeout without a heartbeat, and, when it leads, recomputes every queue's " +
+			"weights every gpg_interval. Settings come from flags or an HCL -config file (flags win). Off loopback a " +
+			"router needs TLS (a router certificate) and a gossip key, or -insecure. docs/federation.md.",
+		examples: []string{
+			"weft router -node-id r1 -data-dir /var/lib/weft-router -bind 10.0.1.1 -bootstrap-expect 3 -join 10.0.1.2:8061 -join 10.0.1.3:8061",
+			"weft router -config /etc/weft/router.hcl",
+		},
+	},
+	"federation": {
+		usage:    []string{"weft federation SUBCOMMAND [flags] [args]"},
+		summary:  "the sub-clusters and policies of a federation (ask a router)",
+		desc:     "Asks the routers (-address ROUTER, port 8060 by default) about the federation's sub-clusters and sets the queues' routing policies.",
+		examples: []string{"weft federation subclusters -address 10.0.1.1:8060", "weft federation policy apply fed.hcl"},
+	},
+	"federation subclusters": {
+		usage:    []string{"weft federation subclusters [-json] [-stale]"},
+		summary:  "list the sub-clusters with their state, capacity, use and last heartbeat",
+		desc:     "Lists every sub-cluster the routers know: its state (NEW, RUNNING, UNHEALTHY, LOST, DECOMMISSIONED) and why, the capacity of its ready nodes, the guaranteed resources used and pending, its nodes and running apps, how many apps the routers made their home there, when its leader last reported, and its servers.",
+		examples: []string{"weft federation subclusters -address 127.0.0.1:8060", "weft federation subclusters -json"},
+	},
+	"federation policy": {
+		usage:    []string{"weft federation policy SUBCOMMAND [flags] [args]"},
+		summary:  "apply and list the queues' federation policies",
+		desc:     "Each queue's router policy (uniform, hash, priority, weighted, load, locality, reject) decides the home sub-cluster of its new apps; a queue without a policy takes its nearest ancestor's, then the default's, then load.",
+		examples: []string{"weft federation policy apply fed.hcl", "weft federation policy list"},
+	},
+	"federation policy apply": {
+		usage:   []string{"weft federation policy apply [-replace] FILE"},
+		summary: "set queues' federation policies from a file",
+		desc: "Sets the policies of the queues FILE names (HCL or JSON: a default block and queue \"PATH\" blocks with router, " +
+			"optionally amrmproxy and weights = { SUBCLUSTER = N, ... }); -replace drops the policies the file leaves out. " +
+			"A queue given no weights takes the generator's. Nothing changes when the file is invalid.",
+		examples: []string{"weft federation policy apply fed.hcl", "weft federation policy apply -replace fed.hcl"},
+	},
+	"federation policy list": {
+		usage:    []string{"weft federation policy list [-json] [-stale]"},
+		summary:  "show the policies and the generated weights",
+		desc:     "Shows each policy (the default first) with its weights: the operator's, or the global policy generator's.",
+		examples: []string{"weft federation policy list", "weft federation policy list -json"},
+	},
 	"agent": {
 		usage:   []string{"weft agent -node-id ID -data-dir DIR -bind IP -join ADDR [-resources memory_mb=M,vcores=V,...] [-rack R] [-config FILE]"},
 		summary: "run a weft agent (a node that runs containers)",

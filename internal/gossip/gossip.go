@@ -25,6 +25,7 @@ const (
 
 	RoleServer = "server"
 	RoleAgent  = "agent"
+	RoleRouter = "router"
 )
 
 // Config describes one member of the pool.

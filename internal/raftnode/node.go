@@ -111,7 +111,8 @@ func New(cfg Config, hooks Hooks, shutdown <-chan struct{}, addr net.Addr, fsm r
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	n := &Node{cfg: cfg, hooks: hooks, shutdownCh: shutdown, logger: cfg.Logger, clock: cfg.Clock, addr: addr.String(),
+	n := &Node{cfg: cfg, hooks: hooks, shutdownCh: shutdown, logger: cfg.Logger.Named(cfg.Role).With("node_id", cfg.NodeID),
+		clock: cfg.Clock, addr: addr.String(),
 		notifyCh: make(chan bool, 16), meter: &LogMeter{}, reconcileCh: make(chan serf.Member, 64)}
 	n.layer = newLayer(addr, cfg.TLS, cfg.PeerRole, cfg.HandshakeTimeout)
 	dir := filepath.Join(cfg.DataDir, "raft")

@@ -191,14 +191,19 @@ func (s *State) WeightedQueues() []string {
 }
 
 // Candidates returns every sub-cluster as a ranking for queue sees it, in
-// ID order, with the queue's effective weights.
+// ID order, with the queue's effective weights (its policy's own, else the
+// generator's for it, else the generator's for every queue).
 func (s *State) Candidates(queue string) []federation.Candidate {
 	subs := s.Subclusters()
 	ids := make([]string, len(subs))
 	for i, sc := range subs {
 		ids[i] = sc.ID
 	}
-	w := federation.EffectiveWeights(s.Policy(queue), s.weights[queue], ids)
+	gen := s.weights[queue]
+	if gen == nil {
+		gen = s.weights[""] // the generator's weights for every queue
+	}
+	w := federation.EffectiveWeights(s.Policy(queue), gen, ids)
 	out := make([]federation.Candidate, len(subs))
 	for i, sc := range subs {
 		racks := make(map[string]bool, len(sc.Racks))

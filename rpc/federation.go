@@ -1,0 +1,104 @@
+package rpc
+
+import (
+	"github.com/weft-sched/weft/scheduler"
+	"github.com/weft-sched/weft/scheduler/federation"
+)
+
+// The routers' RPC methods (SPEC §18): Federation.Heartbeat, which a
+// sub-cluster's leader calls every subcluster_heartbeat, and the
+// operators' Federation.Subclusters, Federation.PolicyApply and
+// Federation.PolicyList.
+
+// SubclusterReport is what a sub-cluster's leader says of it.
+type SubclusterReport struct {
+	ID string `codec:"id" json:"id"`
+	// Healthy says the sub-cluster can take work; Reason says why not.
+	Healthy  bool     `codec:"healthy" json:"healthy"`
+	Reason   string   `codec:"reason,omitempty" json:"reason,omitempty"`
+	Servers  []string `codec:"servers" json:"servers"`
+	HTTPAddr string   `codec:"http_addr,omitempty" json:"http_addr,omitempty"`
+	Leader   string   `codec:"leader" json:"leader"`
+	// Term and Seq order the reports: the leader's Raft term, then a
+	// number that grows within it.
+	Term        uint64                          `codec:"term" json:"term"`
+	Seq         uint64                          `codec:"seq" json:"seq"`
+	Capacity    scheduler.Resources             `codec:"capacity" json:"capacity"`
+	Used        scheduler.Resources             `codec:"used" json:"used"`
+	Pending     scheduler.Resources             `codec:"pending" json:"pending"`
+	NodesReady  int                             `codec:"nodes_ready" json:"nodes_ready"`
+	NodesTotal  int                             `codec:"nodes_total" json:"nodes_total"`
+	AppsRunning int                             `codec:"apps_running" json:"apps_running"`
+	Queues      map[string]federation.QueueLoad `codec:"queues" json:"queues"`
+	Racks       []string                        `codec:"racks" json:"racks"`
+}
+
+// FederationHeartbeatRequest is a sub-cluster's report to the routers.
+type FederationHeartbeatRequest struct {
+	RequestHeader
+	Report SubclusterReport `codec:"report" json:"report"`
+}
+
+// FederationHeartbeatResponse answers Federation.Heartbeat: the
+// sub-cluster's state as the routers now hold it, and the routers' RPC
+// addresses (the sub-cluster refreshes its list of routers from them).
+type FederationHeartbeatResponse struct {
+	State   federation.State `codec:"state" json:"state"`
+	Routers []string         `codec:"routers" json:"routers"`
+}
+
+// SubclusterInfo is one sub-cluster as `weft federation subclusters -json`
+// shows it. Times are Unix nanoseconds.
+type SubclusterInfo struct {
+	SubclusterReport
+	State         federation.State    `codec:"state" json:"state"`
+	Routed        scheduler.Resources `codec:"routed" json:"routed"`
+	Homes         int                 `codec:"homes" json:"homes"`
+	FirstSeen     int64               `codec:"first_seen" json:"first_seen"`
+	LastHeartbeat int64               `codec:"last_heartbeat" json:"last_heartbeat"`
+	StateSince    int64               `codec:"state_since" json:"state_since"`
+}
+
+// FederationSubclustersRequest asks for every sub-cluster.
+type FederationSubclustersRequest struct {
+	RequestHeader
+}
+
+// FederationSubclustersResponse answers Federation.Subclusters.
+type FederationSubclustersResponse struct {
+	ResponseMeta
+	Subclusters []SubclusterInfo `codec:"subclusters" json:"subclusters"`
+}
+
+// FederationPolicyApplyRequest sets the queues' federation policies: all
+// of them (Replace) or those it names.
+type FederationPolicyApplyRequest struct {
+	RequestHeader
+	Policies []federation.Policy `codec:"policies" json:"policies"`
+	Replace  bool                `codec:"replace" json:"replace"`
+}
+
+// FederationPolicyApplyResponse answers Federation.PolicyApply.
+type FederationPolicyApplyResponse struct {
+	// Policies is how many policies the federation holds now.
+	Policies int    `codec:"policies" json:"policies"`
+	Index    uint64 `codec:"index" json:"index"`
+}
+
+// FederationPolicyListRequest asks for the policies and generated weights.
+type FederationPolicyListRequest struct {
+	RequestHeader
+}
+
+// QueueWeights is the policy generator's weights for one queue.
+type QueueWeights struct {
+	Queue   string            `codec:"queue" json:"queue"`
+	Weights map[string]uint32 `codec:"weights" json:"weights"`
+}
+
+// FederationPolicyListResponse answers Federation.PolicyList.
+type FederationPolicyListResponse struct {
+	ResponseMeta
+	Policies  []federation.Policy `codec:"policies" json:"policies"`
+	Generated []QueueWeights      `codec:"generated" json:"generated"`
+}
