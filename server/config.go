@@ -40,6 +40,12 @@ type Config struct {
 	// ReconcileInterval is how often the leader reconciles Raft peers with
 	// serf in full (it also reacts to each serf event). Default 30 s.
 	ReconcileInterval time.Duration
+	// SubclusterID makes this cluster a sub-cluster of a federation (SPEC
+	// §18): its leader reports to the routers at Routers (RPC addresses)
+	// every SubclusterHeartbeat (default 5 s). Empty: no federation.
+	SubclusterID        string
+	Routers             []string
+	SubclusterHeartbeat time.Duration
 	// NodeTTL is how long an agent may go without a heartbeat before the
 	// leader marks it DOWN (when it hears from most other nodes). Default 10 s.
 	NodeTTL time.Duration
@@ -180,6 +186,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.ReconcileInterval == 0 {
 		c.ReconcileInterval = 30 * time.Second
+	}
+	if c.SubclusterHeartbeat == 0 {
+		c.SubclusterHeartbeat = 5 * time.Second
+	}
+	if c.SubclusterID != "" && len(c.Routers) == 0 {
+		return errors.New("subcluster_id needs the routers' addresses (routers / -router) to report to")
 	}
 	if c.NodeTTL == 0 {
 		c.NodeTTL = DefaultNodeTTL

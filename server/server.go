@@ -55,6 +55,10 @@ type Server struct {
 	rpcConns  *wrpc.Listener
 	pool      *wrpc.Pool // to servers
 	agentPool *wrpc.Pool // to agents
+	// routers reaches the federation's routers (with -subcluster-id), on
+	// routerPool; nil otherwise.
+	routers    *wrpc.Client
+	routerPool *wrpc.Pool
 
 	// livenessMu guards liveness: heartbeats and gossip arrive from many
 	// goroutines, the leader's duties tick it from one.
@@ -114,6 +118,10 @@ func New(config *Config) (*Server, error) {
 		pool:         wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleServer),
 		agentPool:    wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleAgent),
 	}
+	if config.SubclusterID != "" {
+		s.routerPool = wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleRouter)
+		s.routers = wrpc.NewClient(config.Routers, s.routerPool)
+	}
 	s.updates = newUpdateBatcher(s.proposeUpdates)
 	s.hbForward = newHeartbeatForwarder(s.sendHeartbeats)
 	s.fsm = fsm.New(config.Logger, fsm.WithSkipIndex(config.RaftSkipIndex), fsm.WithApplyTimer(metrics.FSMApply))
@@ -143,7 +151,7 @@ func New(config *Config) (*Server, error) {
 		TLS: config.TLS, Pool: s.pool, Clock: config.Clock, Logger: config.Logger,
 	}, raftnode.Hooks{
 		Establish:    s.establishLeadership,
-		Duties:       []func(context.Context){s.scheduleLoop, s.leaderDuties},
+		Duties:       []func(context.Context){s.scheduleLoop, s.leaderDuties, s.federationLoop},
 		Halted:       func() bool { return s.fsm.HaltErr() != nil },
 		AppliedIndex: func() uint64 { return s.fsm.State().Index() },
 		SnapshotLog:  metrics.SnapshotLog,
@@ -244,6 +252,9 @@ func (s *Server) stop() {
 	s.rpcConns.Close()
 	s.pool.Shutdown()
 	s.agentPool.Shutdown()
+	if s.routerPool != nil {
+		s.routerPool.Shutdown()
+	}
 	close(s.stoppedCh)
 }
 

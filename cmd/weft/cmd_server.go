@@ -55,6 +55,10 @@ func runServer(args []string) error {
 	if err != nil {
 		return err
 	}
+	subcluster, routers, every, err := cfg.Federation()
+	if err != nil {
+		return err
+	}
 	if cfg.GCPercent > 0 {
 		debug.SetGCPercent(cfg.GCPercent)
 	}
@@ -87,6 +91,10 @@ func runServer(args []string) error {
 		RaftSnapshotMinLogBytes: snaps.MinLogBytes,
 		RaftSnapshotThreshold:   snaps.Threshold,
 		RaftTrailingLogs:        snaps.TrailingLogs,
+
+		SubclusterID:        subcluster,
+		Routers:             routers,
+		SubclusterHeartbeat: every,
 	})
 	if err != nil {
 		return err

@@ -39,3 +39,27 @@ queue "root.batch" { router = "weighted" }
 		}
 	}
 }
+
+func TestServerFederationSettings(t *testing.T) {
+	for _, tc := range []struct {
+		id      string
+		routers []string
+		every   string
+		want    string
+	}{
+		{"", nil, "5s", ""},
+		{"sc1", []string{"10.0.1.1:8060"}, "5s", ""},
+		{"sc1", nil, "5s", `subcluster_id (-subcluster-id) "sc1" needs the routers to report to: give -router HOST:PORT`},
+		{"", []string{"10.0.1.1:8060"}, "5s", "routers (-router) given without subcluster_id (-subcluster-id): name this sub-cluster"},
+		{"SC1", []string{"10.0.1.1:8060"}, "5s", `subcluster_id (-subcluster-id): sub-cluster ID "SC1": must start with a lower-case letter`},
+		{"sc1", []string{"10.0.1.1"}, "5s", `routers (-router) "10.0.1.1": give HOST:PORT of a router, such as 10.0.1.1:8060`},
+		{"sc1", []string{"10.0.1.1:8060"}, "1ms", `subcluster_heartbeat (-subcluster-heartbeat) "1ms": give a duration of at least 100ms such as 5s`},
+	} {
+		c := DefaultServer()
+		c.SubclusterID, c.Routers, c.SubclusterHeartbeat = tc.id, tc.routers, tc.every
+		_, _, _, err := c.Federation()
+		if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q %v %s: %v, want %q", tc.id, tc.routers, tc.every, err, tc.want)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/weft-sched/weft/scheduler"
+	"github.com/weft-sched/weft/scheduler/federation"
 )
 
 // Server is the configuration of `weft server`. Each field is one setting:
@@ -30,6 +31,11 @@ type Server struct {
 	TLS             *TLS     `hcl:"tls,block"`
 	ACL             *ACL     `hcl:"acl,block"`
 	Limits          *Limits  `hcl:"limits,block"`
+	// A sub-cluster of a federation (SPEC §18): its leader reports to the
+	// routers every subcluster_heartbeat.
+	SubclusterID        string   `hcl:"subcluster_id,optional" flag:"subcluster-id" help:"make this cluster a sub-cluster of a federation with this ID; its leader reports to the routers (needs -router)"`
+	Routers             []string `hcl:"routers,optional" flag:"router" help:"RPC address HOST:PORT of a federation router to report to (repeatable; port 8060 by default)"`
+	SubclusterHeartbeat string   `hcl:"subcluster_heartbeat,optional" flag:"subcluster-heartbeat" help:"how often the leader of a sub-cluster reports to the routers (a duration)"`
 	// RaftSkipIndex is the escape hatch from a server that stopped on a
 	// committed entry no weft can apply (docs/operations.md, "Unknown
 	// Raft entries"). Every server must be given the same value.
@@ -166,7 +172,39 @@ func DefaultServer() *Server {
 		MaxCompletedApps: DefaultMaxCompletedApps, AppGCThreshold: "24h",
 		NodeGCThreshold: "24h", RaftSnapshotInterval: DefaultRaftSnapshotInterval.String(),
 		RaftSnapshotLogPercent: DefaultRaftSnapshotLogPercent, RaftSnapshotMinLogBytes: DefaultRaftSnapshotMinLogBytes,
-		RaftSnapshotThreshold: DefaultRaftSnapshotThreshold, RaftTrailingLogs: DefaultRaftTrailingLogs}
+		RaftSnapshotThreshold: DefaultRaftSnapshotThreshold, RaftTrailingLogs: DefaultRaftTrailingLogs,
+		SubclusterHeartbeat: DefaultSubclusterHeartbeat.String()}
+}
+
+// DefaultSubclusterHeartbeat is how often a sub-cluster's leader reports
+// to the routers (SPEC §18).
+const DefaultSubclusterHeartbeat = 5 * time.Second
+
+// Federation returns the sub-cluster settings, checked: its ID (empty for
+// none), the routers' addresses and the report interval.
+func (c *Server) Federation() (id string, routers []string, every time.Duration, err error) {
+	every, perr := time.ParseDuration(c.SubclusterHeartbeat)
+	if perr != nil || every < 100*time.Millisecond {
+		return "", nil, 0, fmt.Errorf("subcluster_heartbeat (-subcluster-heartbeat) %q: give a duration of at least 100ms such as 5s", c.SubclusterHeartbeat)
+	}
+	switch {
+	case c.SubclusterID == "" && len(c.Routers) > 0:
+		return "", nil, 0, errors.New("routers (-router) given without subcluster_id (-subcluster-id): name this sub-cluster")
+	case c.SubclusterID == "":
+		return "", nil, every, nil
+	case len(c.Routers) == 0:
+		return "", nil, 0, fmt.Errorf("subcluster_id (-subcluster-id) %q needs the routers to report to: give -router HOST:PORT", c.SubclusterID)
+	}
+	if err := federation.ValidateID(c.SubclusterID); err != nil {
+		return "", nil, 0, fmt.Errorf("subcluster_id (-subcluster-id): %v", err)
+	}
+	for _, r := range c.Routers {
+		host, port, serr := net.SplitHostPort(r)
+		if serr != nil || host == "" || port == "" {
+			return "", nil, 0, fmt.Errorf("routers (-router) %q: give HOST:PORT of a router, such as 10.0.1.1:8060", r)
+		}
+	}
+	return c.SubclusterID, c.Routers, every, nil
 }
 
 // Validate checks every setting and names the first bad one.
@@ -191,6 +229,9 @@ func (c *Server) Validate() error {
 	}
 	if err := CheckGCPercent(c.GCPercent); err != nil {
 		return fmt.Errorf("gc_percent (-gc-percent) %w", err)
+	}
+	if _, _, _, err := c.Federation(); err != nil {
+		return err
 	}
 	return validateCommon(c.NodeID, c.Bind, c.LogLevel, map[string]int{"rpc_port": c.RPCPort, "serf_port": c.SerfPort, "http_port": c.HTTPPort}, c.Join)
 }
