@@ -25,6 +25,7 @@ func (r *Router) registerEndpoints() {
 	wrpc.Register(s, "Federation.Subclusters", wrpc.CapOperatorRead, fed.Subclusters)
 	wrpc.Register(s, "Federation.PolicyApply", wrpc.CapOperatorWrite, fed.PolicyApply)
 	wrpc.Register(s, "Federation.PolicyList", wrpc.CapOperatorRead, fed.PolicyList)
+	wrpc.Register(s, "Federation.SubclusterAdmin", wrpc.CapOperatorWrite, fed.SubclusterAdmin)
 }
 
 // authorize checks what the transport cannot: certificate roles it checked
@@ -198,4 +199,30 @@ func (r *Router) setMeta(meta *wrpc.ResponseMeta, index uint64) {
 	if last := r.raft.LastContact(); !last.IsZero() {
 		meta.LastContact = r.clock.Now().Sub(last)
 	}
+}
+
+// SubclusterAdmin decommissions, recommissions or forgets a sub-cluster.
+func (e *Federation) SubclusterAdmin(ctx context.Context, args *wrpc.FederationSubclusterAdminRequest, reply *wrpc.FederationSubclusterAdminResponse) error {
+	if err := federation.ValidateID(args.ID); err != nil {
+		return wrpc.Errorf(wrpc.CodeBadRequest, "id: %v", err)
+	}
+	action := fedstate.AdminAction(args.Action)
+	switch action {
+	case fedstate.Decommission, fedstate.Recommission, fedstate.Forget:
+	default:
+		return wrpc.Errorf(wrpc.CodeBadRequest, "action: %q is not decommission, recommission or forget", args.Action)
+	}
+	if done, err := e.r.node.ForwardWrite(ctx, "Federation.SubclusterAdmin", args, reply); done {
+		return err
+	}
+	res, index, err := e.r.apply(ctx, fedstate.AdminType, &fedstate.AdminRequest{ID: args.ID, Action: action, Now: e.r.clock.Now().UnixNano()})
+	if err != nil {
+		return err
+	}
+	reply.Index = index
+	if sc, ok := res.(*fedstate.Subcluster); ok {
+		info := subclusterInfo(sc)
+		reply.Subcluster = &info
+	}
+	return nil
 }

@@ -102,3 +102,20 @@ type FederationPolicyListResponse struct {
 	Policies  []federation.Policy `codec:"policies" json:"policies"`
 	Generated []QueueWeights      `codec:"generated" json:"generated"`
 }
+
+// FederationSubclusterAdminRequest is an operator's action on a
+// sub-cluster: decommission (it gets no new apps, whatever it reports),
+// recommission (NEW again until its next healthy report) or forget (drop
+// a decommissioned one).
+type FederationSubclusterAdminRequest struct {
+	RequestHeader
+	ID     string `codec:"id" json:"id"`
+	Action string `codec:"action" json:"action"`
+}
+
+// FederationSubclusterAdminResponse answers Federation.SubclusterAdmin:
+// the sub-cluster after the action (empty after forget).
+type FederationSubclusterAdminResponse struct {
+	Subcluster *SubclusterInfo `codec:"subcluster" json:"subcluster,omitempty"`
+	Index      uint64          `codec:"index" json:"index"`
+}

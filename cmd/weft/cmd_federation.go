@@ -15,8 +15,41 @@ import (
 func runFederation(args []string) error {
 	return subcommand("federation", args, map[string]func([]string) error{
 		"subclusters": runFederationSubclusters,
+		"subcluster":  runFederationSubcluster,
 		"policy":      runFederationPolicy,
 	})
+}
+
+func runFederationSubcluster(args []string) error {
+	admin := func(action string) func([]string) error {
+		return func(args []string) error { return runFederationSubclusterAdmin(action, args) }
+	}
+	return subcommand("federation subcluster", args, map[string]func([]string) error{
+		"decommission": admin("decommission"),
+		"recommission": admin("recommission"),
+		"forget":       admin("forget"),
+	})
+}
+
+func runFederationSubclusterAdmin(action string, args []string) error {
+	cf, pos, err := clientCommand("federation subcluster "+action, args, 1, "weft federation subcluster "+action+" [-address ROUTER] ID", nil)
+	if err != nil {
+		return err
+	}
+	req := rpc.FederationSubclusterAdminRequest{RequestHeader: cf.header(), ID: pos[0], Action: action}
+	var resp rpc.FederationSubclusterAdminResponse
+	if err := cf.call("Federation.SubclusterAdmin", &req, &resp); err != nil {
+		return err
+	}
+	if cf.json {
+		return printJSON(resp)
+	}
+	if resp.Subcluster == nil {
+		fmt.Fprintf(stdout, "Sub-cluster %s forgotten\n", pos[0])
+		return nil
+	}
+	fmt.Fprintf(stdout, "Sub-cluster %s is %s\n", pos[0], resp.Subcluster.State)
+	return nil
 }
 
 func runFederationPolicy(args []string) error {

@@ -63,6 +63,30 @@ var helps = map[string]helpEntry{
 		desc:     "Lists every sub-cluster the routers know: its state (NEW, RUNNING, UNHEALTHY, LOST, DECOMMISSIONED) and why, the capacity of its ready nodes, the guaranteed resources used and pending, its nodes and running apps, how many apps the routers made their home there, when its leader last reported, and its servers.",
 		examples: []string{"weft federation subclusters -address 127.0.0.1:8060", "weft federation subclusters -json"},
 	},
+	"federation subcluster": {
+		usage:    []string{"weft federation subcluster SUBCOMMAND ID"},
+		summary:  "decommission, recommission or forget a sub-cluster",
+		desc:     "An operator's actions on a sub-cluster: a DECOMMISSIONED one gets no new apps whatever it reports; recommissioning makes it NEW until its next healthy report; forget drops a decommissioned one from the routers' state.",
+		examples: []string{"weft federation subcluster decommission sc2", "weft federation subcluster recommission sc2"},
+	},
+	"federation subcluster decommission": {
+		usage:    []string{"weft federation subcluster decommission ID"},
+		summary:  "retire a sub-cluster: no new apps go to it",
+		desc:     "Marks the sub-cluster DECOMMISSIONED: routing skips it whatever its leader reports, until it is recommissioned. Its apps keep running.",
+		examples: []string{"weft federation subcluster decommission sc2 -address 10.0.1.1:8060"},
+	},
+	"federation subcluster recommission": {
+		usage:    []string{"weft federation subcluster recommission ID"},
+		summary:  "take a decommissioned sub-cluster back",
+		desc:     "Makes a DECOMMISSIONED sub-cluster NEW: its next healthy report makes it RUNNING.",
+		examples: []string{"weft federation subcluster recommission sc2"},
+	},
+	"federation subcluster forget": {
+		usage:    []string{"weft federation subcluster forget ID"},
+		summary:  "drop a decommissioned sub-cluster from the routers' state",
+		desc:     "Removes a DECOMMISSIONED sub-cluster; any other state is refused (decommission it first).",
+		examples: []string{"weft federation subcluster forget sc2"},
+	},
 	"federation policy": {
 		usage:    []string{"weft federation policy SUBCOMMAND [flags] [args]"},
 		summary:  "apply and list the queues' federation policies",
