@@ -26,6 +26,14 @@ func (r *Router) registerEndpoints() {
 	wrpc.Register(s, "Federation.PolicyApply", wrpc.CapOperatorWrite, fed.PolicyApply)
 	wrpc.Register(s, "Federation.PolicyList", wrpc.CapOperatorRead, fed.PolicyList)
 	wrpc.Register(s, "Federation.SubclusterAdmin", wrpc.CapOperatorWrite, fed.SubclusterAdmin)
+
+	// The client API through routers: each call goes to an app's home or
+	// is answered from the routers' state; the home checks the caller's
+	// token as if called directly.
+	app := &App{r}
+	wrpc.Register(s, "App.Submit", wrpc.CapQueueSubmit, app.Submit)
+	wrpc.Register(s, "App.Status", wrpc.CapQueueRead, app.Status)
+	wrpc.Register(s, "App.List", wrpc.CapQueueRead, app.List)
 }
 
 // authorize checks what the transport cannot: certificate roles it checked

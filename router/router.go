@@ -34,11 +34,12 @@ type Router struct {
 	serf        *serf.Serf
 	serfEventCh chan serf.Event
 
-	listener  net.Listener
-	rpcAddr   string
-	rpcServer *wrpc.Server
-	rpcConns  *wrpc.Listener
-	pool      *wrpc.Pool // to routers
+	listener   net.Listener
+	rpcAddr    string
+	rpcServer  *wrpc.Server
+	rpcConns   *wrpc.Listener
+	pool       *wrpc.Pool // to routers
+	serverPool *wrpc.Pool // to the sub-clusters' servers
 
 	// leaderSince is when this router last became a ready leader: a
 	// sub-cluster is not marked LOST before subcluster_timeout from then,
@@ -65,6 +66,7 @@ func New(config *Config) (*Router, error) {
 		serfEventCh: make(chan serf.Event, 256),
 		shutdownCh:  make(chan struct{}),
 		pool:        wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleRouter),
+		serverPool:  wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleServer),
 	}
 	if err := os.MkdirAll(config.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
@@ -188,6 +190,7 @@ func (r *Router) Shutdown() error {
 	r.listener.Close()
 	r.rpcConns.Close()
 	r.pool.Shutdown()
+	r.serverPool.Shutdown()
 	r.wg.Wait()
 	r.logger.Info("router stopped")
 	return nil

@@ -41,7 +41,7 @@ type routers struct {
 func newRouters(t *testing.T) *routers {
 	logger, logs := testutil.Logger(t, hclog.Info)
 	c := &routers{t: t, logger: logger, logs: logs, byID: map[string]*Router{}, dirs: map[string]string{}, clk: clock.Real{},
-		timeout: 2 * time.Second, pool: wrpc.NewPool(logger)}
+		timeout: 5 * time.Second, pool: wrpc.NewPool(logger)}
 	t.Cleanup(func() {
 		for _, r := range c.byID {
 			r.Shutdown()
@@ -160,7 +160,7 @@ func TestRoutersFormAQuorumAndKeepTheFederation(t *testing.T) {
 
 	// Silence: LOST after the timeout (counted from the new leadership at
 	// the earliest), RUNNING again with a heartbeat.
-	testutil.WaitFor(t, 10*time.Second, func() bool {
+	testutil.WaitFor(t, 20*time.Second, func() bool {
 		sc := leader.State().Subcluster("sc1")
 		return sc != nil && sc.State == federation.StateLost
 	})

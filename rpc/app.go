@@ -29,6 +29,9 @@ type AppListRequest struct {
 type AppListResponse struct {
 	ResponseMeta `codec:"meta" json:"-"`
 	Apps         []AppInfo `codec:"apps" json:"apps"`
+	// Unreachable names the sub-clusters a router could not list (their
+	// apps are missing, not gone), each with why: a federation's answer.
+	Unreachable []string `codec:"unreachable,omitempty" json:"unreachable,omitempty"`
 }
 
 // AppRequest names one app (App.Status, App.Kill).
@@ -62,7 +65,10 @@ type Preemption struct {
 
 // AppInfo is one app as `weft app status -json` shows it.
 type AppInfo struct {
-	ID          string              `codec:"id" json:"id"`
+	ID string `codec:"id" json:"id"`
+	// Home is the sub-cluster that holds the app, when a federation's
+	// router answered (SPEC §18).
+	Home        string              `codec:"home,omitempty" json:"home,omitempty"`
 	Name        string              `codec:"name" json:"name"`
 	Queue       string              `codec:"queue" json:"queue"`
 	User        string              `codec:"user" json:"user"`

@@ -369,16 +369,24 @@ func (c *QueueConfig) Leaves() []string {
 	return out
 }
 
+// SubmitQueuePath is the full path a submission's queue name means: ""
+// is the default queue, and a name not under root is taken under it
+// ("dev" is root.dev).
+func SubmitQueuePath(name string) string {
+	if name == "" {
+		return DefaultQueue
+	}
+	if !strings.HasPrefix(name, RootQueue+".") && name != RootQueue {
+		return RootQueue + "." + name
+	}
+	return name
+}
+
 // CheckSubmitQueue returns the leaf an app should go to: DefaultQueue when
 // name is empty, else name itself when it is a leaf. Any other name is
 // refused with the list of leaves.
 func (c *QueueConfig) CheckSubmitQueue(name string) (string, error) {
-	if name == "" {
-		name = DefaultQueue
-	}
-	if !strings.HasPrefix(name, RootQueue+".") && name != RootQueue {
-		name = RootQueue + "." + name
-	}
+	name = SubmitQueuePath(name)
 	for _, q := range c.Resolve() {
 		if q.Path == name {
 			if q.IsLeaf() {

@@ -178,6 +178,9 @@ func runAppList(args []string) error {
 	}
 	sort.Slice(resp.Apps, func(i, j int) bool { return scheduler.CompareIDs(resp.Apps[i].ID, resp.Apps[j].ID) < 0 })
 	printStaleNote(cf, &resp.ResponseMeta)
+	for _, u := range resp.Unreachable {
+		fmt.Fprintln(stderr, "Note: not listed, unreachable: "+u)
+	}
 	if cf.json {
 		return printJSON(orEmpty(resp.Apps))
 	}
@@ -186,10 +189,16 @@ func runAppList(args []string) error {
 		return nil
 	}
 	w := table()
-	fmt.Fprintln(w, "ID\tNAME\tQUEUE\tUSER\tSTATE\tCONTAINERS (R/C)\tAM ATTEMPTS")
+	home := func(a rpc.AppInfo) string { return "" }
+	header := "ID\tNAME\tQUEUE\tUSER\tSTATE\tCONTAINERS (R/C)\tAM ATTEMPTS"
+	if len(resp.Apps) > 0 && resp.Apps[0].Home != "" { // a federation's router answered
+		header += "\tHOME"
+		home = func(a rpc.AppInfo) string { return "\t" + a.Home }
+	}
+	fmt.Fprintln(w, header)
 	for _, a := range resp.Apps {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%d\n", a.ID, a.Name, a.Queue, a.User, a.State,
-			a.Containers.Running, a.Containers.Completed, a.AMAttempts)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%d%s\n", a.ID, a.Name, a.Queue, a.User, a.State,
+			a.Containers.Running, a.Containers.Completed, a.AMAttempts, home(a))
 	}
 	return w.Flush()
 }
@@ -214,6 +223,9 @@ func runAppStatus(args []string) error {
 func printApp(a rpc.AppInfo) {
 	w := table()
 	fmt.Fprintf(w, "ID\t%s\n", a.ID)
+	if a.Home != "" {
+		fmt.Fprintf(w, "Home\t%s (sub-cluster)\n", a.Home)
+	}
 	fmt.Fprintf(w, "Name\t%s\n", a.Name)
 	fmt.Fprintf(w, "Queue\t%s\n", a.Queue)
 	fmt.Fprintf(w, "User\t%s\n", a.User)

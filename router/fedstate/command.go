@@ -108,7 +108,9 @@ type HomeSettleRequest struct {
 	AppID string    `codec:"app_id"`
 	Home  string    `codec:"home"`
 	State HomeState `codec:"state"`
-	Now   int64     `codec:"now"`
+	// LocalID is the app's ID at Home (with SUBMITTED).
+	LocalID string `codec:"local_id,omitempty"`
+	Now     int64  `codec:"now"`
 }
 
 // HomeGCRequest drops SUBMITTED mappings created before Before and FAILED

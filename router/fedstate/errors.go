@@ -13,8 +13,8 @@ var (
 	ErrInvalid  = errors.New("invalid")
 	// ErrFull: a bound of limits.go would be passed.
 	ErrFull = errors.New("full")
-	// ErrNoRoute: no sub-cluster may take the app (no RUNNING one, every
-	// one weighs 0, or the queue's policy is reject).
+	// ErrNoRoute: no sub-cluster may take the app now (none is RUNNING);
+	// a queue whose policy excludes every sub-cluster is ErrInvalid.
 	ErrNoRoute = errors.New("no route")
 )
 

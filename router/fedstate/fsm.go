@@ -1,6 +1,7 @@
 package fedstate
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -94,6 +95,7 @@ type txn struct {
 	s                       State
 	homes                   *iradix.Txn[*AppHome]
 	byRequest               *iradix.Txn[string]
+	byLocal                 *iradix.Txn[string]
 	ownSubs, ownPol, ownWts bool
 	ownSubmits              bool
 	dirty                   bool
@@ -101,12 +103,12 @@ type txn struct {
 }
 
 func newTxn(cur *State) *txn {
-	return &txn{s: *cur, homes: cur.homes.Txn(), byRequest: cur.byRequest.Txn(), nHomes: cur.homes.Len()}
+	return &txn{s: *cur, homes: cur.homes.Txn(), byRequest: cur.byRequest.Txn(), byLocal: cur.byLocal.Txn(), nHomes: cur.homes.Len()}
 }
 
 func (t *txn) commit() *State {
 	s := t.s
-	s.homes, s.byRequest = t.homes.Commit(), t.byRequest.Commit()
+	s.homes, s.byRequest, s.byLocal = t.homes.Commit(), t.byRequest.Commit(), t.byLocal.Commit()
 	return &s
 }
 
@@ -310,7 +312,11 @@ func (t *txn) homePut(r *HomePutRequest) any {
 	ranking, err := federation.Rank(t.policy(r.Queue).Router, federation.Request{Queue: r.Queue, Preferred: r.Preferred, Seed: r.Seed, Seq: seq},
 		t.candidates(r.Queue))
 	if err != nil {
-		return reject(ErrNoRoute, "queue %s: %v", r.Queue, err)
+		var nr *federation.NoRouteError
+		if errors.As(err, &nr) && nr.Transient {
+			return reject(ErrNoRoute, "queue %s: %v", r.Queue, err)
+		}
+		return reject(ErrInvalid, "queue %s: %v", r.Queue, err)
 	}
 	if !t.ownSubmits {
 		t.s.submits, t.ownSubmits = maps.Clone(t.s.submits), true
@@ -368,6 +374,9 @@ func (t *txn) deleteHome(h *AppHome) {
 		t.nHomes--
 	}
 	t.byRequest.Delete([]byte(h.RequestID))
+	if h.LocalID != "" {
+		t.byLocal.Delete([]byte(h.Home + "/" + h.LocalID))
+	}
 }
 
 func (t *txn) homeAdvance(r *HomeAdvanceRequest) any {
@@ -408,10 +417,15 @@ func (t *txn) homeSettle(r *HomeSettleRequest) any {
 		return reject(ErrInvalid, "state: %q is not SUBMITTED, IN_DOUBT or FAILED", r.State)
 	case old.Home != r.Home || old.State == HomeSubmitted || old.State == HomeFailed:
 		return reject(ErrConflict, "app %s is %s at %s, not in submission to %s", r.AppID, old.State, old.Home, r.Home)
+	case (r.State == HomeSubmitted) != (r.LocalID != "") || tooLong(r.LocalID):
+		return reject(ErrInvalid, "local_id: give the app's ID at its home with SUBMITTED, and only then")
 	}
 	h := *old
-	h.State, h.UpdatedAt = r.State, r.Now
+	h.State, h.UpdatedAt, h.LocalID = r.State, r.Now, r.LocalID
 	t.homes.Insert([]byte(h.AppID), &h)
+	if h.LocalID != "" {
+		t.byLocal.Insert([]byte(h.Home+"/"+h.LocalID), h.AppID)
+	}
 	return &h
 }
 

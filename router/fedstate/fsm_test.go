@@ -166,7 +166,11 @@ func TestHomePutRanksRetriesAndAdvances(t *testing.T) {
 	h2 := a.ok(HomePutType, put("r2", "root.a")).(*AppHome)
 	a.rejected(ErrConflict, HomeSettleType, &HomeSettleRequest{AppID: h2.AppID, Home: "sc9", State: HomeSubmitted})
 	a.rejected(ErrInvalid, HomeSettleType, &HomeSettleRequest{AppID: h2.AppID, Home: h2.Home, State: HomeRouting})
-	a.ok(HomeSettleType, &HomeSettleRequest{AppID: h2.AppID, Home: h2.Home, State: HomeSubmitted, Now: 70})
+	a.rejected(ErrInvalid, HomeSettleType, &HomeSettleRequest{AppID: h2.AppID, Home: h2.Home, State: HomeSubmitted, Now: 70})
+	a.ok(HomeSettleType, &HomeSettleRequest{AppID: h2.AppID, Home: h2.Home, State: HomeSubmitted, LocalID: "app-17", Now: 70})
+	if got := a.f.State().AppHomeByLocal(h2.Home, "app-17"); got == nil || got.AppID != h2.AppID {
+		t.Fatalf("AppHomeByLocal: %+v", got)
+	}
 	a.rejected(ErrConflict, HomeAdvanceType, &HomeAdvanceRequest{AppID: h2.AppID, From: h2.Home, Outcome: "late"})
 
 	// A heartbeat of the home resets what was routed to it.
@@ -179,7 +183,8 @@ func TestHomePutRanksRetriesAndAdvances(t *testing.T) {
 	if n := a.ok(HomeGCType, &HomeGCRequest{Before: 51, FailedBefore: 0}).(int); n != 1 {
 		t.Fatalf("GC dropped %d, want the submitted one", n)
 	}
-	if a.f.State().AppHome(h2.AppID) != nil || a.f.State().AppHomeByRequest("r2") != nil || a.f.State().AppHome("app-f1") == nil {
+	if a.f.State().AppHome(h2.AppID) != nil || a.f.State().AppHomeByRequest("r2") != nil || a.f.State().AppHomeByLocal(h2.Home, "app-17") != nil ||
+		a.f.State().AppHome("app-f1") == nil {
 		t.Fatal("GC dropped the wrong mappings")
 	}
 }
@@ -195,7 +200,7 @@ func TestPoliciesAndWeightsDecideTheHome(t *testing.T) {
 		{Queue: "root.pinned", Router: federation.Priority, Weights: map[string]uint32{"sc3": 5, "sc1": 1}},
 		{Queue: "root.closed", Router: federation.Reject},
 	}})
-	a.rejected(ErrNoRoute, HomePutType, put("closed", "root.closed.x"))
+	a.rejected(ErrInvalid, HomePutType, put("closed", "root.closed.x"))
 	if h := a.ok(HomePutType, put("p", "root.pinned.x")).(*AppHome); h.Home != "sc3" || !reflect.DeepEqual(h.Ranking, []string{"sc3", "sc1"}) {
 		t.Fatalf("priority: %+v", h)
 	}
@@ -263,7 +268,7 @@ func randomLog(t testing.TB, seed uint64, n int) *applier {
 		case 4:
 			if hs := a.f.State().AppHomes(); len(hs) > 0 {
 				h := hs[r.IntN(len(hs))]
-				a.apply(HomeSettleType, &HomeSettleRequest{AppID: h.AppID, Home: h.Home, State: HomeSubmitted, Now: int64(i)})
+				a.apply(HomeSettleType, &HomeSettleRequest{AppID: h.AppID, Home: h.Home, State: HomeSubmitted, LocalID: fmt.Sprint("app-", i), Now: int64(i)})
 			}
 		case 5:
 			if sc := a.f.State().Subcluster(id); sc != nil {

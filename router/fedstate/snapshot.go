@@ -120,7 +120,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		return nil, fmt.Errorf("federation snapshot: not a snapshot of this format (magic %q)", magic)
 	}
 	s := emptyState()
-	homes, byRequest := s.homes.Txn(), s.byRequest.Txn()
+	homes, byRequest, byLocal := s.homes.Txn(), s.byRequest.Txn(), s.byLocal.Txn()
 	buf := make([]byte, 0, 4096)
 	sawHeader := false
 	for {
@@ -169,6 +169,9 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			}
 			homes.Insert([]byte(h.AppID), h)
 			byRequest.Insert([]byte(h.RequestID), h.AppID)
+			if h.LocalID != "" {
+				byLocal.Insert([]byte(h.Home+"/"+h.LocalID), h.AppID)
+			}
 		case recordPolicy:
 			var p federation.Policy
 			if err := decode(buf, &p); err != nil {
@@ -188,6 +191,6 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	if !sawHeader {
 		return nil, errors.New("federation snapshot: no header")
 	}
-	s.homes, s.byRequest = homes.Commit(), byRequest.Commit()
+	s.homes, s.byRequest, s.byLocal = homes.Commit(), byRequest.Commit(), byLocal.Commit()
 	return s, nil
 }

@@ -83,12 +83,14 @@ type AppHome struct {
 	Demand    scheduler.Resources `codec:"demand"`
 	// Ranking is the policy's order of the candidates when the app was
 	// recorded; a refused submission goes on to the next RUNNING one.
-	Ranking   []string  `codec:"ranking"`
-	Home      string    `codec:"home"`
-	State     HomeState `codec:"state"`
-	Tries     []Try     `codec:"tries,omitempty"`
-	CreatedAt int64     `codec:"created_at"`
-	UpdatedAt int64     `codec:"updated_at"`
+	Ranking []string  `codec:"ranking"`
+	Home    string    `codec:"home"`
+	State   HomeState `codec:"state"`
+	// LocalID is the app's ID in its home sub-cluster, once SUBMITTED.
+	LocalID   string `codec:"local_id,omitempty"`
+	Tries     []Try  `codec:"tries,omitempty"`
+	CreatedAt int64  `codec:"created_at"`
+	UpdatedAt int64  `codec:"updated_at"`
 }
 
 // State is the routers' replicated state at one index: immutable, shared
@@ -98,6 +100,7 @@ type State struct {
 	subclusters map[string]*Subcluster
 	homes       *iradix.Tree[*AppHome] // by app ID
 	byRequest   *iradix.Tree[string]   // request ID → app ID
+	byLocal     *iradix.Tree[string]   // home + "/" + local ID → app ID
 	policies    map[string]federation.Policy
 	weights     map[string]map[string]uint32 // queue → sub-cluster → generated weight
 	weightsGen  uint64
@@ -110,6 +113,7 @@ func emptyState() *State {
 		subclusters: map[string]*Subcluster{},
 		homes:       iradix.New[*AppHome](),
 		byRequest:   iradix.New[string](),
+		byLocal:     iradix.New[string](),
 		policies:    map[string]federation.Policy{},
 		weights:     map[string]map[string]uint32{},
 		submits:     map[string]uint64{},
@@ -142,6 +146,16 @@ func (s *State) AppHome(appID string) *AppHome {
 // AppHomeByRequest returns the mapping a submission's request ID made, or nil.
 func (s *State) AppHomeByRequest(requestID string) *AppHome {
 	id, ok := s.byRequest.Get([]byte(requestID))
+	if !ok {
+		return nil
+	}
+	return s.AppHome(id)
+}
+
+// AppHomeByLocal returns the mapping of the app that sub-cluster home
+// holds as localID, or nil.
+func (s *State) AppHomeByLocal(home, localID string) *AppHome {
+	id, ok := s.byLocal.Get([]byte(home + "/" + localID))
 	if !ok {
 		return nil
 	}

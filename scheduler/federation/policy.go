@@ -192,8 +192,13 @@ type Request struct {
 // ErrRejected is the Reject policy's answer.
 var ErrRejected = errors.New("the queue's router policy is reject")
 
-// NoRouteError says no sub-cluster may take the app.
-type NoRouteError struct{ Reason string }
+// NoRouteError says no sub-cluster may take the app. Transient is set
+// when that may change by itself (none is RUNNING now), not when the
+// queue's policy excludes every sub-cluster.
+type NoRouteError struct {
+	Reason    string
+	Transient bool
+}
 
 func (e *NoRouteError) Error() string { return "no sub-cluster can take the app: " + e.Reason }
 
@@ -212,7 +217,7 @@ func Rank(typ PolicyType, req Request, cands []Candidate) ([]string, error) {
 		}
 	}
 	if len(live) == 0 {
-		return nil, &NoRouteError{Reason: "none is RUNNING"}
+		return nil, &NoRouteError{Reason: "none is RUNNING", Transient: true}
 	}
 	slices.SortFunc(live, func(a, b *Candidate) int { return cmp.Compare(a.ID, b.ID) })
 	switch typ {

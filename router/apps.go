@@ -1,0 +1,249 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/weft-sched/weft/router/fedstate"
+	wrpc "github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
+)
+
+// Apps through the routers (SPEC §18): App.Submit chooses the app's home
+// by its queue's policy, records the mapping through the routers' Raft
+// *before* it submits there, and submits with the client's request ID;
+// App.Status goes to the home. The app's ID is the routers'
+// (fedstate.AppIDPrefix), unique federation-wide; its home knows it by its
+// own ID, recorded in the mapping.
+//
+// Never twice: a submission moves on to the next-ranked sub-cluster only
+// when the home refused it (a bad request, a queue it lacks, no node big
+// enough) or could not be reached at all (every server refused the
+// connection: nothing was sent). Any other failure — a timeout, a
+// connection lost after the request went out, no leader there — leaves
+// the home as it is and the client gets a retryable error: its retry
+// carries the same request ID to the same home, whose servers answer a
+// request ID they applied with their first answer.
+
+// App is the app API a router serves.
+type App struct{ r *Router }
+
+// submitAttempt bounds one submission to one sub-cluster.
+const submitAttempt = 10 * time.Second
+
+// Submit places a new app in the federation.
+func (e *App) Submit(ctx context.Context, args *wrpc.AppSubmitRequest, reply *wrpc.AppSubmitResponse) error {
+	spec := args.Spec
+	spec.SetDefaults()
+	if err := spec.Validate(); err != nil {
+		return wrpc.Errorf(wrpc.CodeBadRequest, "invalid app: %v", err)
+	}
+	if args.RequestID == "" {
+		args.RequestID = wrpc.NewRequestID()
+	}
+	if err := args.ValidateRequestID(); err != nil {
+		return err
+	}
+	if done, err := e.r.node.ForwardWrite(ctx, "App.Submit", args, reply); done {
+		return err
+	}
+	demand := spec.AMResources
+	for i := 0; i < spec.DShell.NumContainers; i++ {
+		demand = demand.Add(spec.DShell.Resources)
+	}
+	res, _, err := e.r.apply(ctx, fedstate.HomePutType, &fedstate.HomePutRequest{RequestID: args.RequestID, Queue: scheduler.SubmitQueuePath(spec.Queue),
+		User: spec.User, Demand: demand, Seed: fedstate.Seed(args.RequestID), Now: e.r.clock.Now().UnixNano()})
+	if err != nil {
+		return err
+	}
+	h := res.(*fedstate.AppHome)
+	for {
+		switch h.State {
+		case fedstate.HomeSubmitted:
+			reply.AppID, reply.RequestID = h.AppID, args.RequestID
+			return nil
+		case fedstate.HomeFailed:
+			return wrpc.Errorf(wrpc.CodeBadRequest, "no sub-cluster took the app: %s", tries(h))
+		}
+		sc := e.r.fsm.State().Subcluster(h.Home)
+		if sc == nil {
+			return wrpc.Errorf(wrpc.CodeUnavailable, "the app's home %s is not known to the routers", h.Home)
+		}
+		var local wrpc.AppSubmitResponse
+		callCtx, cancel := context.WithTimeout(ctx, submitAttempt)
+		err := wrpc.NewClient(sc.Servers, e.r.serverPool).Call(callCtx, "App.Submit", args, &local)
+		cancel()
+		now := e.r.clock.Now().UnixNano()
+		switch {
+		case err == nil:
+			res, _, err := e.r.apply(ctx, fedstate.HomeSettleType, &fedstate.HomeSettleRequest{AppID: h.AppID, Home: h.Home,
+				State: fedstate.HomeSubmitted, LocalID: local.AppID, Now: now})
+			if err != nil {
+				return err
+			}
+			h = res.(*fedstate.AppHome)
+		case refused(err) || neverReached(err):
+			outcome := "refused"
+			if !refused(err) {
+				outcome = "unreachable"
+			}
+			res, _, aerr := e.r.apply(ctx, fedstate.HomeAdvanceType, &fedstate.HomeAdvanceRequest{AppID: h.AppID, From: h.Home,
+				Outcome: outcome, Message: firstLine(err.Error()), Now: now})
+			if aerr != nil {
+				return aerr
+			}
+			h = res.(*fedstate.AppHome)
+		case wrpc.ErrorCode(err) == wrpc.CodePermissionDenied:
+			return err // the caller's token: no other sub-cluster should be asked on it
+		default:
+			if h.State != fedstate.HomeInDoubt {
+				if _, _, serr := e.r.apply(ctx, fedstate.HomeSettleType, &fedstate.HomeSettleRequest{AppID: h.AppID, Home: h.Home,
+					State: fedstate.HomeInDoubt, Now: now}); serr != nil {
+					return serr
+				}
+			}
+			return wrpc.Errorf(wrpc.CodeUnavailable, "the app %s was sent to sub-cluster %s, which did not answer (%s); retrying the request resolves it",
+				h.AppID, h.Home, firstLine(err.Error()))
+		}
+	}
+}
+
+// refused reports whether a sub-cluster answered that it will not take
+// the app: it changed nothing there.
+func refused(err error) bool {
+	switch wrpc.ErrorCode(err) {
+	case wrpc.CodeBadRequest, wrpc.CodeNotFound, wrpc.CodeConflict, wrpc.CodeTooLarge:
+		return true
+	}
+	return false
+}
+
+// neverReached reports whether every server of a sub-cluster refused the
+// connection: the request was never sent.
+func neverReached(err error) bool {
+	var ce *wrpc.CallError
+	if !errors.As(err, &ce) || len(ce.Tried) == 0 {
+		return false
+	}
+	for _, t := range ce.Tried {
+		var op *net.OpError
+		if !errors.As(t.Err, &op) || op.Op != "dial" {
+			return false
+		}
+	}
+	return true
+}
+
+func tries(h *fedstate.AppHome) string {
+	parts := make([]string, len(h.Tries))
+	for i, t := range h.Tries {
+		parts[i] = fmt.Sprintf("%s %s (%s)", t.Subcluster, t.Outcome, t.Message)
+	}
+	if len(parts) == 0 {
+		return "none was RUNNING"
+	}
+	return strings.Join(parts, "; ")
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// List merges every reachable sub-cluster's apps: those submitted through
+// the routers under the routers' IDs, the others as SUBCLUSTER.ID, each
+// with its home. A sub-cluster that does not answer is named in
+// Unreachable; a LOST or DECOMMISSIONED one is not asked.
+func (e *App) List(ctx context.Context, args *wrpc.AppListRequest, reply *wrpc.AppListResponse) error {
+	if done, err := e.r.node.ForwardRead(ctx, "App.List", &args.RequestHeader, args, reply); done {
+		return err
+	}
+	st := e.r.fsm.State()
+	local := *args
+	local.MinQueryIndex = 0
+	local.AllowStale = true
+	for _, sc := range st.Subclusters() {
+		if !sc.State.Reachable() {
+			reply.Unreachable = append(reply.Unreachable, fmt.Sprintf("%s (%s)", sc.ID, sc.State))
+			continue
+		}
+		var resp wrpc.AppListResponse
+		callCtx, cancel := context.WithTimeout(ctx, fanoutTimeout)
+		err := wrpc.NewClient(sc.Servers, e.r.serverPool).Call(callCtx, "App.List", &local, &resp)
+		cancel()
+		if err != nil {
+			if wrpc.ErrorCode(err) == wrpc.CodePermissionDenied || wrpc.ErrorCode(err) == wrpc.CodeBadRequest {
+				return err
+			}
+			reply.Unreachable = append(reply.Unreachable, fmt.Sprintf("%s (%s)", sc.ID, firstLine(err.Error())))
+			continue
+		}
+		for _, a := range resp.Apps {
+			if h := st.AppHomeByLocal(sc.ID, a.ID); h != nil {
+				a.ID = h.AppID
+			} else {
+				a.ID = sc.ID + "." + a.ID
+			}
+			a.Home = sc.ID
+			reply.Apps = append(reply.Apps, a)
+		}
+	}
+	slices.SortFunc(reply.Apps, func(a, b wrpc.AppInfo) int { return scheduler.CompareIDs(a.ID, b.ID) })
+	reply.Index = st.Index()
+	reply.KnownLeader = true
+	return nil
+}
+
+// fanoutTimeout bounds each sub-cluster's part of a merged answer.
+const fanoutTimeout = 3 * time.Second
+
+// home resolves an app ID given to a router: the routers' own (app-fN)
+// through their mapping, or SUBCLUSTER.ID for an app submitted to a
+// sub-cluster directly.
+func (e *App) home(st *fedstate.State, id string) (sc *fedstate.Subcluster, localID, fedID string, err error) {
+	if h := st.AppHome(id); h != nil {
+		switch {
+		case h.State == fedstate.HomeFailed:
+			return nil, "", "", wrpc.Errorf(wrpc.CodeNotFound, "app %s was never submitted: %s", id, tries(h))
+		case h.State != fedstate.HomeSubmitted:
+			return nil, "", "", wrpc.Errorf(wrpc.CodeUnavailable, "app %s is being submitted to %s", id, h.Home)
+		}
+		sc, localID, fedID = st.Subcluster(h.Home), h.LocalID, h.AppID
+	} else if scID, local, ok := strings.Cut(id, "."); ok && st.Subcluster(scID) != nil {
+		sc, localID, fedID = st.Subcluster(scID), local, id
+	}
+	if sc == nil {
+		return nil, "", "", wrpc.Errorf(wrpc.CodeNotFound, "app %s not found (through a router, an app is app-fN, or SUBCLUSTER.ID for one submitted to a sub-cluster directly)", id)
+	}
+	return sc, localID, fedID, nil
+}
+
+// Status returns an app from its home, under the routers' ID, with the
+// home named.
+func (e *App) Status(ctx context.Context, args *wrpc.AppRequest, reply *wrpc.AppStatusResponse) error {
+	if done, err := e.r.node.ForwardRead(ctx, "App.Status", &args.RequestHeader, args, reply); done {
+		return err
+	}
+	sc, localID, fedID, err := e.home(e.r.fsm.State(), args.AppID)
+	if err != nil {
+		return err
+	}
+	local := *args
+	local.AppID = localID
+	local.MinQueryIndex = 0 // an index of the routers' means nothing at the home
+	if err := wrpc.NewClient(sc.Servers, e.r.serverPool).Call(ctx, "App.Status", &local, reply); err != nil {
+		if wrpc.IsRetryable(err) {
+			return wrpc.Errorf(wrpc.CodeUnavailable, "app %s: its home %s (%s) did not answer: %s", args.AppID, sc.ID, sc.State, firstLine(err.Error()))
+		}
+		return err
+	}
+	reply.App.ID, reply.App.Home = fedID, sc.ID
+	return nil
+}

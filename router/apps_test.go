@@ -1,0 +1,157 @@
+package router
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/weft-sched/weft/internal/config"
+	"github.com/weft-sched/weft/internal/testutil"
+	"github.com/weft-sched/weft/router/fedstate"
+	wrpc "github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
+	"github.com/weft-sched/weft/scheduler/federation"
+	"github.com/weft-sched/weft/server"
+)
+
+// subcluster starts a one-server sub-cluster reporting to router r, with
+// one registered node of vcores, and the queue file queues if given.
+func subcluster(t *testing.T, c *routers, id string, r *Router, vcores int64, queues string) *server.Server {
+	t.Helper()
+	logger, _ := testutil.Logger(t, hclog.Warn)
+	srv, err := server.New(&server.Config{NodeID: id + "-s1", DataDir: t.TempDir(), RPCPort: -1, SerfPort: -1, BootstrapExpect: 1,
+		SerfFastGossip: true, RaftConfig: fastRaft(), Logger: logger.Named(id), NodeTTL: time.Hour,
+		SubclusterID: id, Routers: []string{r.RPCAddr()}, SubclusterHeartbeat: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown() })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return srv.IsLeader() })
+	sum := sha256.Sum256([]byte("node of " + id))
+	var reg wrpc.NodeRegisterResponse
+	testutil.WaitForNoError(t, 10*time.Second, "registering a node", func() error {
+		return c.call2(srv.RPCAddr(), "Node.Register", &wrpc.NodeRegisterRequest{ID: id + "-n1", Address: "127.0.0.1:1",
+			Capacity: scheduler.Resources{MemoryMB: vcores * 1024, Vcores: vcores}, Secret: hex.EncodeToString(sum[:])}, &reg)
+	})
+	if queues != "" {
+		qc, err := config.ParseQueueConfig("queues.hcl", []byte(queues))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var resp wrpc.QueueApplyResponse
+		if err := c.call2(srv.RPCAddr(), "Queue.Apply", &wrpc.QueueApplyRequest{Config: qc}, &resp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		sc := r.State().Subcluster(id)
+		return sc != nil && sc.State == federation.StateRunning && sc.Capacity.Vcores == vcores
+	})
+	return srv
+}
+
+func (c *routers) call2(addr, method string, args, reply any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return c.pool.Call(ctx, addr, method, args, reply)
+}
+
+func dshell(queue string) scheduler.AppSpec {
+	return scheduler.AppSpec{Name: "hello", Queue: queue, User: "alice", AMType: "dshell",
+		DShell: scheduler.DShell{NumContainers: 2, Resources: scheduler.Resources{MemoryMB: 128, Vcores: 1}, Command: []string{"true"}}}
+}
+
+// TestSubmitThroughTheRouters: an app submitted to a router lands in the
+// sub-cluster its queue's policy ranks first (here the one with most
+// headroom), recorded before it is submitted there, under the routers'
+// ID; a retry of the same request gets the same app and submits nothing
+// more; an app whose queue the first-ranked sub-cluster lacks is refused
+// there and lands in the next; App.Status through a router answers from
+// the home, under the routers' ID, naming the home.
+func TestSubmitThroughTheRouters(t *testing.T) {
+	c := newRouters(t)
+	r := c.start("r1", 1)
+	c.leader()
+	sc1 := subcluster(t, c, "sc1", r, 8, "")
+	sc2 := subcluster(t, c, "sc2", r, 4, `queue "root" {
+  queue "default" {}
+  queue "special" {}
+}`)
+
+	req := &wrpc.AppSubmitRequest{RequestHeader: wrpc.RequestHeader{RequestID: "req-1"}, Spec: dshell("root.default")}
+	var sub wrpc.AppSubmitResponse
+	if err := c.call(r, "App.Submit", req, &sub); err != nil {
+		t.Fatal(err)
+	}
+	h := r.State().AppHome(sub.AppID)
+	if sub.AppID != "app-f1" || h == nil || h.Home != "sc1" || h.State != fedstate.HomeSubmitted || h.LocalID == "" {
+		t.Fatalf("submitted %+v, mapping %+v: want app-f1 SUBMITTED at sc1 (most headroom) with its local ID", sub, h)
+	}
+	// The same request again: the same app, nothing new at the home.
+	var again wrpc.AppSubmitResponse
+	if err := c.call(r, "App.Submit", req, &again); err != nil || again.AppID != sub.AppID {
+		t.Fatalf("a retried submit: %+v, %v", again, err)
+	}
+	var list wrpc.AppListResponse
+	if err := c.call2(sc1.RPCAddr(), "App.List", &wrpc.AppListRequest{}, &list); err != nil || len(list.Apps) != 1 || list.Apps[0].ID != h.LocalID {
+		t.Fatalf("sc1 holds %+v (%v), want the one app %s", list.Apps, err, h.LocalID)
+	}
+
+	var st wrpc.AppStatusResponse
+	if err := c.call(r, "App.Status", &wrpc.AppRequest{AppID: sub.AppID}, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.App.ID != "app-f1" || st.App.Home != "sc1" || st.App.Queue != "root.default" || st.App.User != "alice" {
+		t.Fatalf("status through the router: %+v", st.App)
+	}
+
+	// root.special exists only in sc2: sc1 refuses, sc2 takes it.
+	var special wrpc.AppSubmitResponse
+	if err := c.call(r, "App.Submit", &wrpc.AppSubmitRequest{RequestHeader: wrpc.RequestHeader{RequestID: "req-2"}, Spec: dshell("root.special")}, &special); err != nil {
+		t.Fatal(err)
+	}
+	h2 := r.State().AppHome(special.AppID)
+	if h2.Home != "sc2" || len(h2.Tries) != 1 || h2.Tries[0].Subcluster != "sc1" || h2.Tries[0].Outcome != "refused" {
+		t.Fatalf("root.special: %+v, want sc2 after sc1 refused", h2)
+	}
+	if err := c.call2(sc2.RPCAddr(), "App.List", &wrpc.AppListRequest{}, &list); err != nil || len(list.Apps) != 1 || list.Apps[0].Queue != "root.special" {
+		t.Fatalf("sc2 holds %+v (%v)", list.Apps, err)
+	}
+
+	// An app submitted to sc2 directly, then the merged list through the
+	// router: the routers' apps under their IDs, the other as sc2.ID,
+	// each with its home; and the other's status through the router.
+	var direct wrpc.AppSubmitResponse
+	if err := c.call2(sc2.RPCAddr(), "App.Submit", &wrpc.AppSubmitRequest{Spec: dshell("root.default")}, &direct); err != nil {
+		t.Fatal(err)
+	}
+	var merged wrpc.AppListResponse
+	if err := c.call(r, "App.List", &wrpc.AppListRequest{}, &merged); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, a := range merged.Apps {
+		got[a.ID] = a.Home
+	}
+	if len(merged.Apps) != 3 || got["app-f1"] != "sc1" || got[special.AppID] != "sc2" || got["sc2."+direct.AppID] != "sc2" || len(merged.Unreachable) != 0 {
+		t.Fatalf("merged list %v (unreachable %v)", got, merged.Unreachable)
+	}
+	if err := c.call(r, "App.Status", &wrpc.AppRequest{AppID: "sc2." + direct.AppID}, &st); err != nil || st.App.ID != "sc2."+direct.AppID || st.App.Home != "sc2" {
+		t.Fatalf("status of a direct app through the router: %+v, %v", st.App, err)
+	}
+
+	// A queue no sub-cluster has: refused everywhere, nothing anywhere.
+	err := c.call(r, "App.Submit", &wrpc.AppSubmitRequest{RequestHeader: wrpc.RequestHeader{RequestID: "req-3"}, Spec: dshell("root.nowhere")}, &special)
+	if wrpc.ErrorCode(err) != wrpc.CodeBadRequest {
+		t.Fatalf("a queue nowhere: %v, want bad request", err)
+	}
+	if err := c.call(r, "App.Status", &wrpc.AppRequest{AppID: "app-f99"}, &st); wrpc.ErrorCode(err) != wrpc.CodeNotFound {
+		t.Fatalf("status of an unknown app: %v", err)
+	}
+	if err := c.call(r, "App.Submit", &wrpc.AppSubmitRequest{Spec: scheduler.AppSpec{Queue: "root.default"}}, &special); wrpc.ErrorCode(err) != wrpc.CodeBadRequest {
+		t.Fatalf("an invalid spec: %v", err)
+	}
+}
