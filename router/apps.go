@@ -165,6 +165,9 @@ func (e *App) List(ctx context.Context, args *wrpc.AppListRequest, reply *wrpc.A
 	if done, err := e.r.node.ForwardRead(ctx, "App.List", &args.RequestHeader, args, reply); done {
 		return err
 	}
+	if args.MinQueryIndex > 0 {
+		e.r.mergedWait(ctx, args.MaxWait)
+	}
 	st := e.r.fsm.State()
 	local := *args
 	local.MinQueryIndex = 0
@@ -204,6 +207,44 @@ func (e *App) List(ctx context.Context, args *wrpc.AppListRequest, reply *wrpc.A
 // fanoutTimeout bounds each sub-cluster's part of a merged answer.
 const fanoutTimeout = 3 * time.Second
 
+// mergedPoll is how long a blocking merged read waits before it asks the
+// sub-clusters again. A merged answer has no one index to block on (each
+// sub-cluster has its own), so a client that blocks on one is answered
+// when the routers' state changes or after mergedPoll, whichever is
+// first: at most one fan-out a second per waiting client, not a spin.
+const mergedPoll = time.Second
+
+// mergedWait waits for a change of the routers' state, mergedPoll, the
+// request's MaxWait or its end, whichever comes first.
+func (r *Router) mergedWait(ctx context.Context, maxWait time.Duration) {
+	wait := mergedPoll
+	if maxWait > 0 {
+		wait = min(wait, maxWait)
+	}
+	select {
+	case <-r.fsm.Changed():
+	case <-r.clock.After(wait):
+	case <-ctx.Done():
+	}
+}
+
+// Kill kills an app at its home.
+func (e *App) Kill(ctx context.Context, args *wrpc.AppRequest, reply *wrpc.WriteResponse) error {
+	sc, localID, _, err := e.home(e.r.fsm.State(), args.AppID)
+	if err != nil {
+		return err
+	}
+	local := *args
+	local.AppID = localID
+	if err := wrpc.NewClient(sc.Servers, e.r.serverPool).Call(ctx, "App.Kill", &local, reply); err != nil {
+		if wrpc.IsRetryable(err) {
+			return wrpc.Errorf(wrpc.CodeUnavailable, "app %s: its home %s (%s) did not answer: %s", args.AppID, sc.ID, sc.State, firstLine(err.Error()))
+		}
+		return err
+	}
+	return nil
+}
+
 // home resolves an app ID given to a router: the routers' own (app-fN)
 // through their mapping, or SUBCLUSTER.ID for an app submitted to a
 // sub-cluster directly.
@@ -236,8 +277,7 @@ func (e *App) Status(ctx context.Context, args *wrpc.AppRequest, reply *wrpc.App
 		return err
 	}
 	local := *args
-	local.AppID = localID
-	local.MinQueryIndex = 0 // an index of the routers' means nothing at the home
+	local.AppID = localID // a blocking index is the home's: the last answer came from it
 	if err := wrpc.NewClient(sc.Servers, e.r.serverPool).Call(ctx, "App.Status", &local, reply); err != nil {
 		if wrpc.IsRetryable(err) {
 			return wrpc.Errorf(wrpc.CodeUnavailable, "app %s: its home %s (%s) did not answer: %s", args.AppID, sc.ID, sc.State, firstLine(err.Error()))

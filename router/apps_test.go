@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"testing"
 	"time"
 
@@ -139,9 +140,32 @@ func TestSubmitThroughTheRouters(t *testing.T) {
 	if len(merged.Apps) != 3 || got["app-f1"] != "sc1" || got[special.AppID] != "sc2" || got["sc2."+direct.AppID] != "sc2" || len(merged.Unreachable) != 0 {
 		t.Fatalf("merged list %v (unreachable %v)", got, merged.Unreachable)
 	}
+	// A blocking merged list (an index, as the UI sends) still answers, in
+	// full, by its wait.
+	var blocked wrpc.AppListResponse
+	if err := c.call(r, "App.List", &wrpc.AppListRequest{RequestHeader: wrpc.RequestHeader{MinQueryIndex: merged.Index, MaxWait: 100 * time.Millisecond}}, &blocked); err != nil || len(blocked.Apps) != 3 {
+		t.Fatalf("a blocking merged list: %d apps, %v", len(blocked.Apps), err)
+	}
 	if err := c.call(r, "App.Status", &wrpc.AppRequest{AppID: "sc2." + direct.AppID}, &st); err != nil || st.App.ID != "sc2."+direct.AppID || st.App.Home != "sc2" {
 		t.Fatalf("status of a direct app through the router: %+v, %v", st.App, err)
 	}
+
+	// Kill through the router, at the home; then a blocking status from
+	// the home's index sees it end.
+	var killed wrpc.WriteResponse
+	if err := c.call(r, "App.Kill", &wrpc.AppRequest{AppID: special.AppID}, &killed); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitForNoError(t, 10*time.Second, "the killed app KILLED at its home", func() error {
+		var s wrpc.AppStatusResponse
+		if err := c.call(r, "App.Status", &wrpc.AppRequest{AppID: special.AppID}, &s); err != nil {
+			return err
+		}
+		if s.App.State != string(scheduler.AppKilled) {
+			return fmt.Errorf("state %s", s.App.State)
+		}
+		return nil
+	})
 
 	// A queue no sub-cluster has: refused everywhere, nothing anywhere.
 	err := c.call(r, "App.Submit", &wrpc.AppSubmitRequest{RequestHeader: wrpc.RequestHeader{RequestID: "req-3"}, Spec: dshell("root.nowhere")}, &special)

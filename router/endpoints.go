@@ -34,6 +34,7 @@ func (r *Router) registerEndpoints() {
 	wrpc.Register(s, "App.Submit", wrpc.CapQueueSubmit, app.Submit)
 	wrpc.Register(s, "App.Status", wrpc.CapQueueRead, app.Status)
 	wrpc.Register(s, "App.List", wrpc.CapQueueRead, app.List)
+	wrpc.Register(s, "App.Kill", wrpc.CapQueueSubmit, app.Kill)
 }
 
 // authorize checks what the transport cannot: certificate roles it checked
