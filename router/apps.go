@@ -170,38 +170,55 @@ func (e *App) List(ctx context.Context, args *wrpc.AppListRequest, reply *wrpc.A
 	}
 	st := e.r.fsm.State()
 	local := *args
-	local.MinQueryIndex = 0
-	local.AllowStale = true
-	for _, sc := range st.Subclusters() {
-		if !sc.State.Reachable() {
-			reply.Unreachable = append(reply.Unreachable, fmt.Sprintf("%s (%s)", sc.ID, sc.State))
-			continue
-		}
-		var resp wrpc.AppListResponse
-		callCtx, cancel := context.WithTimeout(ctx, fanoutTimeout)
-		err := wrpc.NewClient(sc.Servers, e.r.serverPool).Call(callCtx, "App.List", &local, &resp)
-		cancel()
-		if err != nil {
-			if wrpc.ErrorCode(err) == wrpc.CodePermissionDenied || wrpc.ErrorCode(err) == wrpc.CodeBadRequest {
-				return err
+	local.MinQueryIndex, local.AllowStale = 0, true
+	unreachable, err := e.r.fanOut(ctx, st, "App.List", &local, func() any { return new(wrpc.AppListResponse) },
+		func(sc *fedstate.Subcluster, ans any) {
+			for _, a := range ans.(*wrpc.AppListResponse).Apps {
+				if h := st.AppHomeByLocal(sc.ID, a.ID); h != nil {
+					a.ID = h.AppID
+				} else {
+					a.ID = sc.ID + "." + a.ID
+				}
+				a.Home = sc.ID
+				reply.Apps = append(reply.Apps, a)
 			}
-			reply.Unreachable = append(reply.Unreachable, fmt.Sprintf("%s (%s)", sc.ID, firstLine(err.Error())))
-			continue
-		}
-		for _, a := range resp.Apps {
-			if h := st.AppHomeByLocal(sc.ID, a.ID); h != nil {
-				a.ID = h.AppID
-			} else {
-				a.ID = sc.ID + "." + a.ID
-			}
-			a.Home = sc.ID
-			reply.Apps = append(reply.Apps, a)
-		}
+		})
+	if err != nil {
+		return err
 	}
+	reply.Unreachable = unreachable
 	slices.SortFunc(reply.Apps, func(a, b wrpc.AppInfo) int { return scheduler.CompareIDs(a.ID, b.ID) })
 	reply.Index = st.Index()
 	reply.KnownLeader = true
 	return nil
+}
+
+// fanOut asks every reachable sub-cluster method with args (a stale read
+// there) and hands each answer to take, one at a time. It returns the
+// sub-clusters it could not ask (LOST, DECOMMISSIONED) or that did not
+// answer, each with why; an answer that refuses the caller (a bad request,
+// a denied token) is the whole call's error.
+func (r *Router) fanOut(ctx context.Context, st *fedstate.State, method string, args any, newReply func() any,
+	take func(sc *fedstate.Subcluster, reply any)) (unreachable []string, err error) {
+	for _, sc := range st.Subclusters() {
+		if !sc.State.Reachable() {
+			unreachable = append(unreachable, fmt.Sprintf("%s (%s)", sc.ID, sc.State))
+			continue
+		}
+		reply := newReply()
+		callCtx, cancel := context.WithTimeout(ctx, fanoutTimeout)
+		err := wrpc.NewClient(sc.Servers, r.serverPool).Call(callCtx, method, args, reply)
+		cancel()
+		if err != nil {
+			if c := wrpc.ErrorCode(err); c == wrpc.CodePermissionDenied || c == wrpc.CodeBadRequest {
+				return nil, err
+			}
+			unreachable = append(unreachable, fmt.Sprintf("%s (%s)", sc.ID, firstLine(err.Error())))
+			continue
+		}
+		take(sc, reply)
+	}
+	return unreachable, nil
 }
 
 // fanoutTimeout bounds each sub-cluster's part of a merged answer.

@@ -71,7 +71,9 @@ func dshell(queue string) scheduler.AppSpec {
 // ID; a retry of the same request gets the same app and submits nothing
 // more; an app whose queue the first-ranked sub-cluster lacks is refused
 // there and lands in the next; App.Status through a router answers from
-// the home, under the routers' ID, naming the home.
+// the home, under the routers' ID, naming the home; kill goes to the home;
+// the app and node lists merge both sub-clusters; and once a sub-cluster
+// is LOST its apps are reported unreachable, not lost, and lists name it.
 func TestSubmitThroughTheRouters(t *testing.T) {
 	c := newRouters(t)
 	r := c.start("r1", 1)
@@ -167,6 +169,16 @@ func TestSubmitThroughTheRouters(t *testing.T) {
 		return nil
 	})
 
+	// Nodes through the router: both sub-clusters' nodes, each naming its
+	// sub-cluster.
+	var nodes wrpc.NodeListResponse
+	if err := c.call(r, "Node.List", &wrpc.NodeListRequest{}, &nodes); err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Nodes) != 2 || nodes.Nodes[0].ID != "sc1-n1" || nodes.Nodes[0].Subcluster != "sc1" || nodes.Nodes[1].Subcluster != "sc2" || len(nodes.Unreachable) != 0 {
+		t.Fatalf("nodes through the router: %+v (unreachable %v)", nodes.Nodes, nodes.Unreachable)
+	}
+
 	// A queue no sub-cluster has: refused everywhere, nothing anywhere.
 	err := c.call(r, "App.Submit", &wrpc.AppSubmitRequest{RequestHeader: wrpc.RequestHeader{RequestID: "req-3"}, Spec: dshell("root.nowhere")}, &special)
 	if wrpc.ErrorCode(err) != wrpc.CodeBadRequest {
@@ -174,6 +186,18 @@ func TestSubmitThroughTheRouters(t *testing.T) {
 	}
 	if err := c.call(r, "App.Status", &wrpc.AppRequest{AppID: "app-f99"}, &st); wrpc.ErrorCode(err) != wrpc.CodeNotFound {
 		t.Fatalf("status of an unknown app: %v", err)
+	}
+
+	// sc2 dies: once LOST its apps are reported unreachable, not lost, and
+	// the lists name it.
+	sc2.Shutdown()
+	testutil.WaitFor(t, 20*time.Second, func() bool { return r.State().Subcluster("sc2").State == federation.StateLost })
+	if err := c.call(r, "App.Status", &wrpc.AppRequest{AppID: special.AppID}, &st); wrpc.ErrorCode(err) != wrpc.CodeUnavailable {
+		t.Fatalf("status of an app of a LOST sub-cluster: %v, want unavailable", err)
+	}
+	if err := c.call(r, "App.List", &wrpc.AppListRequest{}, &merged); err != nil || len(merged.Apps) != 1 || merged.Apps[0].ID != "app-f1" ||
+		len(merged.Unreachable) != 1 || merged.Unreachable[0] != "sc2 (LOST)" {
+		t.Fatalf("list with sc2 LOST: %+v, unreachable %v, %v", merged.Apps, merged.Unreachable, err)
 	}
 	if err := c.call(r, "App.Submit", &wrpc.AppSubmitRequest{Spec: scheduler.AppSpec{Queue: "root.default"}}, &special); wrpc.ErrorCode(err) != wrpc.CodeBadRequest {
 		t.Fatalf("an invalid spec: %v", err)

@@ -35,6 +35,7 @@ func (r *Router) registerEndpoints() {
 	wrpc.Register(s, "App.Status", wrpc.CapQueueRead, app.Status)
 	wrpc.Register(s, "App.List", wrpc.CapQueueRead, app.List)
 	wrpc.Register(s, "App.Kill", wrpc.CapQueueSubmit, app.Kill)
+	wrpc.Register(s, "Node.List", wrpc.CapNodeRead, (&Node{r}).List)
 }
 
 // authorize checks what the transport cannot: certificate roles it checked

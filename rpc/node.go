@@ -230,7 +230,10 @@ type HeartbeatResponse struct {
 
 // NodeInfo is one node as `weft node list -json` shows it.
 type NodeInfo struct {
-	ID                     string              `codec:"id" json:"id"`
+	ID string `codec:"id" json:"id"`
+	// Subcluster is the node's sub-cluster, when a federation's router
+	// answered (SPEC §18).
+	Subcluster             string              `codec:"subcluster,omitempty" json:"subcluster,omitempty"`
 	Address                string              `codec:"address" json:"address"`
 	Rack                   string              `codec:"rack" json:"rack"`
 	Status                 string              `codec:"status" json:"status"`
@@ -287,6 +290,9 @@ type NodeListRequest struct {
 type NodeListResponse struct {
 	ResponseMeta `codec:"meta" json:"-"`
 	Nodes        []NodeInfo `codec:"nodes" json:"nodes"`
+	// Unreachable names the sub-clusters a router could not list, each
+	// with why: a federation's answer.
+	Unreachable []string `codec:"unreachable,omitempty" json:"unreachable,omitempty"`
 }
 
 // NodeStatusRequest asks for one node (Node.Status).

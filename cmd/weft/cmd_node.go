@@ -35,8 +35,11 @@ func runNodeList(args []string) error {
 	if err := cf.call("Node.List", &req, &resp); err != nil {
 		return err
 	}
-	sort.Slice(resp.Nodes, func(i, j int) bool { return scheduler.CompareIDs(resp.Nodes[i].ID, resp.Nodes[j].ID) < 0 })
+	sort.SliceStable(resp.Nodes, func(i, j int) bool { return scheduler.CompareIDs(resp.Nodes[i].ID, resp.Nodes[j].ID) < 0 })
 	printStaleNote(cf, &resp.ResponseMeta)
+	for _, u := range resp.Unreachable {
+		fmt.Fprintln(stderr, "Note: not listed, unreachable: "+u)
+	}
 	if cf.json {
 		return printJSON(orEmpty(resp.Nodes))
 	}
@@ -45,11 +48,17 @@ func runNodeList(args []string) error {
 		return nil
 	}
 	w := table()
-	fmt.Fprintln(w, "ID\tADDRESS\tRACK\tSTATUS\tCAPACITY\tALLOCATED (G)\tRUNNING (G)\tRUNNING (O)\tMEMORY (O)\tVCORES (O)\tQUEUED")
+	header := "ID\tADDRESS\tRACK\tSTATUS\tCAPACITY\tALLOCATED (G)\tRUNNING (G)\tRUNNING (O)\tMEMORY (O)\tVCORES (O)\tQUEUED"
+	sub := func(rpc.NodeInfo) string { return "" }
+	if resp.Nodes[0].Subcluster != "" { // a federation's router answered
+		header += "\tSUB-CLUSTER"
+		sub = func(n rpc.NodeInfo) string { return "\t" + n.Subcluster }
+	}
+	fmt.Fprintln(w, header)
 	for _, n := range resp.Nodes {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", n.ID, n.Address, n.Rack, n.Status+drainNote(n, time.Now()), n.Capacity,
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d%s\n", n.ID, n.Address, n.Rack, n.Status+drainNote(n, time.Now()), n.Capacity,
 			n.AllocatedGuaranteed, n.RunningGuaranteed, n.RunningOpportunistic,
-			n.AllocatedOpportunistic.MemoryMB, n.AllocatedOpportunistic.Vcores, n.Queued)
+			n.AllocatedOpportunistic.MemoryMB, n.AllocatedOpportunistic.Vcores, n.Queued, sub(n))
 	}
 	return w.Flush()
 }
