@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/router"
 	"github.com/weft-sched/weft/server"
 )
 
@@ -70,6 +71,18 @@ func TestEveryRouteAsksWhatItsMethodAsks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown()
+	rt, err := router.New(&router.Config{NodeID: "r1", DataDir: t.TempDir(), RPCPort: -1, SerfPort: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Shutdown()
+	// A federation's routers serve the server's routes (SPEC §18): the
+	// same methods, asking the same.
+	for _, r := range serverRoutes {
+		if c, ok := rt.Capabilities()[r.rpc]; r.rpc != "" && (!ok || c != r.capability) {
+			t.Errorf("%s %s calls %s, which routers serve asking %q (want %s)", r.method, r.path, r.rpc, c, r.capability)
+		}
+	}
 	methods := srv.Capabilities()
 	for _, rts := range [][]route{serverRoutes, agentRoutes} {
 		for _, r := range rts {

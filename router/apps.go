@@ -52,11 +52,15 @@ func (e *App) Submit(ctx context.Context, args *wrpc.AppSubmitRequest, reply *wr
 	if done, err := e.r.node.ForwardWrite(ctx, "App.Submit", args, reply); done {
 		return err
 	}
+	queue := scheduler.SubmitQueuePath(spec.Queue)
+	if err := e.r.checkToken(ctx, args.AuthToken, wrpc.CapQueueSubmit, queue); err != nil {
+		return fmt.Errorf("App.Submit: %w", err) // before the mapping is written
+	}
 	demand := spec.AMResources
 	for i := 0; i < spec.DShell.NumContainers; i++ {
 		demand = demand.Add(spec.DShell.Resources)
 	}
-	res, _, err := e.r.apply(ctx, fedstate.HomePutType, &fedstate.HomePutRequest{RequestID: args.RequestID, Queue: scheduler.SubmitQueuePath(spec.Queue),
+	res, _, err := e.r.apply(ctx, fedstate.HomePutType, &fedstate.HomePutRequest{RequestID: args.RequestID, Queue: queue,
 		User: spec.User, Demand: demand, Seed: fedstate.Seed(args.RequestID), Now: e.r.clock.Now().UnixNano()})
 	if err != nil {
 		return err
@@ -193,58 +197,6 @@ func (e *App) List(ctx context.Context, args *wrpc.AppListRequest, reply *wrpc.A
 	return nil
 }
 
-// fanOut asks every reachable sub-cluster method with args (a stale read
-// there) and hands each answer to take, one at a time. It returns the
-// sub-clusters it could not ask (LOST, DECOMMISSIONED) or that did not
-// answer, each with why; an answer that refuses the caller (a bad request,
-// a denied token) is the whole call's error.
-func (r *Router) fanOut(ctx context.Context, st *fedstate.State, method string, args any, newReply func() any,
-	take func(sc *fedstate.Subcluster, reply any)) (unreachable []string, err error) {
-	for _, sc := range st.Subclusters() {
-		if !sc.State.Reachable() {
-			unreachable = append(unreachable, fmt.Sprintf("%s (%s)", sc.ID, sc.State))
-			continue
-		}
-		reply := newReply()
-		callCtx, cancel := context.WithTimeout(ctx, fanoutTimeout)
-		err := wrpc.NewClient(sc.Servers, r.serverPool).Call(callCtx, method, args, reply)
-		cancel()
-		if err != nil {
-			if c := wrpc.ErrorCode(err); c == wrpc.CodePermissionDenied || c == wrpc.CodeBadRequest {
-				return nil, err
-			}
-			unreachable = append(unreachable, fmt.Sprintf("%s (%s)", sc.ID, firstLine(err.Error())))
-			continue
-		}
-		take(sc, reply)
-	}
-	return unreachable, nil
-}
-
-// fanoutTimeout bounds each sub-cluster's part of a merged answer.
-const fanoutTimeout = 3 * time.Second
-
-// mergedPoll is how long a blocking merged read waits before it asks the
-// sub-clusters again. A merged answer has no one index to block on (each
-// sub-cluster has its own), so a client that blocks on one is answered
-// when the routers' state changes or after mergedPoll, whichever is
-// first: at most one fan-out a second per waiting client, not a spin.
-const mergedPoll = time.Second
-
-// mergedWait waits for a change of the routers' state, mergedPoll, the
-// request's MaxWait or its end, whichever comes first.
-func (r *Router) mergedWait(ctx context.Context, maxWait time.Duration) {
-	wait := mergedPoll
-	if maxWait > 0 {
-		wait = min(wait, maxWait)
-	}
-	select {
-	case <-r.fsm.Changed():
-	case <-r.clock.After(wait):
-	case <-ctx.Done():
-	}
-}
-
 // Kill kills an app at its home.
 func (e *App) Kill(ctx context.Context, args *wrpc.AppRequest, reply *wrpc.WriteResponse) error {
 	sc, localID, _, err := e.home(e.r.fsm.State(), args.AppID)
@@ -253,13 +205,7 @@ func (e *App) Kill(ctx context.Context, args *wrpc.AppRequest, reply *wrpc.Write
 	}
 	local := *args
 	local.AppID = localID
-	if err := wrpc.NewClient(sc.Servers, e.r.serverPool).Call(ctx, "App.Kill", &local, reply); err != nil {
-		if wrpc.IsRetryable(err) {
-			return wrpc.Errorf(wrpc.CodeUnavailable, "app %s: its home %s (%s) did not answer: %s", args.AppID, sc.ID, sc.State, firstLine(err.Error()))
-		}
-		return err
-	}
-	return nil
+	return e.r.callSubcluster(ctx, sc, "app "+args.AppID, "App.Kill", &local, reply)
 }
 
 // home resolves an app ID given to a router: the routers' own (app-fN)
@@ -295,12 +241,14 @@ func (e *App) Status(ctx context.Context, args *wrpc.AppRequest, reply *wrpc.App
 	}
 	local := *args
 	local.AppID = localID // a blocking index is the home's: the last answer came from it
-	if err := wrpc.NewClient(sc.Servers, e.r.serverPool).Call(ctx, "App.Status", &local, reply); err != nil {
-		if wrpc.IsRetryable(err) {
-			return wrpc.Errorf(wrpc.CodeUnavailable, "app %s: its home %s (%s) did not answer: %s", args.AppID, sc.ID, sc.State, firstLine(err.Error()))
-		}
+	if err := e.r.callSubcluster(ctx, sc, "app "+args.AppID, "App.Status", &local, reply); err != nil {
 		return err
 	}
 	reply.App.ID, reply.App.Home = fedID, sc.ID
+	for i := range reply.App.Attempts {
+		if a := &reply.App.Attempts[i]; a.ContainerID != "" {
+			a.ContainerID = sc.ID + "." + a.ContainerID
+		}
+	}
 	return nil
 }

@@ -20,12 +20,16 @@ import (
 
 // subcluster starts a one-server sub-cluster reporting to router r, with
 // one registered node of vcores, and the queue file queues if given.
-func subcluster(t *testing.T, c *routers, id string, r *Router, vcores int64, queues string) *server.Server {
+func subcluster(t *testing.T, c *routers, id string, r *Router, vcores int64, queues string, opts ...func(*server.Config)) *server.Server {
 	t.Helper()
 	logger, _ := testutil.Logger(t, hclog.Warn)
-	srv, err := server.New(&server.Config{NodeID: id + "-s1", DataDir: t.TempDir(), RPCPort: -1, SerfPort: -1, BootstrapExpect: 1,
+	cfg := &server.Config{NodeID: id + "-s1", DataDir: t.TempDir(), RPCPort: -1, SerfPort: -1, BootstrapExpect: 1,
 		SerfFastGossip: true, RaftConfig: fastRaft(), Logger: logger.Named(id), NodeTTL: time.Hour,
-		SubclusterID: id, Routers: []string{r.RPCAddr()}, SubclusterHeartbeat: 100 * time.Millisecond})
+		SubclusterID: id, Routers: []string{r.RPCAddr()}, SubclusterHeartbeat: 100 * time.Millisecond}
+	for _, o := range opts {
+		o(cfg)
+	}
+	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

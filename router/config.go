@@ -45,10 +45,14 @@ type Config struct {
 	SubclusterTimeout time.Duration
 	GPGInterval       time.Duration
 	TLS               *tlsutil.Configurator // a router certificate; nil: plaintext
-	Limits            wrpc.Limits
-	Build             string
-	Clock             clock.Clock
-	Logger            hclog.Logger
+	// ACLEnabled makes the router check the token of every call it
+	// answers itself against a RUNNING sub-cluster's ACLs (ACL.Authorize);
+	// calls it relays are checked by the sub-cluster they reach.
+	ACLEnabled bool
+	Limits     wrpc.Limits
+	Build      string
+	Clock      clock.Clock
+	Logger     hclog.Logger
 }
 
 func (c *Config) setDefaults() error {

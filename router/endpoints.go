@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/weft-sched/weft/internal/raftnode"
 	"github.com/weft-sched/weft/router/fedstate"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler/federation"
@@ -15,11 +16,25 @@ import (
 // capability it needs.
 func (r *Router) registerEndpoints() {
 	s := r.rpcServer
-	st, fed := &Status{r}, &Federation{r}
+	st, fed, op := &Status{r}, &Federation{r}, &Operator{r}
+	shared := &raftnode.Operator{Node: r.node, Meta: func(m *wrpc.ResponseMeta) { r.setMeta(m, r.fsm.State().Index()) },
+		Logger: r.logger}
 	wrpc.Register(s, "Status.Ping", wrpc.CapPublic, st.Ping)
 	wrpc.Register(s, "Status.Leader", wrpc.CapPublic, st.Leader)
 	wrpc.Register(s, "Status.Peers", wrpc.CapPublic, st.Peers)
 	wrpc.Register(s, "Status.Self", wrpc.CapFederation, st.Self)
+	wrpc.Register(s, "Status.Members", wrpc.CapOperatorRead, shared.Members)
+	wrpc.Register(s, "Status.Cluster", wrpc.CapOperatorRead, st.Cluster)
+	wrpc.Register(s, "Status.Raft", wrpc.CapOperatorRead, st.Raft)
+
+	wrpc.Register(s, "Operator.RaftGetConfiguration", wrpc.CapOperatorRead, shared.RaftGetConfiguration)
+	wrpc.Register(s, "Operator.RaftRemovePeer", wrpc.CapOperatorWrite, shared.RaftRemovePeer)
+	wrpc.Register(s, "Operator.Debug", wrpc.CapOperatorWrite, shared.Debug)
+	wrpc.Register(s, "Operator.KeyringList", wrpc.CapOperatorWrite, shared.KeyringList)
+	wrpc.Register(s, "Operator.KeyringInstall", wrpc.CapOperatorWrite, shared.KeyringInstall)
+	wrpc.Register(s, "Operator.KeyringUse", wrpc.CapOperatorWrite, shared.KeyringUse)
+	wrpc.Register(s, "Operator.KeyringRemove", wrpc.CapOperatorWrite, shared.KeyringRemove)
+	wrpc.Register(s, "Operator.WorkloadKeyRotate", wrpc.CapOperatorWrite, op.WorkloadKeyRotate)
 
 	wrpc.Register(s, "Federation.Heartbeat", wrpc.CapFederation, fed.Heartbeat)
 	wrpc.Register(s, "Federation.Subclusters", wrpc.CapOperatorRead, fed.Subclusters)
@@ -27,24 +42,34 @@ func (r *Router) registerEndpoints() {
 	wrpc.Register(s, "Federation.PolicyList", wrpc.CapOperatorRead, fed.PolicyList)
 	wrpc.Register(s, "Federation.SubclusterAdmin", wrpc.CapOperatorWrite, fed.SubclusterAdmin)
 
-	// The client API through routers: each call goes to an app's home or
-	// is answered from the routers' state; the home checks the caller's
-	// token as if called directly.
-	app := &App{r}
+	// The client API through routers (relay.go): each call goes to the
+	// sub-cluster(s) it concerns with the caller's token, checked there
+	// as if called directly (acl.go).
+	app, node, ctr, queue, acls := &App{r}, &Node{r}, &Container{r}, &Queue{r}, &ACL{r}
 	wrpc.Register(s, "App.Submit", wrpc.CapQueueSubmit, app.Submit)
 	wrpc.Register(s, "App.Status", wrpc.CapQueueRead, app.Status)
 	wrpc.Register(s, "App.List", wrpc.CapQueueRead, app.List)
 	wrpc.Register(s, "App.Kill", wrpc.CapQueueSubmit, app.Kill)
-	wrpc.Register(s, "Node.List", wrpc.CapNodeRead, (&Node{r}).List)
-}
+	wrpc.Register(s, "Node.List", wrpc.CapNodeRead, node.List)
+	wrpc.Register(s, "Node.Status", wrpc.CapNodeRead, node.Status)
+	wrpc.Register(s, "Node.Drain", wrpc.CapNodeWrite, node.Drain)
+	wrpc.Register(s, "Node.ResetSecret", wrpc.CapNodeWrite, node.ResetSecret)
+	wrpc.Register(s, "Container.List", wrpc.CapQueueRead, ctr.List)
+	wrpc.Register(s, "Container.Logs", wrpc.CapQueueRead, ctr.Logs)
+	wrpc.Register(s, "Queue.Apply", wrpc.CapOperatorWrite, queue.Apply)
+	wrpc.Register(s, "Queue.List", wrpc.CapQueueRead, queue.List)
+	wrpc.Register(s, "Queue.Status", wrpc.CapQueueRead, queue.Status)
 
-// authorize checks what the transport cannot: certificate roles it checked
-// already (CapFederation). Routers hold no ACL store of their own yet: a
-// router refuses to start with ACLs on (cmd/weft), so the operator
-// capabilities need no token here; the routers' listener and mutual TLS
-// are what guard them.
-func (r *Router) authorize(ctx context.Context, method string, c wrpc.Capability, args any) (context.Context, error) {
-	return ctx, nil
+	wrpc.Register(s, "ACL.Bootstrap", wrpc.CapPublic, acls.Bootstrap)
+	wrpc.Register(s, "ACL.TokenCreate", wrpc.CapACLWrite, acls.TokenCreate)
+	wrpc.Register(s, "ACL.TokenList", wrpc.CapACLRead, acls.TokenList)
+	wrpc.Register(s, "ACL.TokenInfo", wrpc.CapACLRead, acls.TokenInfo)
+	wrpc.Register(s, "ACL.TokenSelf", wrpc.CapToken, acls.TokenSelf)
+	wrpc.Register(s, "ACL.TokenDelete", wrpc.CapACLWrite, acls.TokenDelete)
+	wrpc.Register(s, "ACL.PolicyApply", wrpc.CapACLWrite, acls.PolicyApply)
+	wrpc.Register(s, "ACL.PolicyList", wrpc.CapACLRead, acls.PolicyList)
+	wrpc.Register(s, "ACL.PolicyInfo", wrpc.CapACLRead, acls.PolicyInfo)
+	wrpc.Register(s, "ACL.PolicyDelete", wrpc.CapACLWrite, acls.PolicyDelete)
 }
 
 // rejection gives a federation-state rejection the RPC code of its kind.

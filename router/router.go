@@ -46,6 +46,7 @@ type Router struct {
 	// as a new leader may not have heard from it yet (SPEC §13).
 	leaderSince atomic.Int64
 	weightsMu   sync.Mutex // one generator run at a time
+	grants      grants     // tokens sub-clusters granted capabilities (acl.go)
 	shutdownMu  sync.Mutex
 	shutdown    bool
 	shutdownCh  chan struct{}
@@ -78,7 +79,6 @@ func New(config *Config) (*Router, error) {
 	r.listener, r.rpcAddr = ln, ln.Addr().String()
 	r.rpcServer = wrpc.NewServer(r.logger.Named("rpc"))
 	r.rpcServer.Authorize = r.authorize
-	r.registerEndpoints()
 	interval, policy := snapshots()
 	r.node, err = raftnode.New(raftnode.Config{
 		NodeID: config.NodeID, DataDir: config.DataDir, Role: gossip.RoleRouter, PeerRole: wrpc.RoleRouter,
@@ -97,6 +97,7 @@ func New(config *Config) (*Router, error) {
 		return nil, err
 	}
 	r.raft = r.node.Raft()
+	r.registerEndpoints()
 	r.rpcConns = wrpc.NewListener(r.rpcServer, r.logger, r.node.Handoff, wrpc.WithLimits(config.Limits), wrpc.WithRaftRole(wrpc.RoleRouter))
 	if config.TLS != nil {
 		r.rpcConns.UseTLS(config.TLS, wrpc.RequireClientCert)
@@ -155,6 +156,16 @@ func (r *Router) SerfAddr() string {
 	}
 	return gossip.Addr(r.serf)
 }
+
+// Call answers an RPC method in process for a client of the HTTP API
+// (SPEC §16), through the same capability check, authorizer, forwarding
+// and handler as a request from the network.
+func (r *Router) Call(ctx context.Context, method string, args, reply any) error {
+	return r.rpcServer.Call(ctx, method, args, reply)
+}
+
+// Capabilities returns the capability every RPC method declares.
+func (r *Router) Capabilities() map[string]wrpc.Capability { return r.rpcServer.Capabilities() }
 
 // IsLeader reports whether this router is the Raft leader.
 func (r *Router) IsLeader() bool { return r.node.IsLeader() }

@@ -36,6 +36,7 @@ type routers struct {
 	clk     clock.Clock
 	timeout time.Duration
 	pool    *wrpc.Pool
+	acl     bool // routers check tokens against the sub-clusters
 }
 
 func newRouters(t *testing.T) *routers {
@@ -58,7 +59,7 @@ func (c *routers) start(id string, expect int, join ...string) *Router {
 	}
 	r, err := New(&Config{NodeID: id, DataDir: c.dirs[id], RPCPort: -1, SerfPort: -1, BootstrapExpect: expect, Join: join,
 		JoinRetryInterval: 100 * time.Millisecond, SerfFastGossip: true, RaftConfig: fastRaft(), RPCHoldTimeout: 3 * time.Second,
-		SubclusterTimeout: c.timeout, GPGInterval: time.Hour, Clock: c.clk, Logger: c.logger.Named(id)})
+		SubclusterTimeout: c.timeout, GPGInterval: time.Hour, ACLEnabled: c.acl, Clock: c.clk, Logger: c.logger.Named(id)})
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -101,3 +101,13 @@ type ACLPolicyListResponse struct {
 // NewACLIDs returns a fresh accessor ID and secret ID for a token a client
 // is about to create.
 func NewACLIDs() (accessor, secret string) { return acl.NewID(), acl.NewID() }
+
+// ACLAuthorizeRequest asks whether the caller's token grants a capability
+// (ACL.Authorize): how a federation's routers, which hold no ACLs, check
+// the tokens given for their own methods against a sub-cluster's.
+type ACLAuthorizeRequest struct {
+	RequestHeader
+	Capability Capability `codec:"capability" json:"capability"`
+	// Queue names the queue for queue:read and queue:submit.
+	Queue string `codec:"queue" json:"queue"`
+}

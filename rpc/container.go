@@ -58,6 +58,9 @@ type ContainerListRequest struct {
 type ContainerListResponse struct {
 	ResponseMeta `codec:"meta" json:"-"`
 	Containers   []ContainerInfo `codec:"containers" json:"containers"`
+	// Unreachable names the sub-clusters a router could not list, each
+	// with why: a federation's answer.
+	Unreachable []string `codec:"unreachable,omitempty" json:"unreachable,omitempty"`
 }
 
 // LaunchSpec is what to run in a container.

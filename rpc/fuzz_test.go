@@ -21,12 +21,14 @@ var requestTypes = map[string]reflect.Type{}
 
 func init() {
 	for _, v := range []any{
-		ACLBootstrapRequest{}, ACLPolicyApplyRequest{}, ACLPolicyRequest{}, ACLTokenCreateRequest{}, ACLTokenRequest{},
+		ACLAuthorizeRequest{}, ACLBootstrapRequest{}, ACLPolicyApplyRequest{}, ACLPolicyRequest{}, ACLTokenCreateRequest{}, ACLTokenRequest{},
 		NodeResetSecretRequest{}, KeyringRequest{}, AMAllocateRequest{}, AMFinishRequest{}, AMRegisterRequest{}, AppListRequest{}, AppRequest{},
 		AppSubmitRequest{}, ContainerIDRequest{}, ContainerListRequest{}, ContainerLogsRequest{},
 		ContainerStartRequest{}, ContainerStatusRequest{}, HeartbeatRequest{}, HeartbeatBatchRequest{}, NodeDeregisterRequest{},
 		NodeRegisterRequest{}, NodeStatusRequest{}, QueueApplyRequest{}, QueueListRequest{},
 		QueueStatusRequest{}, RaftRemovePeerRequest{}, RequestHeader{}, NodeDrainRequest{}, NodeListRequest{},
+		FederationHeartbeatRequest{}, FederationPolicyApplyRequest{}, FederationPolicyListRequest{}, FederationSubclusterAdminRequest{},
+		FederationSubclustersRequest{},
 	} {
 		t := reflect.TypeOf(v)
 		requestTypes[t.Name()] = t

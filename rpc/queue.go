@@ -18,6 +18,10 @@ type QueueApplyResponse struct {
 	Index    uint64     `codec:"index" json:"index"`
 	Warnings []string   `codec:"warnings" json:"warnings,omitempty"`
 	Plan     *QueuePlan `codec:"plan" json:"plan,omitempty"`
+	// Subclusters names the sub-clusters a federation's router applied
+	// the configuration to (or planned it for): all that are not LOST or
+	// DECOMMISSIONED.
+	Subclusters []string `codec:"subclusters,omitempty" json:"subclusters,omitempty"`
 }
 
 // QueuePlan is what applying a queue configuration would do, computed by
@@ -32,6 +36,7 @@ type QueuePlan struct {
 // Added.
 type QueueShareChange struct {
 	Name                        string              `codec:"name" json:"name"`
+	Subcluster                  string              `codec:"subcluster,omitempty" json:"subcluster,omitempty"`
 	Added                       bool                `codec:"added" json:"added,omitempty"`
 	Removed                     bool                `codec:"removed" json:"removed,omitempty"`
 	SteadyFairShareNow          scheduler.Resources `codec:"steady_fair_share_now" json:"steady_fair_share_now"`
@@ -45,6 +50,7 @@ type QueueShareChange struct {
 // starved apps may take containers from it.
 type PreemptableApp struct {
 	AppID          string              `codec:"app_id" json:"app_id"`
+	Subcluster     string              `codec:"subcluster,omitempty" json:"subcluster,omitempty"`
 	Queue          string              `codec:"queue" json:"queue"`
 	Used           scheduler.Resources `codec:"used" json:"used"`
 	FairShareNow   scheduler.Resources `codec:"fair_share_now" json:"fair_share_now"`
@@ -61,6 +67,9 @@ type QueueListResponse struct {
 	ResponseMeta
 	Scheduler scheduler.SchedulerConfig `codec:"scheduler" json:"scheduler"`
 	Queues    []QueueInfo               `codec:"queues" json:"queues"`
+	// Unreachable names the sub-clusters a router could not list, each
+	// with why: a federation's answer.
+	Unreachable []string `codec:"unreachable,omitempty" json:"unreachable,omitempty"`
 }
 
 // QueueStatusRequest asks for one queue by full path (Queue.Status).
@@ -73,6 +82,11 @@ type QueueStatusRequest struct {
 type QueueStatusResponse struct {
 	ResponseMeta
 	Queue QueueInfo `codec:"queue" json:"queue"`
+	// Subclusters is the queue in each sub-cluster, when a federation's
+	// router answers; Queue then totals their use, demand, shares and
+	// apps. Unreachable names the sub-clusters that did not answer.
+	Subclusters []QueueInfo `codec:"subclusters,omitempty" json:"subclusters,omitempty"`
+	Unreachable []string    `codec:"unreachable,omitempty" json:"unreachable,omitempty"`
 }
 
 // QueueInfo is one queue as `weft queue list -json` shows it: the SPEC §14
@@ -99,6 +113,9 @@ type QueueInfo struct {
 	FairSharePreemptionTimeout   Duration `codec:"fair_share_preemption_timeout" json:"fair_share_preemption_timeout"`
 	MinSharePreemptionTimeout    Duration `codec:"min_share_preemption_timeout" json:"min_share_preemption_timeout"`
 	MaxAMShare                   float64  `codec:"max_am_share" json:"max_am_share"` // -1: off
+	// Subcluster is the queue's sub-cluster, when a federation's router
+	// answers (each sub-cluster has its own queues).
+	Subcluster string `codec:"subcluster,omitempty" json:"subcluster,omitempty"`
 }
 
 // NewQueueInfo describes a resolved queue. Usage and fair-share figures are

@@ -64,6 +64,11 @@ type ClusterStatus struct {
 	// Raft is the answering server's own Raft state (with -stale, any
 	// server's; else the leader's).
 	Raft RaftStatus `codec:"raft" json:"raft"`
+	// Subclusters names the sub-clusters a federation's router totalled
+	// (Servers and Raft are then the routers'); Unreachable those it
+	// could not ask, each with why.
+	Subclusters []string `codec:"subclusters,omitempty" json:"subclusters,omitempty"`
+	Unreachable []string `codec:"unreachable,omitempty" json:"unreachable,omitempty"`
 }
 
 // RaftServer is one server of the Raft configuration.

@@ -150,31 +150,38 @@ func (s *Server) authorize(ctx context.Context, method string, c wrpc.Capability
 	if err != nil {
 		return ctx, fmt.Errorf("%s: %w", method, err)
 	}
-	var allowed bool
-	switch c {
-	case wrpc.CapOperatorRead:
-		allowed = id.acl.AllowOperator(acl.LevelRead)
-	case wrpc.CapOperatorWrite:
-		allowed = id.acl.AllowOperator(acl.LevelWrite)
-	case wrpc.CapNodeRead:
-		allowed = id.acl.AllowNode(acl.LevelRead)
-	case wrpc.CapNodeWrite:
-		allowed = id.acl.AllowNode(acl.LevelWrite)
-	case wrpc.CapACLRead:
-		allowed = id.acl.AllowACL(acl.LevelRead)
-	case wrpc.CapACLWrite:
-		allowed = id.acl.AllowACL(acl.LevelWrite)
-	case wrpc.CapQueueRead, wrpc.CapQueueSubmit:
-		allowed = true // per queue, in the handler
-	case wrpc.CapToken:
-		allowed = id.token != nil || !s.config.ACLEnabled
-	default:
+	allowed, known := s.allows(id, c)
+	if !known {
 		return ctx, fmt.Errorf("%s: %w: the method declares an unknown capability %q", method, wrpc.ErrInternal, c)
 	}
 	if !allowed {
 		return ctx, denied(method, id, string(c))
 	}
 	return context.WithValue(ctx, callerKey{}, id), nil
+}
+
+// allows reports whether id holds the method-wide part of capability c;
+// known is false for a capability that is not an ACL one.
+func (s *Server) allows(id *caller, c wrpc.Capability) (allowed, known bool) {
+	switch c {
+	case wrpc.CapOperatorRead:
+		return id.acl.AllowOperator(acl.LevelRead), true
+	case wrpc.CapOperatorWrite:
+		return id.acl.AllowOperator(acl.LevelWrite), true
+	case wrpc.CapNodeRead:
+		return id.acl.AllowNode(acl.LevelRead), true
+	case wrpc.CapNodeWrite:
+		return id.acl.AllowNode(acl.LevelWrite), true
+	case wrpc.CapACLRead:
+		return id.acl.AllowACL(acl.LevelRead), true
+	case wrpc.CapACLWrite:
+		return id.acl.AllowACL(acl.LevelWrite), true
+	case wrpc.CapQueueRead, wrpc.CapQueueSubmit:
+		return true, true // per queue, in the handler
+	case wrpc.CapToken:
+		return id.token != nil || !s.config.ACLEnabled, true
+	}
+	return false, false
 }
 
 // denied is the answer to a caller whose ACL lacks what a method needs.

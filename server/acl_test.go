@@ -59,6 +59,7 @@ var wantCapabilities = map[string]wrpc.Capability{
 	"ACL.TokenList":                 wrpc.CapACLRead,
 	"ACL.TokenInfo":                 wrpc.CapACLRead,
 	"ACL.TokenSelf":                 wrpc.CapToken,
+	"ACL.Authorize":                 wrpc.CapToken,
 	"ACL.TokenDelete":               wrpc.CapACLWrite,
 	"ACL.PolicyApply":               wrpc.CapACLWrite,
 	"ACL.PolicyList":                wrpc.CapACLRead,

@@ -154,6 +154,33 @@ func (e *ACL) TokenSelf(ctx context.Context, args *wrpc.RequestHeader, reply *wr
 	return nil
 }
 
+// Authorize answers whether the caller's token grants a method-wide
+// capability (operator, node or acl, read or write): a federation's
+// routers ask it of a sub-cluster for their own methods. It is answered by
+// the server asked; a token it does not grant is refused as the method
+// itself would be.
+func (e *ACL) Authorize(ctx context.Context, args *wrpc.ACLAuthorizeRequest, reply *struct{}) error {
+	id := e.srv.callerOf(ctx)
+	switch args.Capability {
+	case wrpc.CapQueueRead, wrpc.CapQueueSubmit:
+		level := acl.LevelRead
+		if args.Capability == wrpc.CapQueueSubmit {
+			level = acl.LevelSubmit
+		}
+		if args.Queue == "" {
+			return wrpc.Errorf(wrpc.CodeBadRequest, "queue: required with capability %s", args.Capability)
+		}
+		return e.srv.allowQueue(ctx, "ACL.Authorize", args.Queue, level)
+	case wrpc.CapOperatorRead, wrpc.CapOperatorWrite, wrpc.CapNodeRead, wrpc.CapNodeWrite, wrpc.CapACLRead, wrpc.CapACLWrite:
+	default:
+		return wrpc.Errorf(wrpc.CodeBadRequest, "capability: %q is not one of operator:read, operator:write, node:read, node:write, acl:read, acl:write, queue:read, queue:submit", args.Capability)
+	}
+	if allowed, _ := e.srv.allows(id, args.Capability); !allowed {
+		return denied("ACL.Authorize", id, string(args.Capability))
+	}
+	return nil
+}
+
 // TokenDelete deletes a token; requests carrying it are refused from then on.
 func (e *ACL) TokenDelete(ctx context.Context, args *wrpc.ACLTokenRequest, reply *wrpc.WriteResponse) error {
 	if done, err := e.srv.forwardWrite(ctx, "ACL.TokenDelete", args, reply); done {

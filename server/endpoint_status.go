@@ -2,13 +2,7 @@ package server
 
 import (
 	"context"
-	"net"
-	"sort"
-	"strconv"
-	"time"
 
-	"github.com/hashicorp/raft"
-	"github.com/hashicorp/serf/serf"
 	"github.com/weft-sched/weft/fsm"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
@@ -47,42 +41,6 @@ func (e *Status) Peers(ctx context.Context, args *wrpc.RequestHeader, reply *wrp
 		reply.Peers = append(reply.Peers, string(s.Address))
 	}
 	return nil
-}
-
-// Members lists the serf pool as this server sees it.
-func (e *Status) Members(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.MembersResponse) error {
-	for _, m := range e.srv.serf.Members() {
-		reply.Members = append(reply.Members, memberInfo(m))
-	}
-	sort.Slice(reply.Members, func(i, j int) bool {
-		a, b := reply.Members[i], reply.Members[j]
-		if a.Role != b.Role {
-			return a.Role > b.Role // servers first
-		}
-		return a.Name < b.Name
-	})
-	return nil
-}
-
-func memberInfo(m serf.Member) wrpc.Member {
-	status := m.Status.String()
-	switch m.Status {
-	case serf.StatusLeaving:
-		status = "left"
-	case serf.StatusNone:
-		status = "unknown"
-	}
-	tags := make(map[string]string, len(m.Tags))
-	for k, v := range m.Tags {
-		tags[k] = v
-	}
-	return wrpc.Member{
-		Name:    m.Name,
-		Address: net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port))),
-		Role:    m.Tags[TagRole],
-		Status:  status,
-		Tags:    tags,
-	}
 }
 
 // Cluster summarises the cluster for `weft status`.
@@ -135,39 +93,7 @@ func (e *Status) Raft(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc
 }
 
 // raftStatus describes this server's own Raft state.
-func (s *Server) raftStatus() wrpc.RaftStatus {
-	r := s.raft
-	addr, id := r.LeaderWithID()
-	out := wrpc.RaftStatus{
-		ID: s.config.NodeID, Address: s.rpcAddr, State: r.State().String(), Term: r.CurrentTerm(),
-		LastIndex: r.LastIndex(), CommitIndex: r.CommitIndex(), AppliedIndex: s.fsm.State().Index(),
-		Leader: string(addr), LeaderID: string(id),
-	}
-	if last := r.LastContact(); !last.IsZero() && r.State() != raft.Leader {
-		out.LastContact = time.Since(last)
-	}
-	return out
-}
+func (s *Server) raftStatus() wrpc.RaftStatus { return s.node.Status(s.fsm.State().Index()) }
 
 // raftServers describes the Raft configuration as this server sees it.
-func (s *Server) raftServers() ([]wrpc.RaftServer, error) {
-	f := s.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return nil, err
-	}
-	leader, _ := s.raft.LeaderWithID()
-	var out []wrpc.RaftServer
-	for _, srv := range f.Configuration().Servers {
-		state := "follower"
-		if srv.Address == leader {
-			state = "leader"
-		}
-		out = append(out, wrpc.RaftServer{
-			ID:      string(srv.ID),
-			Address: string(srv.Address),
-			State:   state,
-			Voter:   srv.Suffrage == raft.Voter,
-		})
-	}
-	return out, nil
-}
+func (s *Server) raftServers() ([]wrpc.RaftServer, error) { return s.node.Servers() }

@@ -1,30 +1,34 @@
 package server
 
-import wrpc "github.com/weft-sched/weft/rpc"
+import (
+	"github.com/weft-sched/weft/internal/raftnode"
+	wrpc "github.com/weft-sched/weft/rpc"
+)
 
 // registerEndpoints exposes every RPC method. Each is named here once, so
 // the list below is the server's whole RPC surface.
 func (s *Server) registerEndpoints() {
 	r := s.rpcServer
 	status, op, queue := &Status{s}, &Operator{s}, &Queue{s}
+	shared := &raftnode.Operator{Node: s.node, Meta: s.setMeta, Logger: s.logger}
 	node, app, ctr, am := &Node{s}, &App{s}, &Container{s}, &AM{s}
 
 	wrpc.Register(r, "Status.Ping", wrpc.CapPublic, status.Ping)
 	wrpc.Register(r, "Status.Leader", wrpc.CapPublic, status.Leader)
 	wrpc.Register(r, "Status.Peers", wrpc.CapPublic, status.Peers)
-	wrpc.Register(r, "Status.Members", wrpc.CapOperatorRead, status.Members)
+	wrpc.Register(r, "Status.Members", wrpc.CapOperatorRead, shared.Members)
 	wrpc.Register(r, "Status.Cluster", wrpc.CapOperatorRead, status.Cluster)
 	wrpc.Register(r, "Status.Raft", wrpc.CapOperatorRead, status.Raft)
 	wrpc.Register(r, "Status.Self", wrpc.CapServer, status.Self)
 
-	wrpc.Register(r, "Operator.RaftGetConfiguration", wrpc.CapOperatorRead, op.RaftGetConfiguration)
-	wrpc.Register(r, "Operator.RaftRemovePeer", wrpc.CapOperatorWrite, op.RaftRemovePeer)
-	wrpc.Register(r, "Operator.Debug", wrpc.CapOperatorWrite, op.Debug)
+	wrpc.Register(r, "Operator.RaftGetConfiguration", wrpc.CapOperatorRead, shared.RaftGetConfiguration)
+	wrpc.Register(r, "Operator.RaftRemovePeer", wrpc.CapOperatorWrite, shared.RaftRemovePeer)
+	wrpc.Register(r, "Operator.Debug", wrpc.CapOperatorWrite, shared.Debug)
 	wrpc.Register(r, "Operator.WorkloadKeyRotate", wrpc.CapOperatorWrite, op.WorkloadKeyRotate)
-	wrpc.Register(r, "Operator.KeyringList", wrpc.CapOperatorWrite, op.KeyringList)
-	wrpc.Register(r, "Operator.KeyringInstall", wrpc.CapOperatorWrite, op.KeyringInstall)
-	wrpc.Register(r, "Operator.KeyringUse", wrpc.CapOperatorWrite, op.KeyringUse)
-	wrpc.Register(r, "Operator.KeyringRemove", wrpc.CapOperatorWrite, op.KeyringRemove)
+	wrpc.Register(r, "Operator.KeyringList", wrpc.CapOperatorWrite, shared.KeyringList)
+	wrpc.Register(r, "Operator.KeyringInstall", wrpc.CapOperatorWrite, shared.KeyringInstall)
+	wrpc.Register(r, "Operator.KeyringUse", wrpc.CapOperatorWrite, shared.KeyringUse)
+	wrpc.Register(r, "Operator.KeyringRemove", wrpc.CapOperatorWrite, shared.KeyringRemove)
 
 	wrpc.Register(r, "Queue.Apply", wrpc.CapOperatorWrite, queue.Apply)
 	wrpc.Register(r, "Queue.List", wrpc.CapQueueRead, queue.List)
@@ -57,6 +61,7 @@ func (s *Server) registerEndpoints() {
 	wrpc.Register(r, "ACL.TokenList", wrpc.CapACLRead, acls.TokenList)
 	wrpc.Register(r, "ACL.TokenInfo", wrpc.CapACLRead, acls.TokenInfo)
 	wrpc.Register(r, "ACL.TokenSelf", wrpc.CapToken, acls.TokenSelf)
+	wrpc.Register(r, "ACL.Authorize", wrpc.CapToken, acls.Authorize)
 	wrpc.Register(r, "ACL.TokenDelete", wrpc.CapACLWrite, acls.TokenDelete)
 	wrpc.Register(r, "ACL.PolicyApply", wrpc.CapACLWrite, acls.PolicyApply)
 	wrpc.Register(r, "ACL.PolicyList", wrpc.CapACLRead, acls.PolicyList)

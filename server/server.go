@@ -141,7 +141,6 @@ func New(config *Config) (*Server, error) {
 	s.rpcAddr = ln.Addr().String()
 	s.rpcServer = wrpc.NewServer(s.logger.Named("rpc"))
 	s.rpcServer.Authorize = s.authorize
-	s.registerEndpoints()
 	snapInterval, snapPolicy := config.snapshotPolicy()
 	s.node, err = raftnode.New(raftnode.Config{
 		NodeID: config.NodeID, DataDir: config.DataDir, Role: RoleServer, PeerRole: wrpc.RoleServer,
@@ -163,6 +162,7 @@ func New(config *Config) (*Server, error) {
 	s.raft, s.leaderReady, s.bootstrapped = s.node.Raft(), s.node.Ready(), s.node.Bootstrapped()
 	s.logMeter, s.snapPolicy, s.hadRaftState = s.node.Meter(), snapPolicy, s.node.HadState()
 	s.haltLinger = 2 * s.node.HeartbeatTimeout()
+	s.registerEndpoints()
 	s.rpcConns = wrpc.NewListener(s.rpcServer, s.logger, s.node.Handoff, wrpc.WithLimits(config.Limits))
 	if config.TLS != nil {
 		s.rpcConns.UseTLS(config.TLS, wrpc.RequireClientCert)

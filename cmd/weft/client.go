@@ -279,3 +279,12 @@ func printStaleNote(cf *clientFlags, meta *rpc.ResponseMeta) {
 		}
 	}
 }
+
+// noteUnreachable tells stderr which sub-clusters a federation's router
+// could not include in a merged answer: what they hold is missing from
+// it, not gone.
+func noteUnreachable(subclusters []string) {
+	for _, u := range subclusters {
+		fmt.Fprintln(stderr, "Note: not listed, unreachable: "+u)
+	}
+}

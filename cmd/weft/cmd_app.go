@@ -178,9 +178,7 @@ func runAppList(args []string) error {
 	}
 	sort.Slice(resp.Apps, func(i, j int) bool { return scheduler.CompareIDs(resp.Apps[i].ID, resp.Apps[j].ID) < 0 })
 	printStaleNote(cf, &resp.ResponseMeta)
-	for _, u := range resp.Unreachable {
-		fmt.Fprintln(stderr, "Note: not listed, unreachable: "+u)
-	}
+	noteUnreachable(resp.Unreachable)
 	if cf.json {
 		return printJSON(orEmpty(resp.Apps))
 	}

@@ -85,6 +85,12 @@ func runStatus(args []string) error {
 		states = []string{"none"}
 	}
 	fmt.Fprintf(w, "Apps\t%s\n", strings.Join(states, " "))
+	if len(st.Subclusters) > 0 { // a federation's router totalled them
+		fmt.Fprintf(w, "Sub-clusters\t%s (leader and servers above are the routers')\n", strings.Join(st.Subclusters, ", "))
+	}
+	for _, u := range st.Unreachable {
+		fmt.Fprintf(w, "Not counted\t%s\n", u)
+	}
 	if st.StaleNote() != "" {
 		fmt.Fprintf(w, "Note\t%s\n", st.StaleNote())
 	}

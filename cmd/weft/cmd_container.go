@@ -40,6 +40,7 @@ func runContainerList(args []string) error {
 		return scheduler.CompareIDs(resp.Containers[i].ID, resp.Containers[j].ID) < 0
 	})
 	printStaleNote(cf, &resp.ResponseMeta)
+	noteUnreachable(resp.Unreachable)
 	if cf.json {
 		return printJSON(orEmpty(resp.Containers))
 	}

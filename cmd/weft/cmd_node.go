@@ -37,9 +37,7 @@ func runNodeList(args []string) error {
 	}
 	sort.SliceStable(resp.Nodes, func(i, j int) bool { return scheduler.CompareIDs(resp.Nodes[i].ID, resp.Nodes[j].ID) < 0 })
 	printStaleNote(cf, &resp.ResponseMeta)
-	for _, u := range resp.Unreachable {
-		fmt.Fprintln(stderr, "Note: not listed, unreachable: "+u)
-	}
+	noteUnreachable(resp.Unreachable)
 	if cf.json {
 		return printJSON(orEmpty(resp.Nodes))
 	}

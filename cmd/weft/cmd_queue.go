@@ -64,6 +64,11 @@ func runQueueApply(args []string) error {
 		fmt.Fprintln(stderr, "Warning: "+w)
 	}
 	leaves := cfg.Leaves()
+	if len(resp.Subclusters) > 0 { // a federation's router applied it to each
+		fmt.Fprintf(stdout, "Applied %s to sub-clusters %s: %d queues, leaves: %s\n",
+			name, strings.Join(resp.Subclusters, ", "), len(cfg.Resolve()), strings.Join(leaves, ", "))
+		return nil
+	}
 	fmt.Fprintf(stdout, "Applied %s at index %d: %d queues, leaves: %s\n",
 		name, resp.Index, len(cfg.Resolve()), strings.Join(leaves, ", "))
 	return nil
@@ -79,6 +84,7 @@ func runQueueList(args []string) error {
 	if err := cf.call("Queue.List", &req, &resp); err != nil {
 		return err
 	}
+	noteUnreachable(resp.Unreachable)
 	if cf.json {
 		return printJSON(orEmpty(resp.Queues))
 	}
@@ -90,12 +96,20 @@ func runQueueList(args []string) error {
 	fmt.Fprintf(stdout, "Placement: %s   Preemption: %s   Locality delays: node %s, rack %s\n\n",
 		s.Placement, pre, s.Locality.NodeDelay, s.Locality.RackDelay)
 	w := table()
-	fmt.Fprintln(w, "QUEUE\tPOLICY\tWEIGHT\tMIN\tMAX\tSTEADY FAIR SHARE\tINSTANT FAIR SHARE\tUSED\tPENDING\tAPPS")
+	header := "QUEUE\tPOLICY\tWEIGHT\tMIN\tMAX\tSTEADY FAIR SHARE\tINSTANT FAIR SHARE\tUSED\tPENDING\tAPPS"
+	if len(resp.Queues) > 0 && resp.Queues[0].Subcluster != "" { // a federation's router answered
+		header += "\tSUB-CLUSTER"
+	}
+	fmt.Fprintln(w, header)
 	for _, q := range resp.Queues {
 		name := strings.Repeat("  ", q.Depth) + q.Name[strings.LastIndex(q.Name, ".")+1:]
-		fmt.Fprintf(w, "%s\t%s\t%g\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", name, q.Policy, q.Weight,
+		sub := ""
+		if q.Subcluster != "" {
+			sub = "\t" + q.Subcluster
+		}
+		fmt.Fprintf(w, "%s\t%s\t%g\t%s\t%s\t%s\t%s\t%s\t%s\t%d%s\n", name, q.Policy, q.Weight,
 			formatMin(q.MinResources), formatMax(q.MaxResources), short(q.SteadyFairShare), short(q.InstantaneousFairShare),
-			short(q.Used), short(q.Pending), q.RunningApps)
+			short(q.Used), short(q.Pending), q.RunningApps, sub)
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -116,7 +130,11 @@ func runQueueStatus(args []string) error {
 	if err := cf.call("Queue.Status", &req, &resp); err != nil {
 		return err
 	}
+	noteUnreachable(resp.Unreachable)
 	if cf.json {
+		if len(resp.Subclusters) > 0 {
+			return printJSON(resp)
+		}
 		return printJSON(resp.Queue)
 	}
 	q := resp.Queue
@@ -144,6 +162,19 @@ func runQueueStatus(args []string) error {
 	fmt.Fprintf(w, "Fair-share preemption\tthreshold %g, timeout %s\n", q.FairSharePreemptionThreshold, q.FairSharePreemptionTimeout)
 	fmt.Fprintf(w, "Min-share preemption\ttimeout %s\n", q.MinSharePreemptionTimeout)
 	fmt.Fprintf(w, "Max AM share\t%s\n", formatMaxAMShare(q.MaxAMShare))
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if len(resp.Subclusters) == 0 {
+		return nil
+	}
+	fmt.Fprintln(stdout, "\nIn each sub-cluster (the figures above are their totals):")
+	w = table()
+	fmt.Fprintln(w, "SUB-CLUSTER\tSTEADY FAIR SHARE\tINSTANT FAIR SHARE\tUSED\tPENDING\tAPPS")
+	for _, s := range resp.Subclusters {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\n", s.Subcluster, short(s.SteadyFairShare), short(s.InstantaneousFairShare),
+			short(s.Used), short(s.Pending), s.RunningApps)
+	}
 	return w.Flush()
 }
 
@@ -204,6 +235,9 @@ func printQueuePlan(cf *clientFlags, name string, resp rpc.QueueApplyResponse) e
 	fmt.Fprintln(w, "QUEUE\tSTEADY FAIR SHARE\tINSTANT FAIR SHARE")
 	for _, q := range plan.Queues {
 		label := q.Name
+		if q.Subcluster != "" {
+			label = q.Subcluster + ": " + label
+		}
 		switch {
 		case q.Added:
 			label += " (new)"
@@ -222,7 +256,11 @@ func printQueuePlan(cf *clientFlags, name string, resp rpc.QueueApplyResponse) e
 	w = table()
 	fmt.Fprintln(w, "APP\tQUEUE\tUSED\tFAIR SHARE")
 	for _, a := range plan.Preemptable {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s -> %s\n", a.AppID, a.Queue, short(a.Used), short(a.FairShareNow), short(a.FairShareAfter))
+		queue := a.Queue
+		if a.Subcluster != "" {
+			queue = a.Subcluster + ": " + queue
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s -> %s\n", a.AppID, queue, short(a.Used), short(a.FairShareNow), short(a.FairShareAfter))
 	}
 	return w.Flush()
 }

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"github.com/weft-sched/weft/httpapi"
 	"github.com/weft-sched/weft/internal/config"
 	"github.com/weft-sched/weft/internal/gossip"
+	"github.com/weft-sched/weft/internal/metrics"
 	"github.com/weft-sched/weft/router"
+	"github.com/weft-sched/weft/ui"
 )
 
 func runRouter(args []string) error {
@@ -34,11 +37,17 @@ func runRouter(args []string) error {
 	r, err := router.New(&router.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, BindAddr: cfg.Bind, RPCPort: cfg.RPCPort, SerfPort: cfg.SerfPort,
 		BootstrapExpect: cfg.BootstrapExpect, Join: cfg.Join, Encrypt: cfg.Encrypt, SubclusterTimeout: timeout,
-		GPGInterval: gpg, TLS: tc, Limits: rpcLimits(cfg.Limits), Build: version, Logger: logger,
+		GPGInterval: gpg, ACLEnabled: cfg.ACL != nil && cfg.ACL.Enabled, TLS: tc, Limits: rpcLimits(cfg.Limits), Build: version, Logger: logger,
 	})
 	if err != nil {
 		return err
 	}
+	h := httpapi.New(httpapi.Config{RPC: r, Logger: logger.Named("http"), Metrics: metrics.Handler(), UI: ui.Handler()})
+	_, stopHTTP, err := listenHTTP(logger, cfg.Bind, cfg.HTTPPort, h, tc)
+	if err != nil {
+		r.Shutdown()
+		return err
+	}
 	defer reloadOnSIGHUP(logger, tc)()
-	return waitForSignal(logger, r.Leave, r.Shutdown)
+	return waitForSignal(logger, thenStop(stopHTTP, r.Leave), thenStop(stopHTTP, r.Shutdown))
 }

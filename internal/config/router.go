@@ -14,6 +14,7 @@ type Router struct {
 	Bind              string   `hcl:"bind,optional" flag:"bind" help:"IP address to listen on and advertise"`
 	RPCPort           int      `hcl:"rpc_port,optional" flag:"rpc-port" help:"port for msgpack RPC and the routers' Raft"`
 	SerfPort          int      `hcl:"serf_port,optional" flag:"serf-port" help:"port for the routers' serf gossip (TCP and UDP)"`
+	HTTPPort          int      `hcl:"http_port,optional" flag:"http-port" help:"port for the HTTP API and web UI through the routers (HTTPS when TLS is on); 0 turns it off, -1 picks a free port"`
 	BootstrapExpect   int      `hcl:"bootstrap_expect,optional" flag:"bootstrap-expect" help:"bootstrap the routers' Raft once this many routers (with the same value) see each other"`
 	Join              []string `hcl:"join,optional" flag:"join" help:"serf address of any router to join (repeatable)"`
 	LogLevel          string   `hcl:"log_level,optional" flag:"log-level" help:"log level: trace, debug, info, warn or error"`
@@ -24,6 +25,7 @@ type Router struct {
 	SubclusterTimeout string   `hcl:"subcluster_timeout,optional" flag:"subcluster-timeout" help:"how long a sub-cluster may be silent before it is LOST and gets no new apps (a duration)"`
 	GPGInterval       string   `hcl:"gpg_interval,optional" flag:"gpg-interval" help:"how often the router leader recomputes every queue's weights from the sub-clusters' headroom and demand (a duration)"`
 	TLS               *TLS     `hcl:"tls,block"`
+	ACL               *ACL     `hcl:"acl,block"`
 	Limits            *Limits  `hcl:"limits,block"`
 }
 
@@ -31,13 +33,14 @@ type Router struct {
 const (
 	DefaultRouterRPCPort     = 8060
 	DefaultRouterSerfPort    = 8061
+	DefaultRouterHTTPPort    = 8068
 	DefaultSubclusterTimeout = 30 * time.Second
 	DefaultGPGInterval       = 30 * time.Second
 )
 
 // DefaultRouter returns a router configuration holding the defaults.
 func DefaultRouter() *Router {
-	return &Router{Bind: DefaultBind, RPCPort: DefaultRouterRPCPort, SerfPort: DefaultRouterSerfPort, LogLevel: DefaultLogLevel,
+	return &Router{Bind: DefaultBind, RPCPort: DefaultRouterRPCPort, SerfPort: DefaultRouterSerfPort, HTTPPort: DefaultRouterHTTPPort, LogLevel: DefaultLogLevel,
 		Region: DefaultRegion, SubclusterTimeout: DefaultSubclusterTimeout.String(), GPGInterval: DefaultGPGInterval.String()}
 }
 
@@ -59,8 +62,8 @@ func (c *Router) Intervals() (timeout, gpg time.Duration, err error) {
 }
 
 // SecurityGaps lists what of SPEC §15's secure setup the router lacks;
-// haveKeyring as for the server's. Routers hold no ACLs of their own yet:
-// mutual TLS is what guards their operator methods.
+// haveKeyring as for the server's. A router holds no ACLs of its own:
+// with acl { enabled = true } it checks tokens against a sub-cluster's.
 func (c *Router) SecurityGaps(haveKeyring bool) []string {
 	var gaps []string
 	if !c.TLS.Enabled() {
@@ -68,6 +71,9 @@ func (c *Router) SecurityGaps(haveKeyring bool) []string {
 	}
 	if c.Encrypt == "" && !haveKeyring {
 		gaps = append(gaps, "a gossip key (encrypt / -encrypt)")
+	}
+	if c.ACL == nil || !c.ACL.Enabled {
+		gaps = append(gaps, "ACLs (acl { enabled = true })")
 	}
 	return gaps
 }
@@ -89,5 +95,5 @@ func (c *Router) Validate() error {
 	if _, _, err := c.Intervals(); err != nil {
 		return err
 	}
-	return validateCommon(c.NodeID, c.Bind, c.LogLevel, map[string]int{"rpc_port": c.RPCPort, "serf_port": c.SerfPort}, c.Join)
+	return validateCommon(c.NodeID, c.Bind, c.LogLevel, map[string]int{"rpc_port": c.RPCPort, "serf_port": c.SerfPort, "http_port": c.HTTPPort}, c.Join)
 }

@@ -1,0 +1,248 @@
+package router
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weft-sched/weft/internal/config"
+	"github.com/weft-sched/weft/internal/testutil"
+	wrpc "github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
+	"github.com/weft-sched/weft/server"
+)
+
+// registerNode registers one more node of vcores in a sub-cluster.
+func (c *routers) registerNode(srv *server.Server, id string, vcores int64) {
+	c.t.Helper()
+	sum := sha256.Sum256([]byte("node " + id + " of " + srv.RPCAddr()))
+	var reg wrpc.NodeRegisterResponse
+	if err := c.call2(srv.RPCAddr(), "Node.Register", &wrpc.NodeRegisterRequest{ID: id, Address: "127.0.0.1:1",
+		Capacity: scheduler.Resources{MemoryMB: vcores * 1024, Vcores: vcores}, Secret: hex.EncodeToString(sum[:])}, &reg); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// TestClientAPIThroughTheRouters: the rest of the client API answered by a
+// router as by a server. A queue configuration applied through a router
+// reaches every sub-cluster, a bad one none; queue list and status merge
+// the sub-clusters, naming each; containers come named SUBCLUSTER.ID
+// under the routers' app IDs, from the home for one app; a node is found
+// by its own ID when one sub-cluster has it, refused as ambiguous when
+// several do, and found as SUBCLUSTER.NODE always; status totals the
+// sub-clusters; the routers' own members, Raft and peers answer.
+func TestClientAPIThroughTheRouters(t *testing.T) {
+	c := newRouters(t)
+	r := c.start("r1", 1)
+	c.leader()
+	sc1 := subcluster(t, c, "sc1", r, 8, "")
+	sc2 := subcluster(t, c, "sc2", r, 4, "")
+	c.registerNode(sc1, "shared", 2)
+	c.registerNode(sc2, "shared", 2)
+
+	qc, err := config.ParseQueueConfig("queues.hcl", []byte(`queue "root" {
+  queue "default" {}
+  queue "batch" { weight = 2 }
+}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var applied wrpc.QueueApplyResponse
+	if err := c.call(r, "Queue.Apply", &wrpc.QueueApplyRequest{Config: qc}, &applied); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(applied.Subclusters, []string{"sc1", "sc2"}) {
+		t.Fatalf("applied to %v, want both sub-clusters", applied.Subclusters)
+	}
+	bad, err := config.ParseQueueConfig("bad.hcl", []byte(`queue "root" {
+  queue "default" {}
+}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.Root.Children[0].Weight = -1
+	if err := c.call(r, "Queue.Apply", &wrpc.QueueApplyRequest{Config: bad}, &applied); wrpc.ErrorCode(err) != wrpc.CodeBadRequest || !strings.Contains(err.Error(), "weight") {
+		t.Fatalf("a bad configuration through the router: %v, want bad request naming the weight", err)
+	}
+	for _, srv := range []*server.Server{sc1, sc2} {
+		var ql wrpc.QueueListResponse
+		if err := c.call2(srv.RPCAddr(), "Queue.List", &wrpc.QueueListRequest{}, &ql); err != nil {
+			t.Fatal(err)
+		}
+		names := make([]string, len(ql.Queues))
+		for i, q := range ql.Queues {
+			names[i] = q.Name
+		}
+		if !slices.Contains(names, "root.batch") {
+			t.Fatalf("%s has queues %v: the router's apply did not reach it, or the bad one replaced it", srv.RPCAddr(), names)
+		}
+	}
+	var ql wrpc.QueueListResponse
+	if err := c.call(r, "Queue.List", &wrpc.QueueListRequest{}, &ql); err != nil {
+		t.Fatal(err)
+	}
+	per := map[string]int{}
+	for _, q := range ql.Queues {
+		per[q.Subcluster]++
+	}
+	if per["sc1"] != 3 || per["sc2"] != 3 || len(per) != 2 {
+		t.Fatalf("merged queue list by sub-cluster: %v, want root, default and batch of each", per)
+	}
+
+	// An app through the router; its containers named SUBCLUSTER.ID
+	// under app-fN, from its home.
+	var sub wrpc.AppSubmitResponse
+	if err := c.call(r, "App.Submit", &wrpc.AppSubmitRequest{Spec: dshell("root.batch")}, &sub); err != nil {
+		t.Fatal(err)
+	}
+	home := r.State().AppHome(sub.AppID).Home
+	var ctrs wrpc.ContainerListResponse
+	testutil.WaitForNoError(t, 10*time.Second, "the app's AM container listed through the router", func() error {
+		if err := c.call(r, "Container.List", &wrpc.ContainerListRequest{AppID: sub.AppID}, &ctrs); err != nil {
+			return err
+		}
+		if len(ctrs.Containers) == 0 {
+			return fmt.Errorf("no containers yet")
+		}
+		return nil
+	})
+	am := ctrs.Containers[0]
+	if !strings.HasPrefix(am.ID, home+".c-") || am.AppID != sub.AppID || !am.IsAM {
+		t.Fatalf("the AM container through the router: %+v, want %s.c-… of %s", am, home, sub.AppID)
+	}
+	var all wrpc.ContainerListResponse
+	if err := c.call(r, "Container.List", &wrpc.ContainerListRequest{}, &all); err != nil || len(all.Containers) != len(ctrs.Containers) || all.Containers[0].ID != am.ID {
+		t.Fatalf("every container through the router: %+v, %v", all.Containers, err)
+	}
+	var logs wrpc.ContainerLogsResponse
+	local := strings.TrimPrefix(am.ID, home+".")
+	if err := c.call(r, "Container.Logs", &wrpc.ContainerLogsRequest{ID: local, Stream: "stdout"}, &logs); wrpc.ErrorCode(err) != wrpc.CodeNotFound || !strings.Contains(err.Error(), "SUBCLUSTER.ID") {
+		t.Fatalf("logs of an unscoped container ID: %v, want not found saying how to name it", err)
+	}
+
+	var qs wrpc.QueueStatusResponse
+	testutil.WaitForNoError(t, 10*time.Second, "root.batch totalled over the sub-clusters", func() error {
+		if err := c.call(r, "Queue.Status", &wrpc.QueueStatusRequest{Name: "root.batch"}, &qs); err != nil {
+			return err
+		}
+		if len(qs.Subclusters) != 2 || qs.Queue.RunningApps != 1 || qs.Queue.Used.IsZero() {
+			return fmt.Errorf("%d sub-clusters, %d apps, used %s", len(qs.Subclusters), qs.Queue.RunningApps, qs.Queue.Used)
+		}
+		return nil
+	})
+	if err := c.call(r, "Queue.Status", &wrpc.QueueStatusRequest{Name: "root.nowhere"}, &qs); wrpc.ErrorCode(err) != wrpc.CodeNotFound {
+		t.Fatalf("status of a queue no sub-cluster has: %v", err)
+	}
+
+	// Nodes: by their own ID when unique, SUBCLUSTER.NODE always.
+	var ns wrpc.NodeStatusResponse
+	if err := c.call(r, "Node.Status", &wrpc.NodeStatusRequest{ID: "sc2-n1"}, &ns); err != nil || ns.Node.ID != "sc2-n1" || ns.Node.Subcluster != "sc2" {
+		t.Fatalf("a node by its own ID: %+v, %v", ns.Node, err)
+	}
+	if err := c.call(r, "Node.Status", &wrpc.NodeStatusRequest{ID: "shared"}, &ns); wrpc.ErrorCode(err) != wrpc.CodeConflict || !strings.Contains(err.Error(), "sc1.shared, sc2.shared") {
+		t.Fatalf("a node ID two sub-clusters have: %v, want a conflict naming both", err)
+	}
+	if err := c.call(r, "Node.Status", &wrpc.NodeStatusRequest{ID: "sc2.shared"}, &ns); err != nil || ns.Node.Subcluster != "sc2" {
+		t.Fatalf("SUBCLUSTER.NODE: %+v, %v", ns.Node, err)
+	}
+	var drained wrpc.WriteResponse
+	if err := c.call(r, "Node.Drain", &wrpc.NodeDrainRequest{ID: "sc1.shared", Deadline: time.Hour}, &drained); err != nil {
+		t.Fatal(err)
+	}
+	var direct wrpc.NodeStatusResponse
+	if err := c.call2(sc1.RPCAddr(), "Node.Status", &wrpc.NodeStatusRequest{ID: "shared"}, &direct); err != nil || direct.Node.Status != string(scheduler.NodeDraining) {
+		t.Fatalf("sc1's shared node after a drain through the router: %+v, %v", direct.Node, err)
+	}
+	if err := c.call2(sc2.RPCAddr(), "Node.Status", &wrpc.NodeStatusRequest{ID: "shared"}, &direct); err != nil || direct.Node.Status == string(scheduler.NodeDraining) {
+		t.Fatalf("sc2's shared node must be untouched: %+v, %v", direct.Node, err)
+	}
+
+	var cs wrpc.ClusterStatus
+	if err := c.call(r, "Status.Cluster", &wrpc.RequestHeader{}, &cs); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cs.Subclusters, []string{"sc1", "sc2"}) || cs.Nodes.Ready+cs.Nodes.Draining != 4 || cs.Capacity.Vcores != 8+4+2+2 ||
+		cs.Apps["RUNNING"]+cs.Apps["ACCEPTED"] != 1 || cs.Leader != r.RPCAddr() || len(cs.Servers) != 1 {
+		t.Fatalf("status through the router: %+v", cs)
+	}
+	var members wrpc.MembersResponse
+	if err := c.call(r, "Status.Members", &wrpc.RequestHeader{}, &members); err != nil || len(members.Members) != 1 || members.Members[0].Role != "router" {
+		t.Fatalf("the routers' members: %+v, %v", members.Members, err)
+	}
+	var peers wrpc.RaftConfigurationResponse
+	if err := c.call(r, "Operator.RaftGetConfiguration", &wrpc.RequestHeader{}, &peers); err != nil || len(peers.Servers) != 1 || peers.Servers[0].ID != "r1" {
+		t.Fatalf("the routers' Raft peers: %+v, %v", peers.Servers, err)
+	}
+}
+
+// TestRoutersCheckTokens: with ACLs on, an ACL bootstrapped through a
+// router exists, with the same secret, in every sub-cluster; the routers'
+// own methods refuse a call without a token and take the management
+// token, checked against a sub-cluster; a submission without a token is
+// refused before the routers write a mapping; a policy written through a
+// router reaches both sub-clusters.
+func TestRoutersCheckTokens(t *testing.T) {
+	c := newRouters(t)
+	c.acl = true
+	r := c.start("r1", 1)
+	c.leader()
+	withACL := func(cfg *server.Config) { cfg.ACLEnabled = true }
+	sc1 := subcluster(t, c, "sc1", r, 8, "", withACL)
+	sc2 := subcluster(t, c, "sc2", r, 4, "", withACL)
+
+	var pl wrpc.FederationPolicyListResponse
+	if err := c.call(r, "Federation.PolicyList", &wrpc.FederationPolicyListRequest{}, &pl); wrpc.ErrorCode(err) != wrpc.CodePermissionDenied {
+		t.Fatalf("the routers' own method without a token: %v, want permission denied", err)
+	}
+	var boot wrpc.ACLTokenResponse
+	if err := c.call(r, "ACL.Bootstrap", &wrpc.ACLBootstrapRequest{}, &boot); err != nil {
+		t.Fatal(err)
+	}
+	secret := boot.Token.SecretID
+	if secret == "" {
+		t.Fatal("bootstrap through the router showed no secret")
+	}
+	for _, srv := range []*server.Server{sc1, sc2} {
+		var self wrpc.ACLTokenResponse
+		if err := c.call2(srv.RPCAddr(), "ACL.TokenSelf", &wrpc.RequestHeader{AuthToken: secret}, &self); err != nil || self.Token.AccessorID != boot.Token.AccessorID {
+			t.Fatalf("the bootstrap token at %s: %+v, %v", srv.RPCAddr(), self.Token, err)
+		}
+	}
+	if err := c.call(r, "Federation.PolicyList", &wrpc.FederationPolicyListRequest{RequestHeader: wrpc.RequestHeader{AuthToken: secret}}, &pl); err != nil {
+		t.Fatalf("the routers' own method with the management token: %v", err)
+	}
+
+	homes := r.State().Index()
+	var sub wrpc.AppSubmitResponse
+	if err := c.call(r, "App.Submit", &wrpc.AppSubmitRequest{Spec: dshell("root.default")}, &sub); wrpc.ErrorCode(err) != wrpc.CodePermissionDenied {
+		t.Fatalf("a submission without a token: %v, want permission denied", err)
+	}
+	if got := r.State().Index(); got != homes {
+		t.Fatalf("a refused submission changed the routers' state (index %d -> %d)", homes, got)
+	}
+	spec := dshell("root.default")
+	spec.User = "" // with ACLs on, the token's name
+	if err := c.call(r, "App.Submit", &wrpc.AppSubmitRequest{RequestHeader: wrpc.RequestHeader{AuthToken: secret}, Spec: spec}, &sub); err != nil {
+		t.Fatalf("a submission with the management token: %v", err)
+	}
+
+	var wr wrpc.WriteResponse
+	policy := wrpc.ACLPolicy{Name: "readers", Rules: `queue "root" { policy = "read" }`}
+	if err := c.call(r, "ACL.PolicyApply", &wrpc.ACLPolicyApplyRequest{RequestHeader: wrpc.RequestHeader{AuthToken: secret}, Policy: policy}, &wr); err != nil {
+		t.Fatal(err)
+	}
+	for _, srv := range []*server.Server{sc1, sc2} {
+		var p wrpc.ACLPolicyResponse
+		if err := c.call2(srv.RPCAddr(), "ACL.PolicyInfo", &wrpc.ACLPolicyRequest{RequestHeader: wrpc.RequestHeader{AuthToken: secret}, Name: "readers"}, &p); err != nil {
+			t.Fatalf("the policy at %s: %v", srv.RPCAddr(), err)
+		}
+	}
+	var tl wrpc.ACLTokenListResponse
+	if err := c.call(r, "ACL.TokenList", &wrpc.RequestHeader{AuthToken: secret}, &tl); err != nil || len(tl.Tokens) != 1 {
+		t.Fatalf("tokens through the router: %+v, %v", tl.Tokens, err)
+	}
+}
