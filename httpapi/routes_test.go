@@ -5,8 +5,8 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/router"
+	"github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/server"
 )
 
