@@ -21,6 +21,9 @@ type subclusterRow struct {
 	Capacity   struct {
 		Vcores int64 `json:"vcores"`
 	} `json:"capacity"`
+	Used struct {
+		Vcores int64 `json:"vcores"`
+	} `json:"used"`
 }
 
 // TestRoutersHoldASubcluster runs three `weft router` processes and a

@@ -93,7 +93,7 @@ type proc struct {
 
 func startProc(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
-	if len(args) > 0 && (args[0] == "server" || args[0] == "agent" || args[0] == "dev") && !slices.Contains(args, "-http-port") {
+	if len(args) > 0 && (args[0] == "server" || args[0] == "agent" || args[0] == "dev" || args[0] == "router") && !slices.Contains(args, "-http-port") {
 		// A free HTTP port unless the test picks one: the default ports
 		// would collide between processes on one IP and tests run at once.
 		args = append(slices.Clip(args), "-http-port", "-1")

@@ -28,7 +28,7 @@ func statusOf(err error) int {
 		return http.StatusConflict
 	case rpc.CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
-	case rpc.CodeNoLeader, rpc.CodeNotReady, rpc.CodeUnavailable:
+	case rpc.CodeNoLeader, rpc.CodeNotReady, rpc.CodeUnavailable, rpc.CodeUnreachable:
 		return http.StatusServiceUnavailable
 	case rpc.CodeTimeout:
 		return http.StatusGatewayTimeout

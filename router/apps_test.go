@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -196,8 +197,8 @@ func TestSubmitThroughTheRouters(t *testing.T) {
 	// the lists name it.
 	sc2.Shutdown()
 	testutil.WaitFor(t, 20*time.Second, func() bool { return r.State().Subcluster("sc2").State == federation.StateLost })
-	if err := c.call(r, "App.Status", &wrpc.AppRequest{AppID: special.AppID}, &st); wrpc.ErrorCode(err) != wrpc.CodeUnavailable {
-		t.Fatalf("status of an app of a LOST sub-cluster: %v, want unavailable", err)
+	if err := c.call(r, "App.Status", &wrpc.AppRequest{AppID: special.AppID}, &st); wrpc.ErrorCode(err) != wrpc.CodeUnreachable || !strings.Contains(err.Error(), "sc2 (LOST)") {
+		t.Fatalf("status of an app of a LOST sub-cluster: %v, want unreachable naming sc2 LOST", err)
 	}
 	if err := c.call(r, "App.List", &wrpc.AppListRequest{}, &merged); err != nil || len(merged.Apps) != 1 || merged.Apps[0].ID != "app-f1" ||
 		len(merged.Unreachable) != 1 || merged.Unreachable[0] != "sc2 (LOST)" {

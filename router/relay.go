@@ -51,9 +51,14 @@ func renameContainer(st *fedstate.State, sc *fedstate.Subcluster, c *wrpc.Contai
 	c.AppID = fedAppID(st, sc, c.AppID)
 }
 
-// callSubcluster calls one sub-cluster; a failure to reach it becomes an
-// Unavailable error naming it and its state.
+// callSubcluster calls one sub-cluster. One the routers hold LOST or
+// DECOMMISSIONED is not called: the answer is Unreachable at once, which
+// clients do not retry (what it holds is not lost, but it may be gone for
+// long); a failure to reach one that is not is Unavailable, retried.
 func (r *Router) callSubcluster(ctx context.Context, sc *fedstate.Subcluster, what, method string, args, reply any) error {
+	if !sc.State.Reachable() {
+		return wrpc.Errorf(wrpc.CodeUnreachable, "%s: its sub-cluster %s (%s) cannot be reached; what it holds is there when it returns", what, sc.ID, sc.State)
+	}
 	err := wrpc.NewClient(sc.Servers, r.serverPool).Call(ctx, method, args, reply)
 	if err != nil && wrpc.IsRetryable(err) {
 		return wrpc.Errorf(wrpc.CodeUnavailable, "%s: its sub-cluster %s (%s) did not answer: %s", what, sc.ID, sc.State, firstLine(err.Error()))

@@ -19,6 +19,7 @@ const (
 	CodeNotReady         Code = "not_ready"         // the leader has not applied its barrier yet; retryable
 	CodeTimeout          Code = "timeout"           // the request's deadline passed first; retryable
 	CodeUnavailable      Code = "unavailable"       // a process the answer needs could not be reached; retryable
+	CodeUnreachable      Code = "unreachable"       // a federation's sub-cluster that holds the answer is LOST or DECOMMISSIONED; not retried: it may be gone for long
 	CodeNotFound         Code = "not_found"         // the named object does not exist
 	CodeBadRequest       Code = "bad_request"       // the request is malformed or invalid; it changed nothing
 	CodeConflict         Code = "conflict"          // the request conflicts with the current state
