@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/http"
 	"net"
 	"os"
 	"path/filepath"
@@ -255,6 +256,17 @@ queue "root.load" { router = "load" }
 		if out, errOut, code := cli(t, append(cmd, "-address", r2)...); code != 0 || errOut != "" {
 			t.Fatalf("weft %s through a router: exit %d\n%s%s", strings.Join(cmd, " "), code, out, errOut)
 		}
+	}
+
+	// The HTTP API on a router: the same routes, the federation's answers.
+	base := httpURL(t, f.routers[1].p)
+	if code, _, body := httpGet(t, http.DefaultClient, base+"/v1/health", ""); code != 200 || !strings.Contains(string(body), `"role": "router"`) {
+		t.Fatalf("a router's /v1/health: %d %s", code, body)
+	}
+	var viaHTTP []fedApp
+	code, _, body := httpGet(t, http.DefaultClient, base+"/v1/apps?queue=root.default", "")
+	if err := json.Unmarshal(body, &viaHTTP); code != 200 || err != nil || len(viaHTTP) != 1 || viaHTTP[0].ID != app || viaHTTP[0].Home == "" {
+		t.Fatalf("GET /v1/apps through a router: %d %s (%v)", code, body, err)
 	}
 
 	// Kill the 300 waiting apps through the routers (their AMs' demand

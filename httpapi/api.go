@@ -39,6 +39,9 @@ type Config struct {
 	Logger hclog.Logger
 	// Limits bound what requests may hold; zero fields take the defaults.
 	Limits Limits
+	// Role names the process in /v1/health: "server" (the default) or
+	// "router" (a federation's router serves the same routes).
+	Role string
 }
 
 // AgentConfig is what an agent's API needs.
@@ -91,6 +94,7 @@ func (l Limits) withDefaults() Limits {
 // api serves one process's routes.
 type api struct {
 	rpc     Caller
+	role    string
 	nodeID  string
 	metrics http.Handler
 	ui      http.Handler
@@ -104,6 +108,9 @@ type api struct {
 func New(c Config) http.Handler {
 	a := newAPI(c.RPC, c.Logger, c.Limits)
 	a.metrics, a.ui = c.Metrics, c.UI
+	if c.Role != "" {
+		a.role = c.Role
+	}
 	return a.handler(serverRoutes)
 }
 
@@ -119,7 +126,7 @@ func newAPI(caller Caller, logger hclog.Logger, limits Limits) *api {
 		logger = hclog.NewNullLogger()
 	}
 	limits = limits.withDefaults()
-	return &api{rpc: caller, logger: logger, limits: limits, slots: make(chan struct{}, limits.MaxInflight)}
+	return &api{rpc: caller, role: "server", logger: logger, limits: limits, slots: make(chan struct{}, limits.MaxInflight)}
 }
 
 // handler builds the mux: one entry per path, which picks the route by

@@ -80,7 +80,7 @@ func (a *api) serverHealth(q *request) error {
 	if err := a.call(q, "Status.Leader", &q.header, &resp); err != nil {
 		return err
 	}
-	writeJSON(q.w, http.StatusOK, Health{Status: "ok", Role: "server", Leader: resp.Address, LeaderID: resp.ID})
+	writeJSON(q.w, http.StatusOK, Health{Status: "ok", Role: a.role, Leader: resp.Address, LeaderID: resp.ID})
 	return nil
 }
 

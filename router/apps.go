@@ -91,10 +91,19 @@ func (e *App) Submit(ctx context.Context, args *wrpc.AppSubmitRequest, reply *wr
 				return err
 			}
 			h = res.(*fedstate.AppHome)
+		case !refused(err) && neverReached(err) && h.State == fedstate.HomeInDoubt:
+			// An earlier try may have reached it: the app is there or
+			// nowhere, and only its answer tells which.
+			code := wrpc.CodeUnavailable
+			if !sc.State.Reachable() {
+				code = wrpc.CodeUnreachable
+			}
+			return wrpc.Errorf(code, "the app %s may have reached sub-cluster %s (%s) before it stopped answering; it is submitted there or nowhere, never twice: retry once %s answers",
+				h.AppID, h.Home, sc.State, h.Home)
 		case refused(err) || neverReached(err):
-			outcome := "refused"
+			outcome := fedstate.OutcomeRefused
 			if !refused(err) {
-				outcome = "unreachable"
+				outcome = fedstate.OutcomeUnreachable
 			}
 			res, _, aerr := e.r.apply(ctx, fedstate.HomeAdvanceType, &fedstate.HomeAdvanceRequest{AppID: h.AppID, From: h.Home,
 				Outcome: outcome, Message: firstLine(err.Error()), Now: now})
@@ -184,6 +193,7 @@ func (e *App) List(ctx context.Context, args *wrpc.AppListRequest, reply *wrpc.A
 					a.ID = sc.ID + "." + a.ID
 				}
 				a.Home = sc.ID
+				renameApp(st, sc, &a)
 				reply.Apps = append(reply.Apps, a)
 			}
 		})
@@ -245,10 +255,6 @@ func (e *App) Status(ctx context.Context, args *wrpc.AppRequest, reply *wrpc.App
 		return err
 	}
 	reply.App.ID, reply.App.Home = fedID, sc.ID
-	for i := range reply.App.Attempts {
-		if a := &reply.App.Attempts[i]; a.ContainerID != "" {
-			a.ContainerID = sc.ID + "." + a.ContainerID
-		}
-	}
+	renameApp(e.r.fsm.State(), sc, &reply.App)
 	return nil
 }

@@ -21,7 +21,7 @@ import (
 
 // subcluster starts a one-server sub-cluster reporting to router r, with
 // one registered node of vcores, and the queue file queues if given.
-func subcluster(t *testing.T, c *routers, id string, r *Router, vcores int64, queues string, opts ...func(*server.Config)) *server.Server {
+func subcluster(t testing.TB, c *routers, id string, r *Router, vcores int64, queues string, opts ...func(*server.Config)) *server.Server {
 	t.Helper()
 	logger, _ := testutil.Logger(t, hclog.Warn)
 	cfg := &server.Config{NodeID: id + "-s1", DataDir: t.TempDir(), RPCPort: -1, SerfPort: -1, BootstrapExpect: 1,

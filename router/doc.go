@@ -7,7 +7,14 @@
 // sub-clusters LOST (leader.go) and runs the global policy generator
 // (scheduler/federation.GenerateWeights) every gpg_interval.
 //
-// Endpoints (endpoints.go): Status.* as on servers; Federation.Heartbeat
-// (a server's or router's certificate) for sub-clusters' leaders;
-// Federation.Subclusters, PolicyApply and PolicyList for operators.
+// Endpoints (endpoints.go): the routers' own — Federation.Heartbeat (a
+// server's or router's certificate) for sub-clusters' leaders,
+// Federation.* for operators, and the Raft, gossip and members methods
+// servers share (raftnode.Operator) — and the whole client API, relayed
+// to the sub-clusters (relay.go): to an app's home (apps.go), to the
+// sub-cluster an ID names, to every one merged (lists.go, containers.go,
+// queues.go, status.go) or to every one in turn for a write that
+// configures the federation (queues, ACLs: acls.go). Routers hold no ACLs:
+// relayed calls carry the caller's token to the sub-cluster, and the
+// routers' own are checked against a RUNNING sub-cluster (acl.go).
 package router

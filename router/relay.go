@@ -51,6 +51,21 @@ func renameContainer(st *fedstate.State, sc *fedstate.Subcluster, c *wrpc.Contai
 	c.AppID = fedAppID(st, sc, c.AppID)
 }
 
+// renameApp gives what a sub-cluster's app names — its AM containers,
+// its preempted containers and the apps they were preempted for — their
+// names through the routers.
+func renameApp(st *fedstate.State, sc *fedstate.Subcluster, a *wrpc.AppInfo) {
+	for i := range a.Attempts {
+		if at := &a.Attempts[i]; at.ContainerID != "" {
+			at.ContainerID = sc.ID + "." + at.ContainerID
+		}
+	}
+	for i := range a.Preemptions {
+		p := &a.Preemptions[i]
+		p.ContainerID, p.ForApp = sc.ID+"."+p.ContainerID, fedAppID(st, sc, p.ForApp)
+	}
+}
+
 // callSubcluster calls one sub-cluster. One the routers hold LOST or
 // DECOMMISSIONED is not called: the answer is Unreachable at once, which
 // clients do not retry (what it holds is not lost, but it may be gone for

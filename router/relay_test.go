@@ -114,6 +114,10 @@ func TestClientAPIThroughTheRouters(t *testing.T) {
 	if !strings.HasPrefix(am.ID, home+".c-") || am.AppID != sub.AppID || !am.IsAM {
 		t.Fatalf("the AM container through the router: %+v, want %s.c-… of %s", am, home, sub.AppID)
 	}
+	var st wrpc.AppStatusResponse
+	if err := c.call(r, "App.Status", &wrpc.AppRequest{AppID: sub.AppID}, &st); err != nil || len(st.App.Attempts) != 1 || st.App.Attempts[0].ContainerID != am.ID {
+		t.Fatalf("the app's AM attempt through the router: %+v, %v; want its container named %s", st.App.Attempts, err, am.ID)
+	}
 	var all wrpc.ContainerListResponse
 	if err := c.call(r, "Container.List", &wrpc.ContainerListRequest{}, &all); err != nil || len(all.Containers) != len(ctrs.Containers) || all.Containers[0].ID != am.ID {
 		t.Fatalf("every container through the router: %+v, %v", all.Containers, err)

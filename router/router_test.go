@@ -28,7 +28,7 @@ func fastRaft() *raft.Config {
 }
 
 type routers struct {
-	t       *testing.T
+	t       testing.TB
 	logger  hclog.Logger
 	logs    *testutil.LogSink
 	byID    map[string]*Router
@@ -39,7 +39,7 @@ type routers struct {
 	acl     bool // routers check tokens against the sub-clusters
 }
 
-func newRouters(t *testing.T) *routers {
+func newRouters(t testing.TB) *routers {
 	logger, logs := testutil.Logger(t, hclog.Info)
 	c := &routers{t: t, logger: logger, logs: logs, byID: map[string]*Router{}, dirs: map[string]string{}, clk: clock.Real{},
 		timeout: 5 * time.Second, pool: wrpc.NewPool(logger)}

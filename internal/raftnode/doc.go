@@ -9,7 +9,9 @@
 // duties run under a context that ends with the leadership
 // (leadership.go); forwarding to the leader, writes that wait for their
 // entry to apply (forward.go); snapshots taken by bytes of log, not
-// entries (snapshot.go); and a graceful leave (node.go).
+// entries (snapshot.go); a graceful leave (node.go); and the operator
+// methods on Raft, the gossip pool and its keyring, which every such
+// process serves (operator.go).
 //
 // What a quorum holds is the process's own: a Node takes any
 // raft.BatchingFSM, and the process says with Hooks what a new leader

@@ -92,16 +92,26 @@ type HomePutRequest struct {
 	Now  int64  `codec:"now"`
 }
 
-// HomeAdvanceRequest moves a submission refused by (or fenced at) From to
-// the next RUNNING sub-cluster of its ranking, or to FAILED when none is
-// left. It applies only while the home is still From.
+// HomeAdvanceRequest moves a submission refused by (or never sent to)
+// From to the next RUNNING sub-cluster of its ranking, or to FAILED when
+// none is left. It applies only while the home is still From, and to an
+// IN_DOUBT submission only on a refusal.
 type HomeAdvanceRequest struct {
-	AppID   string `codec:"app_id"`
-	From    string `codec:"from"`
+	AppID string `codec:"app_id"`
+	From  string `codec:"from"`
+	// Outcome is OutcomeRefused (From answered that it will not take the
+	// app) or OutcomeUnreachable (no server of From took the connection:
+	// nothing was sent).
 	Outcome string `codec:"outcome"`
 	Message string `codec:"message,omitempty"`
 	Now     int64  `codec:"now"`
 }
+
+// The outcomes of a try.
+const (
+	OutcomeRefused     = "refused"
+	OutcomeUnreachable = "unreachable"
+)
 
 // HomeSettleRequest records the outcome of a submission to Home.
 type HomeSettleRequest struct {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	iradix "github.com/hashicorp/go-immutable-radix/v2"
 	"github.com/hashicorp/raft"
@@ -250,7 +251,7 @@ func (t *txn) markLost(r *MarkLostRequest) any {
 		return old
 	}
 	sc := *old
-	sc.State, sc.StateSince, sc.Reason = next, r.Now, "no heartbeat since "+fmt.Sprint(old.LastHeartbeat)
+	sc.State, sc.StateSince, sc.Reason = next, r.Now, "no heartbeat for "+time.Duration(r.Now-old.LastHeartbeat).Round(time.Second).String()
 	t.subs()[r.ID] = &sc
 	return &sc
 }
@@ -386,6 +387,11 @@ func (t *txn) homeAdvance(r *HomeAdvanceRequest) any {
 		return reject(ErrNotFound, "no app %s", r.AppID)
 	case old.Home != r.From || old.State == HomeSubmitted || old.State == HomeFailed:
 		return reject(ErrConflict, "app %s is %s at %s, not in submission to %s", r.AppID, old.State, old.Home, r.From)
+	case old.State == HomeInDoubt && r.Outcome != OutcomeRefused:
+		// The submission may have reached the home before it stopped
+		// answering: only the home's own answer to the request ID (a
+		// refusal, which says it never took it) lets the app move on.
+		return reject(ErrConflict, "app %s is IN_DOUBT at %s: only a refusal from %s moves it on", r.AppID, old.Home, old.Home)
 	case len(old.Tries) >= MaxTries || tooLong(r.Outcome, r.Message):
 		return reject(ErrInvalid, "app %s: too many tries or too long a message", r.AppID)
 	}

@@ -173,6 +173,18 @@ func TestHomePutRanksRetriesAndAdvances(t *testing.T) {
 	}
 	a.rejected(ErrConflict, HomeAdvanceType, &HomeAdvanceRequest{AppID: h2.AppID, From: h2.Home, Outcome: "late"})
 
+	// IN_DOUBT (a try timed out after it went out): never sent elsewhere
+	// on a home that stops answering, only on its refusal.
+	h3 := a.ok(HomePutType, put("r3", "root.a")).(*AppHome)
+	a.ok(HomeSettleType, &HomeSettleRequest{AppID: h3.AppID, Home: h3.Home, State: HomeInDoubt, Now: 71})
+	a.rejected(ErrConflict, HomeAdvanceType, &HomeAdvanceRequest{AppID: h3.AppID, From: h3.Home, Outcome: OutcomeUnreachable, Now: 72})
+	if got := a.f.State().AppHome(h3.AppID); got.State != HomeInDoubt || got.Home != h3.Home {
+		t.Fatalf("an IN_DOUBT app moved on without its home's answer: %+v", got)
+	}
+	if got := a.ok(HomeAdvanceType, &HomeAdvanceRequest{AppID: h3.AppID, From: h3.Home, Outcome: OutcomeRefused, Now: 73}).(*AppHome); got.Home == h3.Home {
+		t.Fatalf("an IN_DOUBT app its home refused stayed there: %+v", got)
+	}
+
 	// A heartbeat of the home resets what was routed to it.
 	a.ok(HeartbeatType, beat("sc2", 2, 300, 80))
 	if sc := a.f.State().Subcluster("sc2"); !sc.Routed.IsZero() {
