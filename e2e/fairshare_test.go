@@ -113,6 +113,10 @@ queue "root" {
 		}
 		return nil
 	})
+	held := map[string]bool{} // the victim's containers before b arrives
+	for _, c := range w.containers(victim) {
+		held[c.ID] = true
+	}
 	start := time.Now()
 	starved := w.submit("-queue", "b", "-num-containers", "10", "-memory-mb", "256", "--", "sleep", "600")
 	waitFor(t, 30*time.Second, "queue b to reach its fair share of 6 vcores", func() error {
@@ -130,13 +134,23 @@ queue "root" {
 	if err := cliJSON(t, &app, "app", "status", victim, "-address", w.any()); err != nil {
 		t.Fatal(err)
 	}
-	if len(app.Preemptions) != 5 {
-		t.Fatalf("victim records %d preemptions, want 5: %+v", len(app.Preemptions), app.Preemptions)
-	}
+	// Exactly five of the containers a held are taken: what b lacks. A
+	// task of a's may then run again in room a preemption freed (a and b
+	// tie at half their share when the victim's ask arrives in the same
+	// pass as b's — on a loaded machine it does), and that container is
+	// taken again; so the records hold five of a's first containers, and
+	// any more only of containers placed after them.
+	original := 0
 	for _, p := range app.Preemptions {
 		if p.ForApp != starved || !strings.Contains(p.Reason, "fair-share starvation of "+starved+" in root.b") {
 			t.Fatalf("preemption record %+v", p)
 		}
+		if held[p.ContainerID] {
+			original++
+		}
+	}
+	if original != 5 {
+		t.Fatalf("victim records %d preemptions of the containers it held before b arrived, want 5: %+v", original, app.Preemptions)
 	}
 	preempted := 0
 	for _, c := range w.containers(victim) {
@@ -144,7 +158,7 @@ queue "root" {
 			preempted++
 		}
 	}
-	if preempted != 5 {
-		t.Fatalf("%d containers ended preempted, want 5", preempted)
+	if preempted != len(app.Preemptions) {
+		t.Fatalf("%d containers ended preempted, the app records %d preemptions", preempted, len(app.Preemptions))
 	}
 }

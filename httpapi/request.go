@@ -47,6 +47,10 @@ const (
 	// answer may be.
 	HeaderKnownLeader = "X-Weft-Known-Leader"
 	HeaderLastContact = "X-Weft-Last-Contact"
+	// HeaderUnreachable, on a list a federation's router merged, names
+	// the sub-clusters it could not include, each with why, separated by
+	// "; " (what they hold is missing from the list, not gone).
+	HeaderUnreachable = "X-Weft-Unreachable"
 )
 
 // badRequest is an answer 400 that names what was wrong.

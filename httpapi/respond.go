@@ -99,3 +99,11 @@ func orEmpty[T any](s []T) []T {
 	}
 	return s
 }
+
+// setUnreachable names, in HeaderUnreachable, the sub-clusters a merged
+// list left out.
+func setUnreachable(w http.ResponseWriter, unreachable []string) {
+	if len(unreachable) > 0 {
+		w.Header().Set(HeaderUnreachable, strings.Join(unreachable, "; "))
+	}
+}

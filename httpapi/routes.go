@@ -149,6 +149,7 @@ func (a *api) nodes(q *request) error {
 		return err
 	}
 	setMeta(q.w, &resp.ResponseMeta)
+	setUnreachable(q.w, resp.Unreachable)
 	writeJSON(q.w, http.StatusOK, orEmpty(resp.Nodes))
 	return nil
 }
@@ -208,6 +209,7 @@ func (a *api) queues(q *request) error {
 		return err
 	}
 	setMeta(q.w, &resp.ResponseMeta)
+	setUnreachable(q.w, resp.Unreachable)
 	writeJSON(q.w, http.StatusOK, orEmpty(resp.Queues))
 	return nil
 }
@@ -218,6 +220,14 @@ func (a *api) queue(q *request) error {
 		return err
 	}
 	setMeta(q.w, &resp.ResponseMeta)
+	setUnreachable(q.w, resp.Unreachable)
+	if len(resp.Subclusters) > 0 { // a federation's router: the total, then each sub-cluster's
+		writeJSON(q.w, http.StatusOK, struct {
+			rpc.QueueInfo
+			Subclusters []rpc.QueueInfo `json:"subclusters"`
+		}{resp.Queue, resp.Subclusters})
+		return nil
+	}
 	writeJSON(q.w, http.StatusOK, resp.Queue)
 	return nil
 }
@@ -254,6 +264,7 @@ func (a *api) apps(q *request) error {
 		return err
 	}
 	setMeta(q.w, &resp.ResponseMeta)
+	setUnreachable(q.w, resp.Unreachable)
 	writeJSON(q.w, http.StatusOK, orEmpty(resp.Apps))
 	return nil
 }
@@ -320,6 +331,7 @@ func (a *api) listContainers(q *request, req rpc.ContainerListRequest) error {
 		return err
 	}
 	setMeta(q.w, &resp.ResponseMeta)
+	setUnreachable(q.w, resp.Unreachable)
 	writeJSON(q.w, http.StatusOK, orEmpty(resp.Containers))
 	return nil
 }

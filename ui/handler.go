@@ -32,10 +32,9 @@ type asset struct {
 }
 
 // Handler serves the UI under /ui/: the embedded files by their path, and
-// index.html for any other path below /ui/ that has no file extension (the
-// pages route in the browser), so a reload or a shared link of
-// /ui/apps/app-7 opens that page. A missing file with an extension is a
-// 404. Every answer carries a Content-Security-Policy of 'self' only;
+// index.html for any other path below /ui/ (the pages route in the
+// browser), so a reload or a shared link of /ui/apps/app-7 or
+// /ui/nodes/sc1.a1 opens that page. A missing file (isAsset) is a 404. Every answer carries a Content-Security-Policy of 'self' only;
 // files revalidate by ETag on each load, so a new binary's UI is seen at
 // once. It answers GET and HEAD only.
 func Handler() http.Handler {
@@ -59,11 +58,18 @@ func Handler() http.Handler {
 	if err != nil || files["index.html"] == nil {
 		panic("ui: embedded assets unreadable: " + errString(err))
 	}
-	return &handler{files: files}
+	dirs := map[string]bool{}
+	for name := range files {
+		if dir, _, ok := strings.Cut(name, "/"); ok {
+			dirs[dir] = true
+		}
+	}
+	return &handler{files: files, dirs: dirs}
 }
 
 type handler struct {
 	files map[string]*asset
+	dirs  map[string]bool // the files' top-level directories (js)
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -88,7 +94,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rel = strings.TrimPrefix(path.Clean("/"+rel), "/")
 	a := h.files[rel]
 	if a == nil || rel == "index.html" {
-		if path.Ext(rel) != "" && rel != "index.html" {
+		if h.isAsset(rel) && rel != "index.html" {
 			http.NotFound(w, r)
 			return
 		}
@@ -129,4 +135,16 @@ func errString(err error) string {
 		return "no index.html"
 	}
 	return err.Error()
+}
+
+// isAsset reports whether a path below /ui/ names a file (missing: a 404)
+// rather than a page: it has an extension and is at the top level or in
+// one of the files' directories. A page's path may hold dots — a node
+// named by its host name, a federation's SUBCLUSTER.NODE — and is a page.
+func (h *handler) isAsset(rel string) bool {
+	if path.Ext(rel) == "" {
+		return false
+	}
+	dir, _, nested := strings.Cut(rel, "/")
+	return !nested || h.dirs[dir]
 }

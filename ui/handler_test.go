@@ -62,7 +62,8 @@ func TestHandlerServesAssetsWithTheirTypes(t *testing.T) {
 // but a missing file is a 404, not a page.
 func TestHandlerServesIndexForPagePaths(t *testing.T) {
 	h := Handler()
-	for _, p := range []string{"/ui/apps", "/ui/apps/app-7", "/ui/containers/c-12-0", "/ui/nodes/a1?x=1"} {
+	for _, p := range []string{"/ui/apps", "/ui/apps/app-7", "/ui/containers/c-12-0", "/ui/nodes/a1?x=1",
+		"/ui/nodes/a1.example.com", "/ui/nodes/sc1.a1", "/ui/containers/sc1.c-12-0"} {
 		r := get(t, h, http.MethodGet, p, nil)
 		if r.StatusCode != http.StatusOK || !strings.Contains(body(t, r), "<title>weft</title>") {
 			t.Errorf("GET %s: %d, want index.html", p, r.StatusCode)

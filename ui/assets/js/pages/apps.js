@@ -25,7 +25,7 @@ export function render(main, ctx) {
     replace(root, pageHead("Apps", apps ? `${shown.length} app${shown.length === 1 ? "" : "s"}${filtered() ? " matching" : ""}` : ""),
       bar, err ? errorNote(err) : null,
       apps === null ? h("p.loading", "Loading…") : shown.length === 0 ? empty(filtered() ? "No apps match these filters." : "No apps yet.") :
-        table(appColumns(), shown, sort, { onSort: (k, desc) => { sort.sort = k; sort.desc = desc; draw(); }, rowData: (a) => ({ app: a.id }) }));
+        table(appColumns(shown), shown, sort, { onSort: (k, desc) => { sort.sort = k; sort.desc = desc; draw(); }, rowData: (a) => ({ app: a.id }) }));
   };
   const filtered = () => filters.queue || filters.state || filters.user;
   const start = () => {
@@ -48,9 +48,11 @@ export function render(main, ctx) {
   start();
 }
 
-/** appColumns are the apps table's columns, shared with other pages. */
-export function appColumns() {
-  return [
+/** appColumns are the apps table's columns, shared with other pages; a
+ * federation's router names each app's home sub-cluster, shown when any
+ * of apps has one. */
+export function appColumns(apps = []) {
+  const cols = [
     { key: "id", label: "ID", render: (a) => link(`/ui/apps/${encodeURIComponent(a.id)}`, a.id), cls: "mono" },
     { key: "name", label: "Name", cls: "ellipsis" },
     { key: "user", label: "User" },
@@ -65,4 +67,6 @@ export function appColumns() {
     { key: "elapsed", label: "Elapsed", num: true, sort: (a) => (a.finished_at || Date.now() * 1e6) - a.submitted_at,
       render: (a) => duration(((a.finished_at || Date.now() * 1e6) - a.submitted_at) / 1e6) },
   ];
+  if (apps.some((a) => a.home)) cols.splice(5, 0, { key: "home", label: "Home", cls: "mono" });
+  return cols;
 }

@@ -19,7 +19,7 @@ export function render(main, ctx) {
     replace(root, pageHead("Nodes", nodes ? `${list.length} node${list.length === 1 ? "" : "s"} · ${ready} ready` : ""),
       err ? errorNote(err) : null, note,
       nodes === null ? h("p.loading", "Loading…") : list.length === 0 ? empty("No nodes have registered. Start an agent with weft agent -join …") :
-        table(nodeColumns(drainControl), list, sort, { cls: "nodes", onSort: (k, d) => { sort.sort = k; sort.desc = d; draw(); }, rowData: (n) => ({ node: n.id }) }),
+        table(nodeColumns(drainControl, list), list, sort, { cls: "nodes", onSort: (k, d) => { sort.sort = k; sort.desc = d; draw(); }, rowData: (n) => ({ node: n.id }) }),
       h("p.panel-sub", "G: guaranteed, O: opportunistic. Memory and vcores are allocated / capacity; bars show guaranteed then opportunistic use."));
   };
   const drainControl = (n) => drainButton(n, ctx.signal, (result) => { note = result; draw(); });
@@ -43,7 +43,7 @@ const drainPath = (id) => `/v1/node/${encodeURIComponent(id)}/drain`;
 export function drainButton(n, signal, done) {
   const send = async (body, ok) => {
     try {
-      await request("POST", drainPath(n.id), { body });
+      await request("POST", drainPath(nodeRef(n)), { body });
       done(h("div.note.note-ok", ok));
     } catch (e) {
       done(errorNote(e));
@@ -78,11 +78,17 @@ export function nodeState(n) {
       "deadline ", h("span", ago(at))));
 }
 
-/** nodeColumns are the nodes table's columns; action renders the last one. */
-export function nodeColumns(action) {
+/** nodeRef names a node to the API: SUBCLUSTER.NODE through a federation's
+ * router (node IDs are unique only within a sub-cluster), else its ID. */
+export const nodeRef = (n) => (n.subcluster ? `${n.subcluster}.${n.id}` : n.id);
+
+/** nodeColumns are the nodes table's columns; action renders the last one.
+ * Through a federation's router each node names its sub-cluster: shown
+ * when any of nodes has one, and the node's page is SUBCLUSTER.NODE. */
+export function nodeColumns(action, nodes = []) {
   const r = (n, k, part) => n[part]?.[k] || 0;
   const cols = [
-    { key: "id", label: "Node", cls: "mono", render: (n) => h("div", link(`/ui/nodes/${encodeURIComponent(n.id)}`, n.id), h("div.sub-line", n.address)) },
+    { key: "id", label: "Node", cls: "mono", render: (n) => h("div", link(`/ui/nodes/${encodeURIComponent(nodeRef(n))}`, n.id), h("div.sub-line", n.address)) },
     { key: "rack", label: "Rack", cls: "mono" },
     { key: "status", label: "State", render: nodeState },
     { key: "running_guaranteed", label: "Running (G)", num: true },
@@ -99,6 +105,7 @@ export function nodeColumns(action) {
     { key: "capacity", label: "Memory use", cls: "cap-col", sort: (n) => (r(n, "memory_mb", "allocated_guaranteed") + r(n, "memory_mb", "allocated_opportunistic")) / (r(n, "memory_mb", "capacity") || 1),
       render: (n) => usageBar(r(n, "memory_mb", "capacity"), r(n, "memory_mb", "allocated_guaranteed"), r(n, "memory_mb", "allocated_opportunistic"), mem) },
   ];
+  if (nodes.some((n) => n.subcluster)) cols.splice(1, 0, { key: "subcluster", label: "Sub-cluster", cls: "mono" });
   if (action) cols.push({ key: "", label: "Drain", render: action });
   return cols;
 }

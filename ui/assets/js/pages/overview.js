@@ -21,7 +21,11 @@ export function render(main, ctx) {
       return;
     }
     const n = (status.servers || []).length;
-    replace(root, pageHead("Overview", `${n} server${n === 1 ? "" : "s"} · Raft term ${status.raft?.term ?? "–"} · ${status.leader ? `led by ${leaderOf(status)}` : "no leader"}`), err ? errorNote(err) : null,
+    const subs = status.subclusters || [];
+    const who = federated(status) ? `${subs.length} sub-cluster${subs.length === 1 ? "" : "s"} (${subs.join(", ")}) · ${n} router${n === 1 ? "" : "s"}` :
+      `${n} server${n === 1 ? "" : "s"}`;
+    const unreachable = (status.unreachable || []).length ? h("p.note", `Not counted, unreachable: ${status.unreachable.join(", ")}`) : null;
+    replace(root, pageHead("Overview", `${who} · Raft term ${status.raft?.term ?? "–"} · ${status.leader ? `led by ${leaderOf(status)}` : "no leader"}`), err ? errorNote(err) : null, unreachable,
       cards(status), h("div.grid-2.even", chartPanel(), appsPanel(status, apps)), serversPanel(status));
   };
   watch("/v1/status", ctx.signal, (st) => {
@@ -88,13 +92,18 @@ function appsPanel(st, apps) {
     ]);
 }
 
+/** federated reports whether a federation's router answered: its status
+ * totals sub-clusters, and its servers and Raft are the routers'. */
+const federated = (st) => (st.subclusters || []).length > 0;
+
 function serversPanel(st) {
   const servers = (st.servers || []).slice().sort((a, b) => idOrder(a.id, b.id));
-  return panel("Servers", servers.length === 0 ? empty("No servers reported.") : table([
+  const what = federated(st) ? "router" : "server";
+  return panel(federated(st) ? "Routers" : "Servers", servers.length === 0 ? empty(`No ${what}s reported.`) : table([
     { key: "id", label: "ID", cls: "mono" },
     { key: "address", label: "Address", cls: "mono" },
     { key: "state", label: "Raft state", render: (s) => badge(s.state || (s.id === st.leader ? "leader" : "follower")) },
     { key: "voter", label: "Voter", render: (s) => (s.voter ? "yes" : "no") },
   ], servers, {}, { cls: "compact", rowData: (s) => ({ server: s.id }) }),
-  st.raft ? h("p.panel-sub", `This server: ${st.raft.id} (${st.raft.state}), commit index ${num(st.raft.commit_index)}, applied ${num(st.raft.applied_index)}.`) : null);
+  st.raft ? h("p.panel-sub", `This ${what}: ${st.raft.id} (${st.raft.state}), commit index ${num(st.raft.commit_index)}, applied ${num(st.raft.applied_index)}.`) : null);
 }
