@@ -49,13 +49,13 @@ func newSecurity(t *testing.T) *security {
 
 func (s *security) file(name string) string { return filepath.Join(s.pki, name) }
 
-// config writes the -config file of a server or agent: its tls block, the
-// gossip key and, for servers, ACLs on.
+// config writes the -config file of a server, agent or router: its tls
+// block, the gossip key and, for servers and routers, ACLs on.
 func (s *security) config(role, name string) string {
 	s.t.Helper()
 	body := fmt.Sprintf("tls {\n  ca_file   = %q\n  cert_file = %q\n  key_file  = %q\n}\nencrypt = %q\n",
 		s.file("weft-agent-ca.pem"), s.file("global-"+role+"-weft.pem"), s.file("global-"+role+"-weft-key.pem"), s.gossipKey)
-	if role == "server" {
+	if role == "server" || role == "router" {
 		body += "acl {\n  enabled = true\n}\n"
 	}
 	path := filepath.Join(s.t.TempDir(), name+".hcl")

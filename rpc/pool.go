@@ -60,7 +60,7 @@ func YamuxConfig() *yamux.Config {
 type Pool struct {
 	logger hclog.Logger
 	tls    *tlsutil.Configurator // nil: plaintext
-	peer   Role                  // the role every peer must hold, with tls
+	peers  []Role                // the roles a peer may hold, with tls
 
 	mu       sync.Mutex
 	sessions map[string][]*muxSession
@@ -143,11 +143,12 @@ func NewPool(logger hclog.Logger) *Pool {
 
 // NewTLSPool returns an empty pool whose connections are TLS (verified
 // with tc, presenting tc's certificate) to peers that must hold a
-// certificate of role peer: a pool per role a process calls (servers
-// for the servers, agents for the agents). With tc nil it is NewPool.
-func NewTLSPool(logger hclog.Logger, tc *tlsutil.Configurator, peer Role) *Pool {
+// certificate of role peer (or one of also): a pool per role a process
+// calls (servers for the servers, agents for the agents; servers or
+// routers for a client). With tc nil it is NewPool.
+func NewTLSPool(logger hclog.Logger, tc *tlsutil.Configurator, peer Role, also ...Role) *Pool {
 	p := NewPool(logger)
-	p.tls, p.peer = tc, peer
+	p.tls, p.peers = tc, append([]Role{peer}, also...)
 	return p
 }
 
@@ -379,7 +380,7 @@ func (p *Pool) dial(ctx context.Context, addr string) error {
 		return err
 	}
 	hsCtx, cancel := context.WithTimeout(ctx, dialTimeout)
-	conn, err = ClientHandshake(hsCtx, conn, p.tls, p.peer, ConnMultiplex)
+	conn, err = clientHandshake(hsCtx, conn, p.tls, p.peers, ConnMultiplex)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("handshake with %s: %w", addr, err)

@@ -125,6 +125,11 @@ func describeRole(info *ConnInfo) string {
 // returns the connection to use (the TLS one with tc set) and closes conn
 // on failure. The handshake ends by ctx's deadline, or fails when ctx ends.
 func ClientHandshake(ctx context.Context, conn net.Conn, tc *tlsutil.Configurator, peer Role, inner ConnType) (net.Conn, error) {
+	return clientHandshake(ctx, conn, tc, []Role{peer}, inner)
+}
+
+// clientHandshake is ClientHandshake to a peer holding any of peers.
+func clientHandshake(ctx context.Context, conn net.Conn, tc *tlsutil.Configurator, peers []Role, inner ConnType) (net.Conn, error) {
 	if d, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(d)
 	}
@@ -142,9 +147,13 @@ func ClientHandshake(ctx context.Context, conn net.Conn, tc *tlsutil.Configurato
 	if _, err := conn.Write([]byte{byte(ConnTLS)}); err != nil {
 		return fail(err)
 	}
-	tlsConn := tls.Client(conn, tc.OutgoingConfig(peer))
+	tlsConn := tls.Client(conn, tc.OutgoingConfig(peers[0], peers[1:]...))
 	if err := tlsConn.HandshakeContext(ctx); err != nil {
-		return fail(fmt.Errorf("TLS handshake (the peer must hold a %s certificate): %w", peer, err))
+		names := make([]string, len(peers))
+		for i, p := range peers {
+			names[i] = string(p)
+		}
+		return fail(fmt.Errorf("TLS handshake (the peer must hold a %s certificate): %w", strings.Join(names, " or "), err))
 	}
 	if _, err := tlsConn.Write([]byte{byte(inner)}); err != nil {
 		return fail(err)

@@ -27,9 +27,10 @@ func (s *Server) federationLoop(ctx context.Context) {
 	tick := s.clock.NewTicker(s.config.SubclusterHeartbeat)
 	defer tick.Stop()
 	var seq uint64
+	var held federation.State // as the routers last answered
 	for {
 		seq++
-		s.reportToRouters(ctx, seq)
+		s.reportToRouters(ctx, seq, &held)
 		select {
 		case <-tick.C():
 		case <-ctx.Done():
@@ -38,8 +39,9 @@ func (s *Server) federationLoop(ctx context.Context) {
 	}
 }
 
-// reportToRouters sends one report, waiting at most one interval.
-func (s *Server) reportToRouters(ctx context.Context, seq uint64) {
+// reportToRouters sends one report, waiting at most one interval, and
+// logs the state the routers hold the sub-cluster in when it changes.
+func (s *Server) reportToRouters(ctx context.Context, seq uint64, held *federation.State) {
 	callCtx, cancel := context.WithTimeout(ctx, s.config.SubclusterHeartbeat)
 	defer cancel()
 	req := &wrpc.FederationHeartbeatRequest{Report: s.subclusterReport(s.fsm.State(), seq)}
@@ -52,6 +54,10 @@ func (s *Server) reportToRouters(ctx context.Context, seq uint64) {
 	}
 	if len(resp.Routers) > 0 {
 		s.routers.SetServers(resp.Routers)
+	}
+	if resp.State != *held {
+		s.logger.Info("the federation's routers hold this sub-cluster", "subcluster", s.config.SubclusterID, "state", resp.State)
+		*held = resp.State
 	}
 }
 

@@ -199,5 +199,5 @@ func (c *clientFlags) pool() (*rpc.Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("-ca-cert, -client-cert, -client-key: %w", err)
 	}
-	return rpc.NewTLSPool(nil, tc, rpc.RoleServer), nil
+	return rpc.NewTLSPool(nil, tc, rpc.RoleServer, rpc.RoleRouter), nil // a federation's routers answer clients too
 }

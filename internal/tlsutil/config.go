@@ -202,16 +202,63 @@ func (c *Configurator) incoming(auth tls.ClientAuthType) *tls.Config {
 }
 
 // OutgoingConfig is the TLS configuration for dialing a peer that must
-// hold role: the peer's certificate must be signed by the CA, valid now
-// and carry the SAN RoleName(role, region). This process's certificate,
-// if it has one, is presented as the client certificate. Build one per
-// connection: it holds the files of the last successful load.
-func (c *Configurator) OutgoingConfig(role Role) *tls.Config {
+// hold role (or one of also): the peer's certificate must be signed by the
+// CA, valid now and carry the SAN RoleName(role, region). This process's
+// certificate, if it has one, is presented as the client certificate.
+// Build one per connection: it holds the files of the last successful
+// load.
+func (c *Configurator) OutgoingConfig(role Role, also ...Role) *tls.Config {
 	m := c.cur.Load()
+	if len(also) > 0 {
+		return c.outgoingAny(m, append([]Role{role}, also...))
+	}
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		RootCAs:    m.roots,
 		ServerName: RoleName(role, c.region),
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			if m.cert == nil {
+				return &tls.Certificate{}, nil // none: the server decides
+			}
+			return m.cert, nil
+		},
+	}
+}
+
+// outgoingAny is OutgoingConfig for a peer that may hold any of roles (a
+// client talking to servers or a federation's routers). crypto/tls checks
+// one name, so the chain and the role are checked here instead: the same
+// verification, with the peer's one role (roleOf) in place of the name.
+func (c *Configurator) outgoingAny(m *material, roles []Role) *tls.Config {
+	return &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		RootCAs:            m.roots,
+		InsecureSkipVerify: true, // verified by VerifyConnection below
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("the peer gave no certificate")
+			}
+			inter := x509.NewCertPool()
+			for _, ic := range cs.PeerCertificates[1:] {
+				inter.AddCert(ic)
+			}
+			leaf := cs.PeerCertificates[0]
+			if _, err := leaf.Verify(x509.VerifyOptions{Roots: m.roots, Intermediates: inter,
+				KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+				return err
+			}
+			role, ok := roleOf(leaf, c.region)
+			for _, r := range roles {
+				if ok && role == r {
+					return nil
+				}
+			}
+			names := make([]string, len(roles))
+			for i, r := range roles {
+				names[i] = RoleName(r, c.region)
+			}
+			return fmt.Errorf("x509: certificate is valid for %s, not one of %s", strings.Join(leaf.DNSNames, ", "), strings.Join(names, ", "))
+		},
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			if m.cert == nil {
 				return &tls.Certificate{}, nil // none: the server decides

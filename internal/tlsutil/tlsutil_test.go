@@ -228,6 +228,29 @@ func TestClientCertificateCannotPassAsServer(t *testing.T) {
 	}
 }
 
+// A client of a federation dials servers and routers alike: it takes a
+// peer holding either role, and still refuses any other role, a client
+// certificate and a certificate of another CA.
+func TestDialingOneOfSeveralRoles(t *testing.T) {
+	p, other := newPKI(t, "global"), newPKI(t, "global")
+	dialer := p.configurator(RoleClient)
+	for _, r := range []Role{RoleServer, RoleRouter} {
+		if o := handshake(t, p.configurator(r).IncomingConfig(), dialer.OutgoingConfig(RoleServer, RoleRouter)); !o.ok() {
+			t.Fatalf("a client taking a server or a router, to a %s: %v / %v", r, o.serverErr, o.clientErr)
+		}
+	}
+	o := handshake(t, p.configurator(RoleAgent).IncomingConfig(), dialer.OutgoingConfig(RoleServer, RoleRouter))
+	if o.clientErr == nil || !strings.Contains(o.clientErr.Error(), "not one of server.global.weft, router.global.weft") {
+		t.Fatalf("a client taking a server or a router accepted an agent: %v", o.clientErr)
+	}
+	if o := handshake(t, p.configurator(RoleClient).IncomingConfig(), dialer.OutgoingConfig(RoleServer, RoleRouter)); o.clientErr == nil {
+		t.Fatal("a client taking a server or a router accepted a client certificate")
+	}
+	if o := handshake(t, other.configurator(RoleRouter).IncomingConfig(), dialer.OutgoingConfig(RoleServer, RoleRouter)); o.clientErr == nil {
+		t.Fatal("a client taking a server or a router accepted a router of another CA")
+	}
+}
+
 func TestCertificateOfAnotherCAIsRefused(t *testing.T) {
 	ours, theirs := newPKI(t, "global"), newPKI(t, "global")
 	srv := ours.configurator(RoleServer)
