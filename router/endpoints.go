@@ -19,10 +19,10 @@ func (r *Router) registerEndpoints() {
 	st, fed, op := &Status{r}, &Federation{r}, &Operator{r}
 	shared := &raftnode.Operator{Node: r.node, Meta: func(m *wrpc.ResponseMeta) { r.setMeta(m, r.fsm.State().Index()) },
 		Logger: r.logger}
-	wrpc.Register(s, "Status.Ping", wrpc.CapPublic, st.Ping)
-	wrpc.Register(s, "Status.Leader", wrpc.CapPublic, st.Leader)
-	wrpc.Register(s, "Status.Peers", wrpc.CapPublic, st.Peers)
-	wrpc.Register(s, "Status.Self", wrpc.CapFederation, st.Self)
+	wrpc.Register(s, "Status.Ping", wrpc.CapPublic, shared.Ping)
+	wrpc.Register(s, "Status.Leader", wrpc.CapPublic, shared.Leader)
+	wrpc.Register(s, "Status.Peers", wrpc.CapPublic, shared.Peers)
+	wrpc.Register(s, "Status.Self", wrpc.CapFederation, shared.Self)
 	wrpc.Register(s, "Status.Members", wrpc.CapOperatorRead, shared.Members)
 	wrpc.Register(s, "Status.Cluster", wrpc.CapOperatorRead, st.Cluster)
 	wrpc.Register(s, "Status.Raft", wrpc.CapOperatorRead, st.Raft)
@@ -94,38 +94,9 @@ func rejection(err error) error {
 	return &wrpc.Error{Code: code, Message: rej.Msg}
 }
 
-// Status answers the liveness and membership questions of SPEC §4.
+// Status answers what a router adds to the status methods it shares with
+// servers (raftnode.Operator): the federation's totals (status.go).
 type Status struct{ r *Router }
-
-// Ping answers.
-func (e *Status) Ping(ctx context.Context, args *wrpc.RequestHeader, reply *struct{}) error {
-	return nil
-}
-
-// Leader returns the router leader this router knows of.
-func (e *Status) Leader(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.LeaderResponse) error {
-	addr, id := e.r.raft.LeaderWithID()
-	reply.Address, reply.ID = string(addr), string(id)
-	return nil
-}
-
-// Self names the answering router (its peers check it before Raft).
-func (e *Status) Self(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.SelfResponse) error {
-	reply.ID, reply.Address = e.r.config.NodeID, e.r.rpcAddr
-	return nil
-}
-
-// Peers returns the RPC addresses in this router's Raft configuration.
-func (e *Status) Peers(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.PeersResponse) error {
-	f := e.r.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return err
-	}
-	for _, s := range f.Configuration().Servers {
-		reply.Peers = append(reply.Peers, string(s.Address))
-	}
-	return nil
-}
 
 // Federation is the routers' own API.
 type Federation struct{ r *Router }
@@ -154,7 +125,7 @@ func (e *Federation) Heartbeat(ctx context.Context, args *wrpc.FederationHeartbe
 	}
 	reply.State = sc.State
 	var peers wrpc.PeersResponse
-	if err := (&Status{e.r}).Peers(ctx, &args.RequestHeader, &peers); err == nil {
+	if err := (&raftnode.Operator{Node: e.r.node}).Peers(ctx, &args.RequestHeader, &peers); err == nil {
 		reply.Routers = peers.Peers
 	}
 	return nil

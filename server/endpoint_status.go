@@ -8,40 +8,9 @@ import (
 	"github.com/weft-sched/weft/scheduler"
 )
 
-// Status answers questions about the cluster itself. Ping, Leader, Peers
-// and Members are answered by whichever server is asked.
+// Status answers questions about the cluster itself (Ping, Leader, Self,
+// Peers and Members, which routers answer alike, are raftnode.Operator's).
 type Status struct{ srv *Server }
-
-// Ping answers at once; clients use it to check a server is reachable.
-func (e *Status) Ping(ctx context.Context, args *wrpc.RequestHeader, reply *struct{}) error {
-	return nil
-}
-
-// Leader returns the leader this server knows of.
-func (e *Status) Leader(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.LeaderResponse) error {
-	addr, id := e.srv.raft.LeaderWithID()
-	reply.Address, reply.ID = string(addr), string(id)
-	return nil
-}
-
-// Self names the answering server: its ID and RPC address. Servers ask it
-// of a serf member before they trust it with Raft (raftnode's verifyPeer).
-func (e *Status) Self(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.SelfResponse) error {
-	reply.ID, reply.Address = e.srv.config.NodeID, e.srv.rpcAddr
-	return nil
-}
-
-// Peers returns the addresses in this server's Raft configuration.
-func (e *Status) Peers(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.PeersResponse) error {
-	f := e.srv.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return err
-	}
-	for _, s := range f.Configuration().Servers {
-		reply.Peers = append(reply.Peers, string(s.Address))
-	}
-	return nil
-}
 
 // Cluster summarises the cluster for `weft status`.
 func (e *Status) Cluster(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.ClusterStatus) error {

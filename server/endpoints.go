@@ -13,13 +13,13 @@ func (s *Server) registerEndpoints() {
 	shared := &raftnode.Operator{Node: s.node, Meta: s.setMeta, Logger: s.logger}
 	node, app, ctr, am := &Node{s}, &App{s}, &Container{s}, &AM{s}
 
-	wrpc.Register(r, "Status.Ping", wrpc.CapPublic, status.Ping)
-	wrpc.Register(r, "Status.Leader", wrpc.CapPublic, status.Leader)
-	wrpc.Register(r, "Status.Peers", wrpc.CapPublic, status.Peers)
+	wrpc.Register(r, "Status.Ping", wrpc.CapPublic, shared.Ping)
+	wrpc.Register(r, "Status.Leader", wrpc.CapPublic, shared.Leader)
+	wrpc.Register(r, "Status.Peers", wrpc.CapPublic, shared.Peers)
 	wrpc.Register(r, "Status.Members", wrpc.CapOperatorRead, shared.Members)
 	wrpc.Register(r, "Status.Cluster", wrpc.CapOperatorRead, status.Cluster)
 	wrpc.Register(r, "Status.Raft", wrpc.CapOperatorRead, status.Raft)
-	wrpc.Register(r, "Status.Self", wrpc.CapServer, status.Self)
+	wrpc.Register(r, "Status.Self", wrpc.CapServer, shared.Self)
 
 	wrpc.Register(r, "Operator.RaftGetConfiguration", wrpc.CapOperatorRead, shared.RaftGetConfiguration)
 	wrpc.Register(r, "Operator.RaftRemovePeer", wrpc.CapOperatorWrite, shared.RaftRemovePeer)

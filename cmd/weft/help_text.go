@@ -44,8 +44,10 @@ var helps = map[string]helpEntry{
 		desc: "Runs a router (SPEC §18): a Raft voter among the routers that keeps the federation's state — the sub-clusters " +
 			"their leaders report, the home of every app submitted through a router, the queues' policies — marks a " +
 			"sub-cluster LOST after subcluster_timeout without a heartbeat, and, when it leads, recomputes every queue's " +
-			"weights every gpg_interval. Settings come from flags or an HCL -config file (flags win). Off loopback a " +
-			"router needs TLS (a router certificate) and a gossip key, or -insecure. docs/federation.md.",
+			"weights every gpg_interval. It answers every client command and the HTTP API (-http-port) as a server " +
+			"does, for the whole federation. Settings come from flags or an HCL -config file (flags win). Off loopback " +
+			"a router needs TLS (a router certificate), a gossip key and ACLs (acl { enabled = true }: tokens are " +
+			"checked against the sub-clusters'), or -insecure. docs/federation.md.",
 		examples: []string{
 			"weft router -node-id r1 -data-dir /var/lib/weft-router -bind 10.0.1.1 -bootstrap-expect 3 -join 10.0.1.2:8061 -join 10.0.1.3:8061",
 			"weft router -config /etc/weft/router.hcl",

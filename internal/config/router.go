@@ -21,7 +21,7 @@ type Router struct {
 	LogJSON           bool     `hcl:"log_json,optional" flag:"log-json" help:"write logs as JSON objects, one a line"`
 	Region            string   `hcl:"region,optional" flag:"region" help:"region this router belongs to; certificates name it (router.REGION.weft)"`
 	Encrypt           string   `hcl:"encrypt,optional" flag:"encrypt" help:"gossip encryption key of the routers' pool (base64 of 32 bytes, from 'weft operator keygen')"`
-	Insecure          bool     `hcl:"insecure,optional" flag:"insecure" help:"run without TLS or a gossip key on a non-loopback address (anyone who reaches it can change the federation)"`
+	Insecure          bool     `hcl:"insecure,optional" flag:"insecure" help:"run without TLS, a gossip key or ACLs on a non-loopback address (anyone who reaches it can change the federation)"`
 	SubclusterTimeout string   `hcl:"subcluster_timeout,optional" flag:"subcluster-timeout" help:"how long a sub-cluster may be silent before it is LOST and gets no new apps (a duration)"`
 	GPGInterval       string   `hcl:"gpg_interval,optional" flag:"gpg-interval" help:"how often the router leader recomputes every queue's weights from the sub-clusters' headroom and demand (a duration)"`
 	TLS               *TLS     `hcl:"tls,block"`

@@ -50,6 +50,37 @@ func (n *Node) Servers() ([]wrpc.RaftServer, error) {
 	return out, nil
 }
 
+// Ping answers at once; clients use it to check a process is reachable.
+func (e *Operator) Ping(ctx context.Context, args *wrpc.RequestHeader, reply *struct{}) error {
+	return nil
+}
+
+// Leader returns the leader this member knows of.
+func (e *Operator) Leader(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.LeaderResponse) error {
+	addr, id := e.Node.raft.LeaderWithID()
+	reply.Address, reply.ID = string(addr), string(id)
+	return nil
+}
+
+// Self names the answering member: its ID and RPC address. Peers ask it
+// of a serf member before they trust it with Raft (verifyPeer).
+func (e *Operator) Self(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.SelfResponse) error {
+	reply.ID, reply.Address = e.Node.cfg.NodeID, e.Node.addr
+	return nil
+}
+
+// Peers returns the addresses in this member's Raft configuration.
+func (e *Operator) Peers(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.PeersResponse) error {
+	f := e.Node.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err
+	}
+	for _, s := range f.Configuration().Servers {
+		reply.Peers = append(reply.Peers, string(s.Address))
+	}
+	return nil
+}
+
 // Debug answers nothing and changes nothing: it is how the HTTP API's
 // /debug/pprof routes (a process's own, and an agent's relayed to a
 // server) check that the caller's token grants operator:write before they
