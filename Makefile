@@ -102,6 +102,7 @@ FUZZ_TARGETS := \
 	./internal/gossip:FuzzInspectPacket \
 	./internal/gossip:FuzzInspectStream \
 	./scheduler/federation:FuzzRank \
+	./scheduler/federation:FuzzSplit \
 	./router/fedstate:FuzzApply
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -2,7 +2,9 @@
 // seed 001): the life of a sub-cluster as its routers see it (state.go),
 // the router policies that rank sub-clusters for a new app (policy.go), and
 // the global policy generator that derives every queue's weights from the
-// sub-clusters' headroom and pending demand (gpg.go).
+// sub-clusters' headroom and pending demand (gpg.go), and the AMRMProxy
+// policies that split a spanning app's asks between its home and
+// secondary sub-clusters (split.go; federation part 2).
 //
 // As in package scheduler, every function is a pure function of its
 // arguments: no I/O, goroutines, locks, clock or logging. Rank runs inside
