@@ -31,8 +31,12 @@ const maxACLGrants = 4096
 const aclCheckTimeout = 3 * time.Second
 
 // relayed lists the methods whose every answer comes from a sub-cluster
-// asked with the caller's token: the sub-cluster checks it. App.Submit
-// asks first (it writes the home mapping before any sub-cluster sees it).
+// asked with the caller's token: the sub-cluster checks it. Of these, the
+// ones asking a method-wide capability (operator, node, acl) are checked
+// here too, before the router looks at the request; the per-queue ones
+// and the token's own are left to the sub-cluster, which knows the queue.
+// App.Submit asks first (it writes the home mapping before any sub-cluster
+// sees it).
 var relayed = map[string]bool{
 	"App.Submit": true, "App.Status": true, "App.List": true, "App.Kill": true,
 	"Node.List": true, "Node.Status": true, "Node.Drain": true, "Node.ResetSecret": true,
@@ -85,8 +89,14 @@ func (r *Router) authorize(ctx context.Context, method string, c wrpc.Capability
 	case wrpc.CapPublic, wrpc.CapFederation:
 		return ctx, nil // certificates: checked by the transport
 	}
-	if !r.config.ACLEnabled || relayed[method] {
+	if !r.config.ACLEnabled {
 		return ctx, nil
+	}
+	switch c {
+	case wrpc.CapQueueRead, wrpc.CapQueueSubmit, wrpc.CapToken:
+		if relayed[method] {
+			return ctx, nil // per queue, or the token itself: where it is relayed
+		}
 	}
 	var secret string
 	if h, ok := args.(interface{ Header() *wrpc.RequestHeader }); ok {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -249,4 +250,71 @@ func TestRoutersCheckTokens(t *testing.T) {
 	if err := c.call(r, "ACL.TokenList", &wrpc.RequestHeader{AuthToken: secret}, &tl); err != nil || len(tl.Tokens) != 1 {
 		t.Fatalf("tokens through the router: %+v, %v", tl.Tokens, err)
 	}
+}
+
+// TestEveryRouterMethodRefusesNoToken: with ACLs on, every method a router
+// serves that asks an ACL capability refuses a caller with no token —
+// whether the router answers it itself (checked against a sub-cluster) or
+// relays it (checked by the sub-cluster) — and the refusal changes
+// nothing.
+func TestEveryRouterMethodRefusesNoToken(t *testing.T) {
+	c := newRouters(t)
+	c.acl = true
+	r := c.start("r1", 1)
+	c.leader()
+	subcluster(t, c, "sc1", r, 8, "", func(cfg *server.Config) { cfg.ACLEnabled = true })
+	before := r.State().Index()
+	for method, capability := range r.Capabilities() {
+		switch capability {
+		case wrpc.CapPublic, wrpc.CapFederation, wrpc.CapAgent, wrpc.CapServer, wrpc.CapWorkload:
+			continue // certificates and workload tokens: not ACLs
+		}
+		args := reflect.New(r.rpcServer.RequestType(method)).Interface()
+		var reply any
+		err := c.call(r, method, args, &reply)
+		switch capability {
+		case wrpc.CapQueueRead, wrpc.CapQueueSubmit:
+			// Per queue, at the sub-cluster, as on a server: a list shows
+			// the queues the caller may read (none), an empty name is not
+			// found, an empty spec invalid.
+			switch wrpc.ErrorCode(err) {
+			case wrpc.CodePermissionDenied, wrpc.CodeNotFound, wrpc.CodeBadRequest:
+			default:
+				if err != nil || !emptyList(reply) {
+					t.Errorf("%s (%s) with no token: %v, %v; want a refusal or an empty list", method, capability, reply, err)
+				}
+			}
+		default:
+			if wrpc.ErrorCode(err) != wrpc.CodePermissionDenied {
+				t.Errorf("%s (%s) with no token: %v, want permission denied", method, capability, err)
+			}
+		}
+	}
+	if after := r.State().Index(); after != before {
+		t.Fatalf("refused calls changed the routers' state (index %d -> %d)", before, after)
+	}
+}
+
+// emptyList reports whether a decoded answer lists nothing: every list in
+// it is empty.
+func emptyList(reply any) bool {
+	var values []any
+	switch m := reply.(type) {
+	case map[string]any:
+		for _, v := range m {
+			values = append(values, v)
+		}
+	case map[any]any:
+		for _, v := range m {
+			values = append(values, v)
+		}
+	default:
+		return false
+	}
+	for _, v := range values {
+		if l, ok := v.([]any); ok && len(l) > 0 {
+			return false
+		}
+	}
+	return true
 }
