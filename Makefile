@@ -68,13 +68,15 @@ e2e: chromium
 ## bench: benchmarks; raw results go to bench/latest.txt (summary: docs/benchmarks.md).
 ## The agent benchmarks run real clusters in-process: opportunistic allocation
 ## latency with a fixed count, and the Mercury-style short-task run once per mode
-## (about four minutes).
+## (about four minutes); then submissions through a federation's routers against
+## a sub-cluster directly (about half a minute).
 bench:
 	@mkdir -p bench
 	{ $(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./scheduler/... ./fsm/... ./server/... && \
 	  $(GO) test -run '^$$' -bench 'OpportunisticAllocation$$' -benchmem -benchtime 3000x ./agent/ && \
 	  $(GO) test -run '^$$' -bench OpportunisticAllocationMTLS -benchmem -benchtime 1000x ./agent/ && \
-	  $(GO) test -run '^$$' -bench ShortTasks -benchtime 1x -timeout 30m ./agent/ ; } | tee bench/latest.txt
+	  $(GO) test -run '^$$' -bench ShortTasks -benchtime 1x -timeout 30m ./agent/ && \
+	  $(GO) test -run '^$$' -bench BenchmarkSubmit -benchtime 2000x ./router/ ; } | tee bench/latest.txt
 
 ## fuzz: fuzz each decode path in turn, each for FUZZTIME (default 60s).
 ## FUZZ_TARGETS holds PACKAGE:FuzzName, one per line; a failing input is
