@@ -124,14 +124,18 @@ func (r *Router) broadcast(ctx context.Context, st *fedstate.State, method strin
 			if len(applied) == 0 && !wrpc.IsRetryable(err) {
 				return nil, nil, err
 			}
-			done := "nowhere"
+			done := "applied nowhere yet"
 			if len(applied) > 0 {
-				done = "in " + strings.Join(applied, ", ")
+				done = "applied in " + strings.Join(applied, ", ")
 			}
-			// Unavailable whatever the cause: part of the write is done,
-			// and a client must not read "nothing changed" into it.
+			outcome := "refused it"
+			if wrpc.IsRetryable(err) {
+				outcome = "did not answer (whether it applied it is unknown)"
+			}
+			// Unavailable whatever the cause: part of the write may be
+			// done, and a client must not read "nothing changed" into it.
 			return applied, skipped, &wrpc.Error{Code: wrpc.CodeUnavailable, Message: fmt.Sprintf(
-				"%s applied %s; sub-cluster %s: %s; repeat it once every sub-cluster answers", method, done, sc.ID, firstLine(err.Error()))}
+				"%s %s; sub-cluster %s %s: %s; repeat it once every sub-cluster answers", method, done, sc.ID, outcome, firstLine(err.Error()))}
 		}
 		applied = append(applied, sc.ID)
 		take(sc, reply)

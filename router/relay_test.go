@@ -318,3 +318,74 @@ func emptyList(reply any) bool {
 	}
 	return true
 }
+
+// TestBroadcastSaysWhereItApplied: a queue configuration one sub-cluster
+// takes and the next refuses (its root.default has an active app, and
+// must stay a leaf) is an error naming both — never "nothing changed" —
+// and the same refusal from the first sub-cluster asked changes nothing.
+func TestBroadcastSaysWhereItApplied(t *testing.T) {
+	c := newRouters(t)
+	r := c.start("r1", 1)
+	c.leader()
+	sc1 := subcluster(t, c, "sc1", r, 8, "")
+	sc2 := subcluster(t, c, "sc2", r, 8, "")
+	var sub wrpc.AppSubmitResponse
+	if err := c.call2(sc2.RPCAddr(), "App.Submit", &wrpc.AppSubmitRequest{Spec: dshell("root.default")}, &sub); err != nil {
+		t.Fatal(err)
+	}
+	qc, err := config.ParseQueueConfig("q.hcl", []byte(`queue "root" {
+  queue "default" {
+    queue "x" {}
+  }
+}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var applied wrpc.QueueApplyResponse
+	err = c.call(r, "Queue.Apply", &wrpc.QueueApplyRequest{Config: qc}, &applied)
+	if wrpc.ErrorCode(err) != wrpc.CodeUnavailable || !strings.Contains(err.Error(), "applied in sc1; sub-cluster sc2 refused it") ||
+		!strings.Contains(err.Error(), "active apps") {
+		t.Fatalf("a configuration sc2 refuses after sc1 took it: %v", err)
+	}
+	leaves := func(srv *server.Server) []string {
+		var ql wrpc.QueueListResponse
+		if err := c.call2(srv.RPCAddr(), "Queue.List", &wrpc.QueueListRequest{}, &ql); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, q := range ql.Queues {
+			if q.Leaf {
+				out = append(out, q.Name)
+			}
+		}
+		return out
+	}
+	if got := leaves(sc1); !slices.Contains(got, "root.default.x") {
+		t.Fatalf("sc1's leaves %v: it took the configuration", got)
+	}
+	if got := leaves(sc2); slices.Contains(got, "root.default.x") {
+		t.Fatalf("sc2's leaves %v: it refused the configuration", got)
+	}
+
+	// The other way round (sc1 refuses first): the refusal, nothing else.
+	if err := c.call2(sc1.RPCAddr(), "App.Submit", &wrpc.AppSubmitRequest{Spec: dshell("root.default.x")}, &sub); err != nil {
+		t.Fatal(err)
+	}
+	back, err := config.ParseQueueConfig("q.hcl", []byte(`queue "root" {
+  queue "default" {
+    queue "x" {
+      queue "y" {}
+    }
+  }
+}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.call(r, "Queue.Apply", &wrpc.QueueApplyRequest{Config: back}, &applied)
+	if wrpc.ErrorCode(err) != wrpc.CodeConflict || strings.Contains(err.Error(), "applied in") {
+		t.Fatalf("a configuration the first sub-cluster refuses: %v, want its conflict alone", err)
+	}
+	if got := leaves(sc2); slices.Contains(got, "root.default.x.y") {
+		t.Fatalf("sc2 took a configuration after sc1 refused it: %v", got)
+	}
+}
