@@ -12,6 +12,7 @@ import (
 	"github.com/weft-sched/weft/router/fedstate"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
+	"github.com/weft-sched/weft/scheduler/federation"
 )
 
 // Apps through the routers (SPEC §18): App.Submit chooses the app's home
@@ -60,12 +61,17 @@ func (e *App) Submit(ctx context.Context, args *wrpc.AppSubmitRequest, reply *wr
 	for i := 0; i < spec.DShell.NumContainers; i++ {
 		demand = demand.Add(spec.DShell.Resources)
 	}
+	now := e.r.clock.Now().UnixNano()
 	res, _, err := e.r.apply(ctx, fedstate.HomePutType, &fedstate.HomePutRequest{RequestID: args.RequestID, Queue: queue,
-		User: spec.User, Demand: demand, Seed: fedstate.Seed(args.RequestID), Now: e.r.clock.Now().UnixNano()})
+		User: spec.User, Demand: demand, Seed: fedstate.Seed(args.RequestID), Now: now})
 	if err != nil {
 		return err
 	}
 	h := res.(*fedstate.AppHome)
+	// A mapping this call did not create is a retry's: an earlier call,
+	// through any router, may have sent the app to its home before it
+	// failed, so it is in doubt until the home answers, as IN_DOUBT is.
+	maybeSent := h.CreatedAt != now
 	for {
 		switch h.State {
 		case fedstate.HomeSubmitted:
@@ -77,6 +83,18 @@ func (e *App) Submit(ctx context.Context, args *wrpc.AppSubmitRequest, reply *wr
 		sc := e.r.fsm.State().Subcluster(h.Home)
 		if sc == nil {
 			return wrpc.Errorf(wrpc.CodeUnavailable, "the app's home %s is not known to the routers", h.Home)
+		}
+		inDoubt := h.State == fedstate.HomeInDoubt || maybeSent
+		if inDoubt && sc.State == federation.StateDecommissioned {
+			// The operator retired the home: their word that it will not
+			// come back with the app (the fence).
+			res, _, err := e.r.apply(ctx, fedstate.HomeAdvanceType, &fedstate.HomeAdvanceRequest{AppID: h.AppID, From: h.Home,
+				Outcome: fedstate.OutcomeFenced, Message: "the sub-cluster was decommissioned", Now: e.r.clock.Now().UnixNano()})
+			if err != nil {
+				return err
+			}
+			h, maybeSent = res.(*fedstate.AppHome), false
+			continue
 		}
 		var local wrpc.AppSubmitResponse
 		callCtx, cancel := context.WithTimeout(ctx, submitAttempt)
@@ -91,7 +109,7 @@ func (e *App) Submit(ctx context.Context, args *wrpc.AppSubmitRequest, reply *wr
 				return err
 			}
 			h = res.(*fedstate.AppHome)
-		case !refused(err) && neverReached(err) && h.State == fedstate.HomeInDoubt:
+		case !refused(err) && neverReached(err) && inDoubt:
 			// An earlier try may have reached it: the app is there or
 			// nowhere, and only its answer tells which.
 			code := wrpc.CodeUnavailable
@@ -110,7 +128,7 @@ func (e *App) Submit(ctx context.Context, args *wrpc.AppSubmitRequest, reply *wr
 			if aerr != nil {
 				return aerr
 			}
-			h = res.(*fedstate.AppHome)
+			h, maybeSent = res.(*fedstate.AppHome), false
 		case wrpc.ErrorCode(err) == wrpc.CodePermissionDenied:
 			return err // the caller's token: no other sub-cluster should be asked on it
 		default:

@@ -208,3 +208,46 @@ func TestSubmitThroughTheRouters(t *testing.T) {
 		t.Fatalf("an invalid spec: %v", err)
 	}
 }
+
+// TestARetriedSubmissionNeverGoesTwice: a mapping an earlier call made
+// (through any router, which may have sent the app before it failed) is in
+// doubt: while its home refuses connections the retry waits, whatever the
+// home's state, rather than go to the next sub-cluster; once an operator
+// decommissions the home (the fence) the retry goes on and lands once.
+func TestARetriedSubmissionNeverGoesTwice(t *testing.T) {
+	c := newRouters(t)
+	r := c.start("r1", 1)
+	c.leader()
+	subcluster(t, c, "sc1", r, 4, "")
+	sc2 := subcluster(t, c, "sc2", r, 8, "") // most headroom: ranked first
+	// An earlier call mapped req-9 to sc2 and failed before settling.
+	res, _, err := r.apply(context.Background(), fedstate.HomePutType, &fedstate.HomePutRequest{RequestID: "req-9", Queue: "root.default",
+		User: "alice", Demand: scheduler.Resources{MemoryMB: 512, Vcores: 2}, Seed: fedstate.Seed("req-9"), Now: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := res.(*fedstate.AppHome); h.Home != "sc2" || h.State != fedstate.HomeRouting {
+		t.Fatalf("the earlier mapping: %+v", h)
+	}
+	sc2.Shutdown() // connections refused from now on; still RUNNING at the routers for a while
+	req := &wrpc.AppSubmitRequest{RequestHeader: wrpc.RequestHeader{RequestID: "req-9"}, Spec: dshell("root.default")}
+	var sub wrpc.AppSubmitResponse
+	err = c.call(r, "App.Submit", req, &sub)
+	if code := wrpc.ErrorCode(err); (code != wrpc.CodeUnavailable && code != wrpc.CodeUnreachable) || !strings.Contains(err.Error(), "never twice") {
+		t.Fatalf("the retry while sc2 refuses connections: %v, want a retryable refusal to move on", err)
+	}
+	if h := r.State().AppHomeByRequest("req-9"); h.Home != "sc2" || len(h.Tries) != 0 {
+		t.Fatalf("the retry moved the app on: %+v", h)
+	}
+	var adm wrpc.FederationSubclusterAdminResponse
+	if err := c.call(r, "Federation.SubclusterAdmin", &wrpc.FederationSubclusterAdminRequest{ID: "sc2", Action: "decommission"}, &adm); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.call(r, "App.Submit", req, &sub); err != nil {
+		t.Fatalf("the retry once sc2 is decommissioned: %v", err)
+	}
+	h := r.State().AppHomeByRequest("req-9")
+	if h.Home != "sc1" || h.State != fedstate.HomeSubmitted || len(h.Tries) != 1 || h.Tries[0].Outcome != fedstate.OutcomeFenced {
+		t.Fatalf("after the fence: %+v, want SUBMITTED at sc1 after sc2 was fenced", h)
+	}
+}

@@ -100,17 +100,21 @@ type HomeAdvanceRequest struct {
 	AppID string `codec:"app_id"`
 	From  string `codec:"from"`
 	// Outcome is OutcomeRefused (From answered that it will not take the
-	// app) or OutcomeUnreachable (no server of From took the connection:
-	// nothing was sent).
+	// app), OutcomeUnreachable (no server of From took the connection:
+	// nothing was sent) or OutcomeFenced (From, decommissioned, is given
+	// up on for an IN_DOUBT submission).
 	Outcome string `codec:"outcome"`
 	Message string `codec:"message,omitempty"`
 	Now     int64  `codec:"now"`
 }
 
-// The outcomes of a try.
+// The outcomes of a try. OutcomeFenced moves an IN_DOUBT submission off
+// a home an operator decommissioned: the operator's word that the home
+// will not come back with the app.
 const (
 	OutcomeRefused     = "refused"
 	OutcomeUnreachable = "unreachable"
+	OutcomeFenced      = "fenced"
 )
 
 // HomeSettleRequest records the outcome of a submission to Home.

@@ -387,11 +387,13 @@ func (t *txn) homeAdvance(r *HomeAdvanceRequest) any {
 		return reject(ErrNotFound, "no app %s", r.AppID)
 	case old.Home != r.From || old.State == HomeSubmitted || old.State == HomeFailed:
 		return reject(ErrConflict, "app %s is %s at %s, not in submission to %s", r.AppID, old.State, old.Home, r.From)
-	case old.State == HomeInDoubt && r.Outcome != OutcomeRefused:
+	case old.State == HomeInDoubt && r.Outcome != OutcomeRefused &&
+		!(r.Outcome == OutcomeFenced && t.s.subclusters[old.Home] != nil && t.s.subclusters[old.Home].State == federation.StateDecommissioned):
 		// The submission may have reached the home before it stopped
 		// answering: only the home's own answer to the request ID (a
-		// refusal, which says it never took it) lets the app move on.
-		return reject(ErrConflict, "app %s is IN_DOUBT at %s: only a refusal from %s moves it on", r.AppID, old.Home, old.Home)
+		// refusal, which says it never took it) lets the app move on — or
+		// the operator, by decommissioning the home (fenced).
+		return reject(ErrConflict, "app %s is IN_DOUBT at %s: only a refusal from %s, or its decommissioning, moves it on", r.AppID, old.Home, old.Home)
 	case len(old.Tries) >= MaxTries || tooLong(r.Outcome, r.Message):
 		return reject(ErrInvalid, "app %s: too many tries or too long a message", r.AppID)
 	}

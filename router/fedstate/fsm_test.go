@@ -184,6 +184,16 @@ func TestHomePutRanksRetriesAndAdvances(t *testing.T) {
 	if got := a.ok(HomeAdvanceType, &HomeAdvanceRequest{AppID: h3.AppID, From: h3.Home, Outcome: OutcomeRefused, Now: 73}).(*AppHome); got.Home == h3.Home {
 		t.Fatalf("an IN_DOUBT app its home refused stayed there: %+v", got)
 	}
+	// The fence: fenced moves an IN_DOUBT app on only once its home is
+	// decommissioned.
+	h4 := a.ok(HomePutType, put("r4", "root.a")).(*AppHome)
+	a.ok(HomeSettleType, &HomeSettleRequest{AppID: h4.AppID, Home: h4.Home, State: HomeInDoubt, Now: 74})
+	a.rejected(ErrConflict, HomeAdvanceType, &HomeAdvanceRequest{AppID: h4.AppID, From: h4.Home, Outcome: OutcomeFenced, Now: 75})
+	a.ok(AdminType, &AdminRequest{ID: h4.Home, Action: Decommission})
+	if got := a.ok(HomeAdvanceType, &HomeAdvanceRequest{AppID: h4.AppID, From: h4.Home, Outcome: OutcomeFenced, Now: 76}).(*AppHome); got.Home == h4.Home {
+		t.Fatalf("an IN_DOUBT app fenced off its decommissioned home stayed there: %+v", got)
+	}
+	a.ok(AdminType, &AdminRequest{ID: h4.Home, Action: Recommission})
 
 	// A heartbeat of the home resets what was routed to it.
 	a.ok(HeartbeatType, beat("sc2", 2, 300, 80))
