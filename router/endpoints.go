@@ -9,6 +9,7 @@ import (
 	"github.com/weft-sched/weft/internal/raftnode"
 	"github.com/weft-sched/weft/router/fedstate"
 	wrpc "github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
 	"github.com/weft-sched/weft/scheduler/federation"
 )
 
@@ -41,6 +42,7 @@ func (r *Router) registerEndpoints() {
 	wrpc.Register(s, "Federation.PolicyApply", wrpc.CapOperatorWrite, fed.PolicyApply)
 	wrpc.Register(s, "Federation.PolicyList", wrpc.CapOperatorRead, fed.PolicyList)
 	wrpc.Register(s, "Federation.SubclusterAdmin", wrpc.CapOperatorWrite, fed.SubclusterAdmin)
+	wrpc.Register(s, "Federation.SplitView", wrpc.CapAgent, fed.SplitView)
 
 	// The client API through routers (relay.go): each call goes to the
 	// sub-cluster(s) it concerns with the caller's token, checked there
@@ -175,6 +177,32 @@ func (e *Federation) PolicyApply(ctx context.Context, args *wrpc.FederationPolic
 	}
 	reply.Policies, _ = res.(int)
 	reply.Index = index
+	return nil
+}
+
+// SplitView answers an AMRMProxy (an agent's certificate) how the queue's
+// spanning apps split: its AMRMProxy policy and every sub-cluster with its
+// weight for the queue, its last report's capacity, use and demand, racks
+// and servers (federation part 2).
+func (e *Federation) SplitView(ctx context.Context, args *wrpc.FederationSplitViewRequest, reply *wrpc.FederationSplitViewResponse) error {
+	if args.Queue == "" {
+		return wrpc.Errorf(wrpc.CodeBadRequest, "queue: required")
+	}
+	if done, err := e.r.node.ForwardRead(ctx, "Federation.SplitView", &args.RequestHeader, args, reply); done {
+		return err
+	}
+	st := e.r.fsm.State()
+	queue := scheduler.SubmitQueuePath(args.Queue)
+	reply.Policy = st.Policy(queue).AMRMProxy
+	if reply.Policy == "" {
+		reply.Policy = federation.AMRMHome
+	}
+	for _, c := range st.Candidates(queue) {
+		sc := st.Subcluster(c.ID)
+		reply.Candidates = append(reply.Candidates, wrpc.SplitCandidate{ID: c.ID, State: c.State, Weight: c.Weight,
+			Capacity: c.Capacity, Used: c.Used, Pending: c.Pending, Racks: slices.Clone(sc.Racks), Servers: slices.Clone(sc.Servers)})
+	}
+	e.r.setMeta(&reply.ResponseMeta, st.Index())
 	return nil
 }
 

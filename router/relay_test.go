@@ -14,6 +14,7 @@ import (
 	"github.com/weft-sched/weft/internal/testutil"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
+	"github.com/weft-sched/weft/scheduler/federation"
 	"github.com/weft-sched/weft/server"
 )
 
@@ -387,5 +388,53 @@ func TestBroadcastSaysWhereItApplied(t *testing.T) {
 	}
 	if got := leaves(sc2); slices.Contains(got, "root.default.x.y") {
 		t.Fatalf("sc2 took a configuration after sc1 refused it: %v", got)
+	}
+}
+
+// TestSplitView: an AMRMProxy asking the routers how a queue's spanning
+// apps split gets the queue's AMRMProxy policy (home when none) and every
+// sub-cluster with its weight, headroom figures, racks and servers — what
+// federation.Split takes.
+func TestSplitView(t *testing.T) {
+	c := newRouters(t)
+	r := c.start("r1", 1)
+	c.leader()
+	sc1 := subcluster(t, c, "sc1", r, 8, "")
+	subcluster(t, c, "sc2", r, 4, "")
+	var view wrpc.FederationSplitViewResponse
+	if err := c.call(r, "Federation.SplitView", &wrpc.FederationSplitViewRequest{Queue: "root.default"}, &view); err != nil {
+		t.Fatal(err)
+	}
+	if view.Policy != federation.AMRMHome || len(view.Candidates) != 2 {
+		t.Fatalf("no policy: %+v, want home and both sub-clusters", view)
+	}
+	var applied wrpc.FederationPolicyApplyResponse
+	if err := c.call(r, "Federation.PolicyApply", &wrpc.FederationPolicyApplyRequest{Policies: []federation.Policy{
+		{Queue: "root.default", Router: federation.Weighted, AMRMProxy: federation.AMRMLocality, Weights: map[string]uint32{"sc1": 3, "sc2": 1}},
+	}}, &applied); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.call(r, "Federation.SplitView", &wrpc.FederationSplitViewRequest{Queue: "default"}, &view); err != nil {
+		t.Fatal(err)
+	}
+	if view.Policy != federation.AMRMLocality || len(view.Candidates) != 2 {
+		t.Fatalf("with a locality policy: %+v", view)
+	}
+	one := view.Candidates[0]
+	if one.ID != "sc1" || one.Weight != 3 || one.Capacity.Vcores != 8 || one.State != federation.StateRunning ||
+		len(one.Servers) != 1 || one.Servers[0] != sc1.RPCAddr() || view.Candidates[1].Weight != 1 {
+		t.Fatalf("candidates %+v", view.Candidates)
+	}
+	cands := make([]federation.Candidate, len(view.Candidates))
+	for i, v := range view.Candidates {
+		cands[i] = federation.Candidate{ID: v.ID, State: v.State, Weight: v.Weight, Capacity: v.Capacity, Used: v.Used, Pending: v.Pending}
+	}
+	split := federation.Split(view.Policy, "sc1", []scheduler.Ask{{AskID: 1, Count: 8, ExecutionType: scheduler.Guaranteed,
+		Resources: scheduler.Resources{MemoryMB: 1024, Vcores: 1}}}, cands)
+	if len(split["sc1"]) != 1 || len(split["sc2"]) != 1 || split["sc1"][0].Count+split["sc2"][0].Count != 8 {
+		t.Fatalf("the view split 8 containers as %+v", split)
+	}
+	if err := c.call(r, "Federation.SplitView", &wrpc.FederationSplitViewRequest{}, &view); wrpc.ErrorCode(err) != wrpc.CodeBadRequest {
+		t.Fatalf("no queue: %v", err)
 	}
 }

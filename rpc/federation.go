@@ -119,3 +119,31 @@ type FederationSubclusterAdminResponse struct {
 	Subcluster *SubclusterInfo `codec:"subcluster" json:"subcluster,omitempty"`
 	Index      uint64          `codec:"index" json:"index"`
 }
+
+// FederationSplitViewRequest asks the routers what an AMRMProxy needs to
+// split a spanning app's asks (federation.Split): the queue's AMRMProxy
+// policy and the sub-clusters as candidates. Agents ask it (CapAgent).
+type FederationSplitViewRequest struct {
+	RequestHeader
+	Queue string `codec:"queue" json:"queue"`
+}
+
+// FederationSplitViewResponse answers Federation.SplitView.
+type FederationSplitViewResponse struct {
+	ResponseMeta `codec:"meta" json:"-"`
+	Policy       federation.AMRMPolicyType `codec:"policy" json:"policy"`
+	Candidates   []SplitCandidate          `codec:"candidates" json:"candidates"`
+}
+
+// SplitCandidate is a sub-cluster as a split sees it, with the servers an
+// AMRMProxy relays its part to.
+type SplitCandidate struct {
+	ID       string              `codec:"id" json:"id"`
+	State    federation.State    `codec:"state" json:"state"`
+	Weight   uint32              `codec:"weight" json:"weight"`
+	Capacity scheduler.Resources `codec:"capacity" json:"capacity"`
+	Used     scheduler.Resources `codec:"used" json:"used"`
+	Pending  scheduler.Resources `codec:"pending" json:"pending"`
+	Racks    []string            `codec:"racks" json:"racks"`
+	Servers  []string            `codec:"servers" json:"servers"`
+}
