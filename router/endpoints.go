@@ -43,6 +43,7 @@ func (r *Router) registerEndpoints() {
 	wrpc.Register(s, "Federation.PolicyList", wrpc.CapOperatorRead, fed.PolicyList)
 	wrpc.Register(s, "Federation.SubclusterAdmin", wrpc.CapOperatorWrite, fed.SubclusterAdmin)
 	wrpc.Register(s, "Federation.SplitView", wrpc.CapAgent, fed.SplitView)
+	wrpc.Register(s, "Federation.ResolveNodes", wrpc.CapAgent, fed.ResolveNodes)
 
 	// The client API through routers (relay.go): each call goes to the
 	// sub-cluster(s) it concerns with the caller's token, checked there
@@ -204,6 +205,30 @@ func (e *Federation) SplitView(ctx context.Context, args *wrpc.FederationSplitVi
 	}
 	e.r.setMeta(&reply.ResponseMeta, st.Index())
 	return nil
+}
+
+// ResolveNodes answers an AMRMProxy which sub-cluster holds each node it
+// names, asking every reachable sub-cluster (Node.Which); a node two hold
+// goes to the first by ID.
+func (e *Federation) ResolveNodes(ctx context.Context, args *wrpc.FederationResolveNodesRequest, reply *wrpc.FederationResolveNodesResponse) error {
+	if len(args.Nodes) > wrpc.MaxResolveNodes {
+		return wrpc.Errorf(wrpc.CodeBadRequest, "nodes: %d; at most %d", len(args.Nodes), wrpc.MaxResolveNodes)
+	}
+	reply.Owners = map[string]string{}
+	if len(args.Nodes) == 0 {
+		return nil
+	}
+	ask := &wrpc.NodeWhichRequest{RequestHeader: wrpc.RequestHeader{AllowStale: true}, Nodes: args.Nodes}
+	unreachable, err := e.r.fanOut(ctx, e.r.fsm.State(), "Node.Which", ask, func() any { return new(wrpc.NodeWhichResponse) },
+		func(sc *fedstate.Subcluster, ans any) {
+			for _, n := range ans.(*wrpc.NodeWhichResponse).Nodes {
+				if _, taken := reply.Owners[n]; !taken {
+					reply.Owners[n] = sc.ID
+				}
+			}
+		})
+	reply.Unreachable = unreachable
+	return err
 }
 
 // PolicyList returns the policies and the generated weights.

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -436,5 +437,30 @@ func TestSplitView(t *testing.T) {
 	}
 	if err := c.call(r, "Federation.SplitView", &wrpc.FederationSplitViewRequest{}, &view); wrpc.ErrorCode(err) != wrpc.CodeBadRequest {
 		t.Fatalf("no queue: %v", err)
+	}
+}
+
+// TestResolveNodes: an AMRMProxy learns which sub-cluster holds each node
+// it names; a node of no sub-cluster is left out, one two hold goes to the
+// first by ID, and too many names are refused.
+func TestResolveNodes(t *testing.T) {
+	c := newRouters(t)
+	r := c.start("r1", 1)
+	c.leader()
+	sc1 := subcluster(t, c, "sc1", r, 8, "")
+	sc2 := subcluster(t, c, "sc2", r, 4, "")
+	c.registerNode(sc1, "twin", 2)
+	c.registerNode(sc2, "twin", 2)
+	var res wrpc.FederationResolveNodesResponse
+	if err := c.call(r, "Federation.ResolveNodes", &wrpc.FederationResolveNodesRequest{Nodes: []string{"sc1-n1", "sc2-n1", "twin", "nowhere"}}, &res); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"sc1-n1": "sc1", "sc2-n1": "sc2", "twin": "sc1"}
+	if !maps.Equal(res.Owners, want) || len(res.Unreachable) != 0 {
+		t.Fatalf("owners %v (unreachable %v), want %v", res.Owners, res.Unreachable, want)
+	}
+	many := make([]string, wrpc.MaxResolveNodes+1)
+	if err := c.call(r, "Federation.ResolveNodes", &wrpc.FederationResolveNodesRequest{Nodes: many}, &res); wrpc.ErrorCode(err) != wrpc.CodeBadRequest {
+		t.Fatalf("%d nodes: %v, want bad request", len(many), err)
 	}
 }

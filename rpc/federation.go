@@ -147,3 +147,35 @@ type SplitCandidate struct {
 	Racks    []string            `codec:"racks" json:"racks"`
 	Servers  []string            `codec:"servers" json:"servers"`
 }
+
+// MaxResolveNodes bounds the nodes one Federation.ResolveNodes or
+// Node.Which names.
+const MaxResolveNodes = 1024
+
+// NodeWhichRequest asks a sub-cluster's server which of Nodes it holds
+// (Node.Which): how the routers resolve nodes to sub-clusters.
+type NodeWhichRequest struct {
+	RequestHeader
+	Nodes []string `codec:"nodes" json:"nodes"`
+}
+
+// NodeWhichResponse names the nodes of the request the cluster holds.
+type NodeWhichResponse struct {
+	Nodes []string `codec:"nodes" json:"nodes"`
+}
+
+// FederationResolveNodesRequest asks the routers which sub-cluster holds
+// each of Nodes (Federation.ResolveNodes): an AMRMProxy sending a node ask
+// to the sub-cluster that owns the node. Agents ask it (CapAgent).
+type FederationResolveNodesRequest struct {
+	RequestHeader
+	Nodes []string `codec:"nodes" json:"nodes"`
+}
+
+// FederationResolveNodesResponse maps each node found to its sub-cluster
+// (the first by ID when several hold a node of that name); Unreachable
+// names the sub-clusters that could not be asked, each with why.
+type FederationResolveNodesResponse struct {
+	Owners      map[string]string `codec:"owners" json:"owners"`
+	Unreachable []string          `codec:"unreachable,omitempty" json:"unreachable,omitempty"`
+}

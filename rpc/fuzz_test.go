@@ -28,7 +28,7 @@ func init() {
 		NodeRegisterRequest{}, NodeStatusRequest{}, QueueApplyRequest{}, QueueListRequest{},
 		QueueStatusRequest{}, RaftRemovePeerRequest{}, RequestHeader{}, NodeDrainRequest{}, NodeListRequest{},
 		FederationHeartbeatRequest{}, FederationPolicyApplyRequest{}, FederationPolicyListRequest{}, FederationSubclusterAdminRequest{},
-		FederationSubclustersRequest{}, FederationSplitViewRequest{},
+		FederationSubclustersRequest{}, FederationSplitViewRequest{}, FederationResolveNodesRequest{}, NodeWhichRequest{},
 	} {
 		t := reflect.TypeOf(v)
 		requestTypes[t.Name()] = t

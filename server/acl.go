@@ -137,7 +137,7 @@ func (s *Server) tokenFromLeader(ctx context.Context, secret string) (*acl.Token
 // app).
 func (s *Server) authorize(ctx context.Context, method string, c wrpc.Capability, args any) (context.Context, error) {
 	switch c {
-	case wrpc.CapPublic, wrpc.CapAgent, wrpc.CapServer, wrpc.CapWorkload:
+	case wrpc.CapPublic, wrpc.CapAgent, wrpc.CapServer, wrpc.CapWorkload, wrpc.CapFederation:
 		// Not ACL capabilities: certificates, node secrets and workload
 		// tokens are checked by the transport and the handlers.
 		return ctx, nil

@@ -44,6 +44,7 @@ var wantCapabilities = map[string]wrpc.Capability{
 	"Node.ResetSecret":              wrpc.CapNodeWrite,
 	"Node.Drain":                    wrpc.CapNodeWrite,
 	"Node.List":                     wrpc.CapNodeRead,
+	"Node.Which":                    wrpc.CapFederation,
 	"Node.Status":                   wrpc.CapNodeRead,
 	"App.Submit":                    wrpc.CapQueueSubmit,
 	"App.List":                      wrpc.CapQueueRead,

@@ -325,6 +325,22 @@ func (e *Node) Status(ctx context.Context, args *wrpc.NodeStatusRequest, reply *
 	})
 }
 
+// Which answers a federation's router which of the named nodes this
+// cluster holds (a router's or server's certificate; from this server's
+// own state, so any server answers).
+func (e *Node) Which(ctx context.Context, args *wrpc.NodeWhichRequest, reply *wrpc.NodeWhichResponse) error {
+	if len(args.Nodes) > wrpc.MaxResolveNodes {
+		return wrpc.Errorf(wrpc.CodeBadRequest, "nodes: %d; at most %d", len(args.Nodes), wrpc.MaxResolveNodes)
+	}
+	st := e.srv.fsm.State()
+	for _, id := range args.Nodes {
+		if _, ok := st.Node(id); ok {
+			reply.Nodes = append(reply.Nodes, id)
+		}
+	}
+	return nil
+}
+
 // queueWait returns the queue wait a node last estimated (known only to
 // the leader).
 func (s *Server) queueWait(id string) time.Duration {

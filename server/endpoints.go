@@ -42,6 +42,7 @@ func (s *Server) registerEndpoints() {
 	wrpc.Register(r, "Node.Drain", wrpc.CapNodeWrite, node.Drain)
 	wrpc.Register(r, "Node.List", wrpc.CapNodeRead, node.List)
 	wrpc.Register(r, "Node.Status", wrpc.CapNodeRead, node.Status)
+	wrpc.Register(r, "Node.Which", wrpc.CapFederation, node.Which)
 
 	wrpc.Register(r, "App.Submit", wrpc.CapQueueSubmit, app.Submit)
 	wrpc.Register(r, "App.List", wrpc.CapQueueRead, app.List)
