@@ -85,6 +85,22 @@ type AppInfo struct {
 	// WhyPending says why the app's AM or next container is not placed,
 	// while it is not (SPEC §16).
 	WhyPending *PendingInfo `codec:"why_pending" json:"why_pending,omitempty"`
+	// UnmanagedFor is the app's home, when this record is an unmanaged
+	// AM's: the app spans here from that sub-cluster (SPEC §18).
+	UnmanagedFor string `codec:"unmanaged_for,omitempty" json:"unmanaged_for,omitempty"`
+	// Spans is, when a router answered for an app that spans
+	// sub-clusters, its containers in each: the home first.
+	Spans []AppSpan `codec:"spans,omitempty" json:"spans,omitempty"`
+}
+
+// AppSpan is a spanning app's part in one sub-cluster.
+type AppSpan struct {
+	Subcluster string          `codec:"subcluster" json:"subcluster"`
+	Home       bool            `codec:"home" json:"home"`
+	State      string          `codec:"state" json:"state"`
+	Containers ContainerCounts `codec:"containers" json:"containers"`
+	// Unreachable says why the part could not be read ("" when it was).
+	Unreachable string `codec:"unreachable,omitempty" json:"unreachable,omitempty"`
 }
 
 // PendingInfo is why something is not placed: a stable code and a line
@@ -109,6 +125,9 @@ func NewAppInfo(a *scheduler.App, containers []*scheduler.Container) AppInfo {
 		State: string(a.State), Diagnostics: a.Diagnostics, AMAttempts: len(a.Attempts),
 		Attempts: []AttemptInfo{}, Preemptions: []Preemption{},
 		SubmittedAt: a.SubmittedAt, FinishedAt: a.FinishedAt, Pending: a.Pending(),
+	}
+	if a.Unmanaged != nil {
+		info.UnmanagedFor = a.Unmanaged.Home
 	}
 	for _, at := range a.Attempts {
 		info.Attempts = append(info.Attempts, AttemptInfo{Attempt: at.Attempt, ContainerID: at.ContainerID, NodeID: at.NodeID, Diagnostics: at.Diagnostics})

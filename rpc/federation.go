@@ -31,6 +31,9 @@ type SubclusterReport struct {
 	AppsRunning int                             `codec:"apps_running" json:"apps_running"`
 	Queues      map[string]federation.QueueLoad `codec:"queues" json:"queues"`
 	Racks       []string                        `codec:"racks" json:"racks"`
+	// UnmanagedAMs counts the apps that span here from other sub-clusters
+	// and have not ended (SPEC §18).
+	UnmanagedAMs int `codec:"unmanaged_ams" json:"unmanaged_ams"`
 }
 
 // FederationHeartbeatRequest is a sub-cluster's report to the routers.
@@ -178,4 +181,78 @@ type FederationResolveNodesRequest struct {
 type FederationResolveNodesResponse struct {
 	Owners      map[string]string `codec:"owners" json:"owners"`
 	Unreachable []string          `codec:"unreachable,omitempty" json:"unreachable,omitempty"`
+}
+
+// AMVerifyRequest asks an app's home whether Token is a valid AM token of
+// the app's current attempt (AM.Verify, CapFederation): how the routers
+// check an AMRMProxy that asks for an unmanaged AM in another sub-cluster,
+// whose servers never trust the home's workload keys.
+type AMVerifyRequest struct {
+	RequestHeader
+	AppID   string `codec:"app_id" json:"app_id"`
+	Attempt int    `codec:"attempt" json:"attempt"`
+	Token   string `codec:"token" json:"token"`
+}
+
+// AMVerifyResponse answers AM.Verify for a valid token: the app's queue
+// (a leaf path), user, priority, name and state.
+type AMVerifyResponse struct {
+	Queue    string `codec:"queue" json:"queue"`
+	User     string `codec:"user" json:"user"`
+	Priority int32  `codec:"priority" json:"priority"`
+	Name     string `codec:"name" json:"name"`
+	State    string `codec:"state" json:"state"`
+}
+
+// AppSubmitUnmanagedRequest creates, or brings to the home's attempt, the
+// unmanaged AM of a spanning app in this sub-cluster (App.SubmitUnmanaged,
+// CapFederation: the routers call it once they have checked the AM). The
+// app's ID here is the federation's. A later attempt replaces an earlier
+// one: the earlier attempt's containers here are stopped.
+type AppSubmitUnmanagedRequest struct {
+	RequestHeader
+	AppID string `codec:"app_id" json:"app_id"`
+	// Home is the sub-cluster the AM runs in; Subcluster this one, which
+	// the servers check is theirs.
+	Home       string `codec:"home" json:"home"`
+	Subcluster string `codec:"subcluster" json:"subcluster"`
+	Attempt    int    `codec:"attempt" json:"attempt"`
+	Queue      string `codec:"queue" json:"queue"`
+	User       string `codec:"user" json:"user"`
+	Priority   int32  `codec:"priority" json:"priority"`
+	Name       string `codec:"name" json:"name"`
+}
+
+// AppSubmitUnmanagedResponse gives the AM token of the unmanaged attempt,
+// minted by this sub-cluster: the AMRMProxy's AM.Allocate and AM.Finish
+// here carry it.
+type AppSubmitUnmanagedResponse struct {
+	AppID   string `codec:"app_id" json:"app_id"`
+	Attempt int    `codec:"attempt" json:"attempt"`
+	AMToken string `codec:"am_token" json:"am_token"`
+	Index   uint64 `codec:"index" json:"index"`
+}
+
+// FederationRegisterSpanRequest asks the routers for an unmanaged AM of an
+// app in another sub-cluster (Federation.RegisterSpan, CapAgent): the
+// AMRMProxy of the AM's node sends it with the AM's token, which the
+// routers check with the home.
+type FederationRegisterSpanRequest struct {
+	RequestHeader
+	Home string `codec:"home" json:"home"`
+	// AppID and Attempt are the app's at its home; Token its AM token.
+	AppID      string `codec:"app_id" json:"app_id"`
+	Attempt    int    `codec:"attempt" json:"attempt"`
+	Token      string `codec:"token" json:"token"`
+	Subcluster string `codec:"subcluster" json:"subcluster"`
+}
+
+// FederationRegisterSpanResponse answers Federation.RegisterSpan: the
+// unmanaged AM's app ID (the federation's), attempt and AM token in the
+// secondary, and its servers.
+type FederationRegisterSpanResponse struct {
+	FederationID string   `codec:"federation_id" json:"federation_id"`
+	Attempt      int      `codec:"attempt" json:"attempt"`
+	AMToken      string   `codec:"am_token" json:"am_token"`
+	Servers      []string `codec:"servers" json:"servers"`
 }

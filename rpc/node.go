@@ -34,6 +34,16 @@ type NodeRegisterResponse struct {
 	Epoch        uint64        `codec:"epoch"`
 	Servers      []string      `codec:"servers"`
 	WorkloadKeys []WorkloadKey `codec:"workload_keys"`
+	// Federation, when the agent's sub-cluster belongs to a federation,
+	// names it and its routers: the AMRMProxy splits spanning apps' asks
+	// with them (SPEC §18).
+	Federation *AgentFederation `codec:"federation,omitempty"`
+}
+
+// AgentFederation is what an agent learns of its sub-cluster's federation.
+type AgentFederation struct {
+	Subcluster string   `codec:"subcluster"`
+	Routers    []string `codec:"routers"`
 }
 
 // ContainerReport is an agent's view of one container in a heartbeat.

@@ -204,8 +204,23 @@ type App struct {
 	// Preemptions records the app's containers taken by preemption, the
 	// most recent MaxPreemptionRecords.
 	Preemptions []PreemptionRecord `codec:"preemptions"`
-	CreateIndex uint64             `codec:"create_index"`
-	ModifyIndex uint64             `codec:"modify_index"`
+	// Unmanaged marks an app whose AM runs in another sub-cluster of a
+	// federation (SPEC §18): its record here has no AM container, and the
+	// AMRMProxy of the AM's node asks for it. Nil for every other app.
+	Unmanaged   *Unmanaged `codec:"unmanaged,omitempty"`
+	CreateIndex uint64     `codec:"create_index"`
+	ModifyIndex uint64     `codec:"modify_index"`
+}
+
+// Unmanaged is what a sub-cluster holds of an app that spans into it from
+// its home (an unmanaged AM, SPEC §18). The app's ID is the federation's
+// (app-fN); its containers' IDs begin "Subcluster." so that they are
+// unique federation-wide, and its attempts follow the home's AM attempts.
+type Unmanaged struct {
+	// Home is the sub-cluster whose AM the app's record here serves.
+	Home string `codec:"home"`
+	// Subcluster is this sub-cluster's ID, as the routers name it.
+	Subcluster string `codec:"subcluster"`
 }
 
 // Copy returns a copy of a whose slices may be modified.
