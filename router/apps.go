@@ -205,6 +205,9 @@ func (e *App) List(ctx context.Context, args *wrpc.AppListRequest, reply *wrpc.A
 	unreachable, err := e.r.fanOut(ctx, st, "App.List", &local, func() any { return new(wrpc.AppListResponse) },
 		func(sc *fedstate.Subcluster, ans any) {
 			for _, a := range ans.(*wrpc.AppListResponse).Apps {
+				if a.UnmanagedFor != "" {
+					continue // a part of an app its home lists
+				}
 				if h := st.AppHomeByLocal(sc.ID, a.ID); h != nil {
 					a.ID = h.AppID
 				} else {
@@ -233,7 +236,13 @@ func (e *App) Kill(ctx context.Context, args *wrpc.AppRequest, reply *wrpc.Write
 	}
 	local := *args
 	local.AppID = localID
-	return e.r.callSubcluster(ctx, sc, "app "+args.AppID, "App.Kill", &local, reply)
+	if err := e.r.callSubcluster(ctx, sc, "app "+args.AppID, "App.Kill", &local, reply); err != nil {
+		return err
+	}
+	if h := e.r.fsm.State().AppHome(args.AppID); h != nil && len(h.Spans) > 0 {
+		e.r.killSpans(ctx, e.r.fsm.State(), h, args.RequestHeader)
+	}
+	return nil
 }
 
 // home resolves an app ID given to a router: the routers' own (app-fN)
@@ -272,7 +281,19 @@ func (e *App) Status(ctx context.Context, args *wrpc.AppRequest, reply *wrpc.App
 	if err := e.r.callSubcluster(ctx, sc, "app "+args.AppID, "App.Status", &local, reply); err != nil {
 		return err
 	}
+	st := e.r.fsm.State()
 	reply.App.ID, reply.App.Home = fedID, sc.ID
-	renameApp(e.r.fsm.State(), sc, &reply.App)
+	renameApp(st, sc, &reply.App)
+	if h := st.AppHome(fedID); h != nil && len(h.Spans) > 0 {
+		// A spanning app: its containers in every sub-cluster, the home's
+		// part first; the totals count them all.
+		reply.App.Spans = append([]wrpc.AppSpan{{Subcluster: sc.ID, Home: true, State: reply.App.State, Containers: reply.App.Containers}},
+			e.r.spanParts(ctx, st, h, args.RequestHeader)...)
+		for _, p := range reply.App.Spans[1:] {
+			c := &reply.App.Containers
+			c.Allocated, c.Queued, c.Running, c.Completed = c.Allocated+p.Containers.Allocated, c.Queued+p.Containers.Queued,
+				c.Running+p.Containers.Running, c.Completed+p.Containers.Completed
+		}
+	}
 	return nil
 }

@@ -3,6 +3,7 @@ package router
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/weft-sched/weft/router/fedstate"
@@ -23,12 +24,16 @@ func (e *Container) List(ctx context.Context, args *wrpc.ContainerListRequest, r
 	st := e.r.fsm.State()
 	local := *args
 	var only *fedstate.Subcluster
+	var spans []string // a spanning app's other sub-clusters
 	if args.AppID != "" {
-		sc, localID, _, err := (&App{e.r}).home(st, args.AppID)
+		sc, localID, fedID, err := (&App{e.r}).home(st, args.AppID)
 		if err != nil {
 			return err
 		}
 		only, local.AppID = sc, localID
+		if h := st.AppHome(fedID); h != nil && args.NodeID == "" {
+			spans = h.Spans
+		}
 	}
 	if args.NodeID != "" {
 		sc, localID, err := e.r.findNode(ctx, st, &args.RequestHeader, args.NodeID)
@@ -47,6 +52,25 @@ func (e *Container) List(ctx context.Context, args *wrpc.ContainerListRequest, r
 		}
 		for i := range reply.Containers {
 			renameContainer(st, only, &reply.Containers[i])
+		}
+		for _, id := range spans {
+			sc := st.Subcluster(id)
+			if sc == nil {
+				continue
+			}
+			part := wrpc.ContainerListRequest{RequestHeader: wrpc.RequestHeader{AuthToken: args.AuthToken, AllowStale: true}, AppID: args.AppID}
+			var ans wrpc.ContainerListResponse
+			callCtx, cancel := context.WithTimeout(ctx, fanoutTimeout)
+			err := e.r.callSubcluster(callCtx, sc, "containers", "Container.List", &part, &ans)
+			cancel()
+			if err != nil {
+				reply.Unreachable = append(reply.Unreachable, fmt.Sprintf("%s (%s)", sc.ID, firstLine(err.Error())))
+				continue
+			}
+			for _, c := range ans.Containers {
+				renameContainer(st, sc, &c)
+				reply.Containers = append(reply.Containers, c)
+			}
 		}
 		return nil
 	}
@@ -80,5 +104,16 @@ func (e *Container) Logs(ctx context.Context, args *wrpc.ContainerLogsRequest, r
 	}
 	local := *args
 	local.ID = localID
-	return e.r.callSubcluster(ctx, sc, "container "+args.ID, "Container.Logs", &local, reply)
+	err := e.r.callSubcluster(ctx, sc, "container "+args.ID, "Container.Logs", &local, reply)
+	if wrpc.ErrorCode(err) == wrpc.CodeNotFound {
+		// The containers of a spanning app's unmanaged AM carry their
+		// sub-cluster in their own IDs (SUBCLUSTER.c-…): the name through
+		// the routers is the ID itself.
+		local.ID = args.ID
+		if err2 := e.r.callSubcluster(ctx, sc, "container "+args.ID, "Container.Logs", &local, reply); err2 == nil ||
+			wrpc.ErrorCode(err2) != wrpc.CodeNotFound {
+			return err2
+		}
+	}
+	return err
 }

@@ -44,6 +44,7 @@ func (r *Router) registerEndpoints() {
 	wrpc.Register(s, "Federation.SubclusterAdmin", wrpc.CapOperatorWrite, fed.SubclusterAdmin)
 	wrpc.Register(s, "Federation.SplitView", wrpc.CapAgent, fed.SplitView)
 	wrpc.Register(s, "Federation.ResolveNodes", wrpc.CapAgent, fed.ResolveNodes)
+	wrpc.Register(s, "Federation.RegisterSpan", wrpc.CapAgent, fed.RegisterSpan)
 
 	// The client API through routers (relay.go): each call goes to the
 	// sub-cluster(s) it concerns with the caller's token, checked there
@@ -117,7 +118,8 @@ func (e *Federation) Heartbeat(ctx context.Context, args *wrpc.FederationHeartbe
 	res, _, err := e.r.apply(ctx, fedstate.HeartbeatType, &fedstate.HeartbeatRequest{
 		ID: rep.ID, Healthy: rep.Healthy, Reason: rep.Reason, Servers: rep.Servers, HTTPAddr: rep.HTTPAddr, Leader: rep.Leader,
 		Term: rep.Term, Seq: rep.Seq, Capacity: rep.Capacity, Used: rep.Used, Pending: rep.Pending, NodesReady: rep.NodesReady,
-		NodesTotal: rep.NodesTotal, AppsRunning: rep.AppsRunning, Queues: rep.Queues, Racks: rep.Racks, Now: e.r.clock.Now().UnixNano(),
+		NodesTotal: rep.NodesTotal, AppsRunning: rep.AppsRunning, Queues: rep.Queues, Racks: rep.Racks, UnmanagedAMs: rep.UnmanagedAMs,
+		Now: e.r.clock.Now().UnixNano(),
 	})
 	if err != nil {
 		return err
@@ -152,7 +154,7 @@ func subclusterInfo(sc *fedstate.Subcluster) wrpc.SubclusterInfo {
 		SubclusterReport: wrpc.SubclusterReport{ID: sc.ID, Healthy: sc.State == federation.StateRunning, Reason: sc.Reason,
 			Servers: slices.Clone(sc.Servers), HTTPAddr: sc.HTTPAddr, Leader: sc.Leader, Term: sc.Term, Seq: sc.Seq,
 			Capacity: sc.Capacity, Used: sc.Used, Pending: sc.Pending, NodesReady: sc.NodesReady, NodesTotal: sc.NodesTotal,
-			AppsRunning: sc.AppsRunning, Queues: sc.Queues, Racks: slices.Clone(sc.Racks)},
+			AppsRunning: sc.AppsRunning, Queues: sc.Queues, Racks: slices.Clone(sc.Racks), UnmanagedAMs: sc.UnmanagedAMs},
 		State: sc.State, Routed: sc.Routed, Homes: sc.Homes, FirstSeen: sc.FirstSeen, LastHeartbeat: sc.LastHeartbeat,
 		StateSince: sc.StateSince,
 	}

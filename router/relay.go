@@ -41,14 +41,27 @@ func fedAppID(st *fedstate.State, sc *fedstate.Subcluster, local string) string 
 	if h := st.AppHomeByLocal(sc.ID, local); h != nil {
 		return h.AppID
 	}
+	if strings.HasPrefix(local, fedstate.AppIDPrefix) {
+		return local // an unmanaged AM's record: the federation's ID already
+	}
 	return sc.ID + "." + local
 }
 
 // renameContainer gives a sub-cluster's container its names through the
 // routers.
 func renameContainer(st *fedstate.State, sc *fedstate.Subcluster, c *wrpc.ContainerInfo) {
-	c.ID = sc.ID + "." + c.ID
+	c.ID = scopedContainerID(sc, c.ID)
 	c.AppID = fedAppID(st, sc, c.AppID)
+}
+
+// scopedContainerID is a sub-cluster's container's ID through the
+// routers: SUBCLUSTER.ID, where the containers of a spanning app's
+// unmanaged AM carry their sub-cluster already.
+func scopedContainerID(sc *fedstate.Subcluster, id string) string {
+	if strings.HasPrefix(id, sc.ID+".") {
+		return id
+	}
+	return sc.ID + "." + id
 }
 
 // renameApp gives what a sub-cluster's app names — its AM containers,
@@ -57,12 +70,12 @@ func renameContainer(st *fedstate.State, sc *fedstate.Subcluster, c *wrpc.Contai
 func renameApp(st *fedstate.State, sc *fedstate.Subcluster, a *wrpc.AppInfo) {
 	for i := range a.Attempts {
 		if at := &a.Attempts[i]; at.ContainerID != "" {
-			at.ContainerID = sc.ID + "." + at.ContainerID
+			at.ContainerID = scopedContainerID(sc, at.ContainerID)
 		}
 	}
 	for i := range a.Preemptions {
 		p := &a.Preemptions[i]
-		p.ContainerID, p.ForApp = sc.ID+"."+p.ContainerID, fedAppID(st, sc, p.ForApp)
+		p.ContainerID, p.ForApp = scopedContainerID(sc, p.ContainerID), fedAppID(st, sc, p.ForApp)
 	}
 }
 

@@ -239,6 +239,21 @@ func printApp(a rpc.AppInfo) {
 	}
 	c := a.Containers
 	fmt.Fprintf(w, "Containers\t%d allocated, %d queued, %d running, %d completed\n", c.Allocated, c.Queued, c.Running, c.Completed)
+	if a.UnmanagedFor != "" {
+		fmt.Fprintf(w, "Unmanaged\tthe app's AM runs in sub-cluster %s; this is its part here\n", a.UnmanagedFor)
+	}
+	for _, p := range a.Spans {
+		role := "span"
+		if p.Home {
+			role = "home"
+		}
+		line := fmt.Sprintf("%d allocated, %d queued, %d running, %d completed (%s, %s)", p.Containers.Allocated, p.Containers.Queued,
+			p.Containers.Running, p.Containers.Completed, role, p.State)
+		if p.Unreachable != "" {
+			line = fmt.Sprintf("not included (%s): %s", role, p.Unreachable)
+		}
+		fmt.Fprintf(w, "  in %s\t%s\n", p.Subcluster, line)
+	}
 	if !a.Pending.IsZero() {
 		fmt.Fprintf(w, "Pending\t%s\n", a.Pending)
 	}

@@ -73,7 +73,7 @@ func runFederationSubclusters(args []string) error {
 		return printJSON(orEmpty(resp.Subclusters))
 	}
 	w := table()
-	fmt.Fprintln(w, "ID\tSTATE\tCAPACITY\tUSED\tPENDING\tNODES\tAPPS\tHOMES\tLAST HEARTBEAT\tSERVERS")
+	fmt.Fprintln(w, "ID\tSTATE\tCAPACITY\tUSED\tPENDING\tNODES\tAPPS\tHOMES\tUNMANAGED AMS\tLAST HEARTBEAT\tSERVERS")
 	now := time.Now()
 	for _, sc := range resp.Subclusters {
 		last := "never"
@@ -84,8 +84,8 @@ func runFederationSubclusters(args []string) error {
 		if sc.Reason != "" {
 			state += " (" + sc.Reason + ")"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%s\n", sc.ID, state, short(sc.Capacity), short(sc.Used),
-			short(sc.Pending), sc.NodesReady, sc.NodesTotal, sc.AppsRunning, sc.Homes, last, strings.Join(sc.Servers, ","))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%d\t%s\t%s\n", sc.ID, state, short(sc.Capacity), short(sc.Used),
+			short(sc.Pending), sc.NodesReady, sc.NodesTotal, sc.AppsRunning, sc.Homes, sc.UnmanagedAMs, last, strings.Join(sc.Servers, ","))
 	}
 	if err := w.Flush(); err != nil {
 		return err

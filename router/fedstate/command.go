@@ -15,16 +15,17 @@ type MessageType uint8
 
 // Command types.
 const (
-	HeartbeatType     MessageType = 1 // a HeartbeatRequest
-	MarkLostType      MessageType = 2 // a MarkLostRequest
-	AdminType         MessageType = 3 // an AdminRequest
-	HomePutType       MessageType = 4 // a HomePutRequest
-	HomeAdvanceType   MessageType = 5 // a HomeAdvanceRequest
-	HomeSettleType    MessageType = 6 // a HomeSettleRequest
-	HomeGCType        MessageType = 7 // a HomeGCRequest
-	PolicyApplyType   MessageType = 8 // a PolicyApplyRequest
-	WeightsWriteType  MessageType = 9 // a WeightsWriteRequest
-	maxKnownType                  = WeightsWriteType
+	HeartbeatType     MessageType = 1  // a HeartbeatRequest
+	MarkLostType      MessageType = 2  // a MarkLostRequest
+	AdminType         MessageType = 3  // an AdminRequest
+	HomePutType       MessageType = 4  // a HomePutRequest
+	HomeAdvanceType   MessageType = 5  // a HomeAdvanceRequest
+	HomeSettleType    MessageType = 6  // a HomeSettleRequest
+	HomeGCType        MessageType = 7  // a HomeGCRequest
+	PolicyApplyType   MessageType = 8  // a PolicyApplyRequest
+	WeightsWriteType  MessageType = 9  // a WeightsWriteRequest
+	SpanAddType       MessageType = 10 // a SpanAddRequest
+	maxKnownType                  = SpanAddType
 	ignoreUnknownFlag MessageType = 0x80
 	typeMask          MessageType = 0x7f
 )
@@ -48,7 +49,9 @@ type HeartbeatRequest struct {
 	AppsRunning int                             `codec:"apps_running"`
 	Queues      map[string]federation.QueueLoad `codec:"queues"`
 	Racks       []string                        `codec:"racks"`
-	Now         int64                           `codec:"now"`
+	// UnmanagedAMs counts the apps spanning into it from elsewhere.
+	UnmanagedAMs int   `codec:"unmanaged_ams,omitempty"`
+	Now          int64 `codec:"now"`
 }
 
 // MarkLostRequest marks a sub-cluster LOST if its last heartbeat is still
@@ -125,6 +128,15 @@ type HomeSettleRequest struct {
 	// LocalID is the app's ID at Home (with SUBMITTED).
 	LocalID string `codec:"local_id,omitempty"`
 	Now     int64  `codec:"now"`
+}
+
+// SpanAddRequest records that a SUBMITTED app spans into Subcluster
+// besides its home: an AMRMProxy asked for an unmanaged AM there. Adding
+// a span the app has changes nothing.
+type SpanAddRequest struct {
+	AppID      string `codec:"app_id"`
+	Subcluster string `codec:"subcluster"`
+	Now        int64  `codec:"now"`
 }
 
 // HomeGCRequest drops SUBMITTED mappings created before Before and FAILED

@@ -162,6 +162,8 @@ func decodeCommand(typ MessageType, body []byte) (func(*txn) any, error) {
 		return decodeAs(body, (*txn).policyApply)
 	case WeightsWriteType:
 		return decodeAs(body, (*txn).weightsWrite)
+	case SpanAddType:
+		return decodeAs(body, (*txn).spanAdd)
 	}
 	return nil, fmt.Errorf("unknown command type %d", typ)
 }
@@ -221,7 +223,7 @@ func (t *txn) heartbeat(r *HeartbeatRequest) any {
 	sc.Servers, sc.HTTPAddr, sc.Leader = slices.Clone(r.Servers), r.HTTPAddr, r.Leader
 	sc.Term, sc.Seq = r.Term, r.Seq
 	sc.Capacity, sc.Used, sc.Pending, sc.Routed = r.Capacity, r.Used, r.Pending, scheduler.Resources{}
-	sc.NodesReady, sc.NodesTotal, sc.AppsRunning = r.NodesReady, r.NodesTotal, r.AppsRunning
+	sc.NodesReady, sc.NodesTotal, sc.AppsRunning, sc.UnmanagedAMs = r.NodesReady, r.NodesTotal, r.AppsRunning, r.UnmanagedAMs
 	sc.Queues = maps.Clone(r.Queues)
 	sc.Racks = slices.Sorted(slices.Values(r.Racks))
 	sc.LastHeartbeat = r.Now
@@ -434,6 +436,29 @@ func (t *txn) homeSettle(r *HomeSettleRequest) any {
 	if h.LocalID != "" {
 		t.byLocal.Insert([]byte(h.Home+"/"+h.LocalID), h.AppID)
 	}
+	return &h
+}
+
+func (t *txn) spanAdd(r *SpanAddRequest) any {
+	old, ok := t.homes.Get([]byte(r.AppID))
+	switch {
+	case !ok:
+		return reject(ErrNotFound, "no app %s", r.AppID)
+	case old.State != HomeSubmitted:
+		return reject(ErrConflict, "app %s is %s, not SUBMITTED: it spans nowhere yet", r.AppID, old.State)
+	case t.s.subclusters[r.Subcluster] == nil:
+		return reject(ErrNotFound, "subcluster: no sub-cluster %.64q", r.Subcluster)
+	case r.Subcluster == old.Home:
+		return reject(ErrInvalid, "subcluster: %s is app %s's home, not a span", r.Subcluster, r.AppID)
+	case slices.Contains(old.Spans, r.Subcluster):
+		return old
+	case len(old.Spans) >= MaxSubclusters:
+		return reject(ErrFull, "app %s spans %d sub-clusters already", r.AppID, len(old.Spans))
+	}
+	h := *old
+	h.Spans = append(slices.Clone(old.Spans), r.Subcluster)
+	h.UpdatedAt = r.Now
+	t.homes.Insert([]byte(h.AppID), &h)
 	return &h
 }
 

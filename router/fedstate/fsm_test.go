@@ -291,6 +291,7 @@ func randomLog(t testing.TB, seed uint64, n int) *applier {
 			if hs := a.f.State().AppHomes(); len(hs) > 0 {
 				h := hs[r.IntN(len(hs))]
 				a.apply(HomeSettleType, &HomeSettleRequest{AppID: h.AppID, Home: h.Home, State: HomeSubmitted, LocalID: fmt.Sprint("app-", i), Now: int64(i)})
+				a.apply(SpanAddType, &SpanAddRequest{AppID: h.AppID, Subcluster: id, Now: int64(i)})
 			}
 		case 5:
 			if sc := a.f.State().Subcluster(id); sc != nil {
@@ -301,6 +302,31 @@ func randomLog(t testing.TB, seed uint64, n int) *applier {
 	a.ok(PolicyApplyType, &PolicyApplyRequest{Policies: []federation.Policy{{Queue: "root.a", Router: federation.Weighted}}})
 	a.ok(WeightsWriteType, &WeightsWriteRequest{Generation: 3, Weights: map[string]map[string]uint32{"root.a": {"sc1": 10, "sc2": 990}}})
 	return a
+}
+
+func TestSpansOfASubmittedApp(t *testing.T) {
+	a := newApplier(t)
+	a.ok(HeartbeatType, beat("sc1", 1, 100, 1))
+	a.ok(HeartbeatType, beat("sc2", 1, 100, 1))
+	a.ok(HeartbeatType, beat("sc3", 1, 100, 1))
+	h := a.ok(HomePutType, put("r1", "root.a")).(*AppHome)
+	other := "sc1"
+	if h.Home == other {
+		other = "sc2"
+	}
+	a.rejected(ErrConflict, SpanAddType, &SpanAddRequest{AppID: h.AppID, Subcluster: other}) // not SUBMITTED yet
+	a.ok(HomeSettleType, &HomeSettleRequest{AppID: h.AppID, Home: h.Home, State: HomeSubmitted, LocalID: "app-3", Now: 5})
+	a.rejected(ErrNotFound, SpanAddType, &SpanAddRequest{AppID: "app-f99", Subcluster: other})
+	a.rejected(ErrNotFound, SpanAddType, &SpanAddRequest{AppID: h.AppID, Subcluster: "sc9"})
+	a.rejected(ErrInvalid, SpanAddType, &SpanAddRequest{AppID: h.AppID, Subcluster: h.Home})
+	got := a.ok(SpanAddType, &SpanAddRequest{AppID: h.AppID, Subcluster: other, Now: 6}).(*AppHome)
+	again := a.ok(SpanAddType, &SpanAddRequest{AppID: h.AppID, Subcluster: other, Now: 7}).(*AppHome)
+	if !reflect.DeepEqual(got.Spans, []string{other}) || !reflect.DeepEqual(again.Spans, []string{other}) {
+		t.Fatalf("spans %v then %v, want [%s] once", got.Spans, again.Spans, other)
+	}
+	if by := a.f.State().AppHomeByLocal(h.Home, "app-3"); by == nil || !reflect.DeepEqual(by.Spans, []string{other}) {
+		t.Fatalf("the mapping by local ID does not hold the span: %+v", by)
+	}
 }
 
 func TestSnapshotRoundTrip(t *testing.T) {
@@ -359,7 +385,7 @@ type nopCloser struct{ *bytes.Reader }
 func (nopCloser) Close() error { return nil }
 
 func FuzzApply(f *testing.F) {
-	for typ := HeartbeatType; typ <= WeightsWriteType; typ++ {
+	for typ := HeartbeatType; typ <= maxKnownType; typ++ {
 		f.Add(byte(typ), []byte{0x80})
 	}
 	seed, _ := Encode(HeartbeatType, beat("sc1", 1, 1, 1))

@@ -36,6 +36,9 @@ type Subcluster struct {
 	AppsRunning int                             `codec:"apps_running"`
 	Queues      map[string]federation.QueueLoad `codec:"queues"`
 	Racks       []string                        `codec:"racks"`
+	// UnmanagedAMs counts the apps spanning into it from other
+	// sub-clusters, as its last heartbeat said.
+	UnmanagedAMs int `codec:"unmanaged_ams,omitempty"`
 	// Homes is how many apps the routers made their home here (counted
 	// in Apply, including ones a refusal moved on from).
 	Homes int `codec:"homes"`
@@ -87,10 +90,13 @@ type AppHome struct {
 	Home    string    `codec:"home"`
 	State   HomeState `codec:"state"`
 	// LocalID is the app's ID in its home sub-cluster, once SUBMITTED.
-	LocalID   string `codec:"local_id,omitempty"`
-	Tries     []Try  `codec:"tries,omitempty"`
-	CreatedAt int64  `codec:"created_at"`
-	UpdatedAt int64  `codec:"updated_at"`
+	LocalID string `codec:"local_id,omitempty"`
+	// Spans are the other sub-clusters the app's AMRMProxy registered an
+	// unmanaged AM in (federation part 2), in the order it did.
+	Spans     []string `codec:"spans,omitempty"`
+	Tries     []Try    `codec:"tries,omitempty"`
+	CreatedAt int64    `codec:"created_at"`
+	UpdatedAt int64    `codec:"updated_at"`
 }
 
 // State is the routers' replicated state at one index: immutable, shared
