@@ -18,13 +18,14 @@ import (
 // ask sum to its count).
 //
 //   - home (and no policy): every ask to the home.
-//   - locality: an ask naming nodes or racks goes whole to the sub-cluster
-//     holding most of them (a node 2, a rack 1; ties to the home, then by
-//     ID), which relaxes it as it would its own; an ask naming none it
-//     holds, and every ANY ask, is split by weight × fit — fit being how
-//     many of the ask's containers the sub-cluster's headroom holds, up to
-//     the count — so containers go where the queue is weighted and there is
-//     room for them.
+//   - locality: an ask naming nodes or racks goes to the sub-clusters
+//     holding them, in proportion to what each holds (a node 2, a rack 1),
+//     each part naming only its sub-cluster's nodes and racks (YARN sends
+//     a node's request to the node's sub-cluster the same way), which
+//     relaxes it as it would its own; an ask naming none they hold, and
+//     every ANY ask, is split by weight × fit — fit being how many of the
+//     ask's containers the sub-cluster's headroom holds, up to the count —
+//     so containers go where the queue is weighted and there is room.
 //   - broadcast: node and rack asks as locality; ANY asks spread over the
 //     sub-clusters by the queue's weights alone, room or not.
 //
@@ -50,8 +51,14 @@ func Split(policy AMRMPolicyType, home string, asks []scheduler.Ask, cands []Can
 			}
 			continue
 		}
-		if owner := localityOwner(a.Locality, live); owner != "" {
-			out[owner] = append(out[owner], a)
+		if owned := localityScores(a.Locality, live); owned != nil {
+			for i, n := range apportion(a.Count, owned) {
+				if n > 0 {
+					part := a
+					part.Count, part.Locality = n, narrow(a.Locality, live[i])
+					out[live[i].ID] = append(out[live[i].ID], part)
+				}
+			}
 			continue
 		}
 		scores := make([]uint64, len(live))
@@ -94,13 +101,12 @@ func splitCandidates(home string, cands []Candidate) []Candidate {
 	return live
 }
 
-// localityOwner is the candidate holding most of the nodes (2 each) and
-// racks (1 each) loc names, the first (the home, then by ID) of those that
-// tie; "" when none holds any.
-func localityOwner(loc scheduler.Locality, live []Candidate) string {
-	best, owner := 0, ""
-	for _, c := range live {
-		score := 0
+// localityScores scores each candidate by what of loc it holds (a node
+// 2, a rack 1); nil when none holds any.
+func localityScores(loc scheduler.Locality, live []Candidate) []uint64 {
+	var scores []uint64
+	for i, c := range live {
+		score := uint64(0)
 		for _, n := range loc.Nodes {
 			if c.Nodes[n] {
 				score += 2
@@ -111,11 +117,30 @@ func localityOwner(loc scheduler.Locality, live []Candidate) string {
 				score++
 			}
 		}
-		if score > best {
-			best, owner = score, c.ID
+		if score > 0 {
+			if scores == nil {
+				scores = make([]uint64, len(live))
+			}
+			scores[i] = score
 		}
 	}
-	return owner
+	return scores
+}
+
+// narrow is loc with only the nodes and racks c holds.
+func narrow(loc scheduler.Locality, c Candidate) scheduler.Locality {
+	out := scheduler.Locality{Relax: loc.Relax}
+	for _, n := range loc.Nodes {
+		if c.Nodes[n] {
+			out.Nodes = append(out.Nodes, n)
+		}
+	}
+	for _, r := range loc.Racks {
+		if c.Racks[r] {
+			out.Racks = append(out.Racks, r)
+		}
+	}
+	return out
 }
 
 // fit is how many of a's containers c's headroom (capacity less use,

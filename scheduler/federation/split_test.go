@@ -35,6 +35,20 @@ func counts(split map[string][]scheduler.Ask) map[string]int {
 	return out
 }
 
+func TestSplitNarrowsLocality(t *testing.T) {
+	cands := []Candidate{sub("sc1", StateRunning, 1, 10, "a1", "a2"), sub("sc2", StateRunning, 1, 10, "b1", "b2"), sub("sc3", StateRunning, 1, 10, "c1")}
+	split := Split(AMRMLocality, "sc1", []scheduler.Ask{ask(1, 60, []string{"a1", "b1", "a2", "b2", "zz"}, nil)}, cands)
+	if got := counts(split); !maps.Equal(got, map[string]int{"sc1:1": 30, "sc2:1": 30}) {
+		t.Fatalf("split %v, want 30 to each sub-cluster holding two of the nodes", got)
+	}
+	if n := split["sc1"][0].Locality.Nodes; !slices.Equal(n, []string{"a1", "a2"}) {
+		t.Fatalf("sc1's part names %v, want its own nodes a1, a2", n)
+	}
+	if n := split["sc2"][0].Locality.Nodes; !slices.Equal(n, []string{"b1", "b2"}) || !split["sc2"][0].Locality.Relax {
+		t.Fatalf("sc2's part: %+v, want its own nodes b1, b2, relaxed as asked", split["sc2"][0].Locality)
+	}
+}
+
 func TestSplit(t *testing.T) {
 	three := []Candidate{sub("sc1", StateRunning, 5, 10, "n1"), sub("sc2", StateRunning, 3, 30, "n2", "n3"), sub("sc3", StateRunning, 2, 0, "n4")}
 	for _, tc := range []struct {
@@ -50,10 +64,12 @@ func TestSplit(t *testing.T) {
 		{"no policy is home", "", "sc2", []scheduler.Ask{ask(1, 4, nil, nil)}, three, map[string]int{"sc2:1": 4}},
 		{"locality: a node ask goes whole to its owner", AMRMLocality, "sc1", []scheduler.Ask{ask(1, 6, []string{"n2"}, nil)}, three,
 			map[string]int{"sc2:1": 6}},
-		{"locality: most of the named nodes wins over a rack", AMRMLocality, "sc1",
-			[]scheduler.Ask{ask(1, 2, []string{"n2", "n3", "n1"}, []string{"/sc1"})}, three, map[string]int{"sc2:1": 2}},
-		{"locality: a tie goes to the home", AMRMLocality, "sc2",
-			[]scheduler.Ask{ask(1, 2, []string{"n1", "n2"}, nil)}, three, map[string]int{"sc2:1": 2}},
+		// n2, n3 (sc2) score 4 against n1 and /sc1 (sc1) 3: 12 → 6.86 /
+		// 5.14 → 7 / 5.
+		{"locality: nodes of two sub-clusters split by what each holds", AMRMLocality, "sc1",
+			[]scheduler.Ask{ask(1, 12, []string{"n2", "n3", "n1"}, []string{"/sc1"})}, three, map[string]int{"sc1:1": 5, "sc2:1": 7}},
+		{"locality: a tie's odd one goes to the home", AMRMLocality, "sc2",
+			[]scheduler.Ask{ask(1, 3, []string{"n1", "n2"}, nil)}, three, map[string]int{"sc1:1": 1, "sc2:1": 2}},
 		{"locality: a rack ask to the rack's sub-cluster, even with no room", AMRMLocality, "sc1",
 			[]scheduler.Ask{ask(1, 2, nil, []string{"/sc3"})}, three, map[string]int{"sc3:1": 2}},
 		// ANY: weight × fit. sc1 5 × min(10, 40) = 50, sc2 3 × 30 = 90,
@@ -97,8 +113,15 @@ func TestSplit(t *testing.T) {
 					for _, p := range parts {
 						if p.AskID == a.AskID {
 							total += p.Count
-							if p.Resources.String() != a.Resources.String() || p.Priority != a.Priority || !slices.Equal(p.Locality.Nodes, a.Locality.Nodes) {
+							if p.Resources.String() != a.Resources.String() || p.Priority != a.Priority || p.Locality.Relax != a.Locality.Relax {
 								t.Fatalf("a part changed the ask: %+v of %+v", p, a)
+							}
+							// A part names what its sub-cluster holds of
+							// the ask's nodes, or all of them (ANY).
+							for _, n := range p.Locality.Nodes {
+								if !slices.Contains(a.Locality.Nodes, n) {
+									t.Fatalf("a part names node %s the ask did not: %+v", n, p)
+								}
 							}
 						}
 					}
