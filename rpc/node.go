@@ -236,6 +236,8 @@ type HeartbeatResponse struct {
 	// WorkloadKeys, when not empty, replaces the agent's workload keys:
 	// the servers' set changed since the request's WorkloadKeyID.
 	WorkloadKeys []WorkloadKey `codec:"workload_keys"`
+	// Federation: as in NodeRegisterResponse, repeated in every answer.
+	Federation *AgentFederation `codec:"federation,omitempty"`
 }
 
 // NodeInfo is one node as `weft node list -json` shows it.
