@@ -53,6 +53,8 @@ type Agent struct {
 
 	sched *distScheduler
 	proxy *amrmProxy
+	// fed is the agent's sub-cluster's federation, as the servers tell it.
+	fed *agentFederation
 	seq   atomic.Uint64 // opportunistic container IDs minted here
 
 	// secret is the node secret (identity.go); keys the workload keys
@@ -106,6 +108,7 @@ func New(config *Config) (*Agent, error) {
 	a.client.AttemptTimeout = a.heartbeatTimeout()
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.proxy = newAMRMProxy(a)
+	a.fed = newAgentFederation(a)
 	dir := filepath.Join(config.DataDir, "containers")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
@@ -170,6 +173,7 @@ func New(config *Config) (*Agent, error) {
 		a.run(runCtx)
 	})
 	a.goFunc(a.renewLoop)
+	a.goFunc(a.proxy.sweepLoop)
 	a.goFunc(a.retentionLoop)
 	a.unregisterMetrics = metrics.RegisterAgent(a.metricsSample)
 	a.logger.Info("agent started", "rpc_addr", a.rpcAddr, "serf_addr", gossip.Addr(a.serf),
@@ -264,6 +268,7 @@ func (a *Agent) register(ctx context.Context) bool {
 			cancel()
 			if err == nil {
 				a.setKeys(resp.WorkloadKeys)
+				a.fed.set(resp.Federation)
 				a.epoch.Store(resp.Epoch)
 				a.mgr.reopen()
 				a.logger.Info("registered", "epoch", resp.Epoch)
@@ -340,6 +345,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context) bool {
 			return true
 		}
 		servers = resp.Servers
+		a.fed.set(resp.Federation)
 		a.setKeys(resp.WorkloadKeys)
 		a.sched.update(&resp, listAt, a.clock.Now())
 		a.rebalance(resp.QueueLimit, resp.LeastLoadedAt)
@@ -471,6 +477,7 @@ func (a *Agent) Shutdown() error {
 		a.rpcConns.Close()
 		a.client.Close()
 		a.agentPool.Shutdown()
+		a.fed.shutdown()
 		a.wg.Wait()
 		a.logger.Info("agent stopped")
 	})

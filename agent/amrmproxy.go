@@ -50,6 +50,9 @@ type proxyAttempt struct {
 	// renewed is an AM token the servers renewed in answer to a
 	// background relay: the AM's next answer carries it.
 	renewed string
+	// span is set when the agent's sub-cluster is federated: the
+	// attempt's parts in other sub-clusters (amrmfed.go).
+	span *spanState
 }
 
 func newAMRMProxy(a *Agent) *amrmProxy {
@@ -67,13 +70,53 @@ func (p *amrmProxy) attempt(app string, attempt int) *proxyAttempt {
 }
 
 // forget drops what the proxy remembers of attempts whose AM no longer
-// runs here. p.mu must be held.
+// runs here, and ends their unmanaged AMs in other sub-clusters (in the
+// background).
 func (p *amrmProxy) forget() {
-	for k := range p.attempts {
+	p.mu.Lock()
+	var spans []*spanState
+	for k, at := range p.attempts {
 		if _, runs := p.a.mgr.runningAM(k.app, k.attempt); !runs {
 			delete(p.attempts, k)
+			if at.span != nil {
+				spans = append(spans, at.span)
+			}
 		}
 	}
+	p.mu.Unlock()
+	for _, sp := range spans {
+		p.a.goFunc(func() {
+			p.finishSpans(p.a.ctx, sp, scheduler.AppKilled, "the app's AM no longer runs in its home sub-cluster "+sp.home)
+		})
+	}
+}
+
+// sweepInterval is how often the proxy looks for AMs that stopped without
+// finishing, whose unmanaged AMs elsewhere must end.
+const sweepInterval = 5 * time.Second
+
+// sweepLoop runs forget every sweepInterval until the agent shuts down.
+func (p *amrmProxy) sweepLoop() {
+	tick := p.a.clock.NewTicker(sweepInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C():
+			p.forget()
+		case <-p.a.ctx.Done():
+			return
+		}
+	}
+}
+
+// callServers sends an Allocate to the servers: the home's alone, or, for
+// a spanning attempt, split among the sub-clusters (amrmfed.go). twins
+// are the ask IDs of opportunistic fallbacks, which stay home.
+func (p *amrmProxy) callServers(ctx context.Context, at *proxyAttempt, fwd *wrpc.AMAllocateRequest, twins map[uint64]bool, reply *wrpc.AMAllocateResponse) error {
+	if at.span == nil || p.a.fed.subcluster() == "" {
+		return p.a.client.Call(ctx, "AM.Allocate", fwd, reply)
+	}
+	return p.callSpanning(ctx, at.span, fwd, twins, reply)
 }
 
 // checkAM admits only the AMs this agent launched: the token must be a
@@ -99,10 +142,20 @@ func (p *amrmProxy) Register(ctx context.Context, args *wrpc.AMRegisterRequest, 
 	if err := p.checkAM(ctx, args.AppID, args.Attempt, args.Token); err != nil {
 		return err
 	}
-	p.mu.Lock()
 	p.forget()
-	p.mu.Unlock()
-	return p.a.client.Call(ctx, "AM.Register", args, reply)
+	if err := p.a.client.Call(ctx, "AM.Register", args, reply); err != nil {
+		return err
+	}
+	if sc := p.a.fed.subcluster(); sc != "" {
+		// A federated sub-cluster's app may span others: what its
+		// splits need is its home and queue.
+		p.mu.Lock()
+		if at := p.attempt(args.AppID, args.Attempt); at.span == nil {
+			at.span = newSpanState(sc, reply.Queue)
+		}
+		p.mu.Unlock()
+	}
+	return nil
 }
 
 // Finish relays AM.Finish and forgets the attempt.
@@ -111,11 +164,17 @@ func (p *amrmProxy) Finish(ctx context.Context, args *wrpc.AMFinishRequest, repl
 		return err
 	}
 	p.mu.Lock()
-	if at := p.attempts[attemptKey{args.AppID, args.Attempt}]; at != nil && len(at.releases) > 0 {
+	at := p.attempts[attemptKey{args.AppID, args.Attempt}]
+	if at != nil && len(at.releases) > 0 {
 		p.a.logger.Warn("the app finished with releases the servers never heard of; its end stops them", "app", args.AppID, "count", len(at.releases))
 	}
 	delete(p.attempts, attemptKey{args.AppID, args.Attempt})
 	p.mu.Unlock()
+	if at != nil && at.span != nil {
+		// Every other sub-cluster first: the app is over only once none
+		// of them runs anything of it.
+		p.finishSpans(ctx, at.span, scheduler.AppState(args.FinalState), "the app finished in its home sub-cluster "+at.span.home)
+	}
 	return p.a.client.Call(ctx, "AM.Finish", args, reply)
 }
 
@@ -182,6 +241,13 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 	fwd.Releases = append(at.releases, fwd.Releases...)
 	at.releases = nil
 	needServers := len(fwd.Asks)+len(fwd.Releases)+len(fwd.Promotions) > 0
+	var twins map[uint64]bool
+	if at.span != nil && len(at.fallback) > 0 {
+		twins = make(map[uint64]bool, len(at.fallback))
+		for id := range at.fallback {
+			twins[id] = true
+		}
+	}
 	p.mu.Unlock()
 
 	down := p.a.serversDown()
@@ -210,7 +276,7 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 		// unchanged) brings back what that produced.
 		if needServers && !down {
 			fwd.MaxWait = time.Millisecond
-			p.a.goFunc(func() { p.relay(at, &fwd) })
+			p.a.goFunc(func() { p.relay(at, &fwd, twins) })
 		} else {
 			p.keep(at, fwd.Releases)
 		}
@@ -221,7 +287,7 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 		// Fresh room comes with the next list: come back for it then.
 		fwd.MaxWait = p.a.config.HeartbeatInterval
 	}
-	if err := p.a.client.Call(ctx, "AM.Allocate", &fwd, reply); err != nil {
+	if err := p.callServers(ctx, at, &fwd, twins, reply); err != nil {
 		p.keep(at, fwd.Releases)
 		return err
 	}
@@ -244,11 +310,11 @@ func (p *amrmProxy) keep(at *proxyAttempt, releases []string) {
 
 // relay sends the servers the part of an Allocate the proxy answered
 // alone; if they cannot be reached, its releases wait for the next relay.
-func (p *amrmProxy) relay(at *proxyAttempt, fwd *wrpc.AMAllocateRequest) {
+func (p *amrmProxy) relay(at *proxyAttempt, fwd *wrpc.AMAllocateRequest, twins map[uint64]bool) {
 	ctx, cancel := context.WithTimeout(p.a.ctx, relayTimeout)
 	defer cancel()
 	var reply wrpc.AMAllocateResponse
-	if err := p.a.client.Call(ctx, "AM.Allocate", fwd, &reply); err != nil {
+	if err := p.callServers(ctx, at, fwd, twins, &reply); err != nil {
 		if !wrpc.IsRetryable(err) {
 			p.mu.Lock()
 			at.refused = err
@@ -286,8 +352,13 @@ func (p *amrmProxy) synced(at *proxyAttempt, req *wrpc.AMAllocateRequest, reply 
 	for _, c := range reply.Completed {
 		delete(at.minted, c.ID)
 	}
-	if scheduler.AppState(reply.AppState).Terminal() {
+	if state := scheduler.AppState(reply.AppState); state.Terminal() {
 		delete(p.attempts, attemptKey{req.AppID, req.Attempt})
+		if sp := at.span; sp != nil {
+			p.a.goFunc(func() {
+				p.finishSpans(p.a.ctx, sp, state, "the app ended in its home sub-cluster "+sp.home)
+			})
+		}
 	}
 }
 

@@ -1,0 +1,601 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	wrpc "github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
+	"github.com/weft-sched/weft/scheduler/federation"
+)
+
+// The AMRMProxy's federation interceptor (SPEC §18, "AMs spanning
+// sub-clusters"). When the agent's sub-cluster belongs to a federation
+// (the servers say so in every heartbeat), an AM's guaranteed asks are
+// split by its queue's AMRMProxy policy (federation.Split, from the view
+// the routers serve) between the home — this sub-cluster — and others.
+// In each other sub-cluster it uses, the proxy holds an unmanaged AM for
+// the app, which the routers create after the home has checked the AM's
+// token (Federation.RegisterSpan); the proxy then speaks the AM protocol
+// to that sub-cluster's servers directly, with the token they minted.
+// Their answers are merged into the AM's: containers allocated there carry
+// their sub-cluster in their IDs (SUBCLUSTER.c-…) and tokens that
+// sub-cluster's agents verify, so the AM starts them on the foreign agents
+// as on its own. Releases go back where the ID says.
+//
+// Opportunistic asks stay with the home's distributed scheduler: its
+// least-loaded list is the home leader's, the proxy's allocations are
+// signed with the home's key (which no other sub-cluster's agents hold),
+// and an opportunistic container is cheap to queue at home; sending them
+// out would cost a round trip to another sub-cluster for what the
+// distributed scheduler exists to answer locally.
+//
+// Faults: a sub-cluster the routers hold LOST (or decommissioned, or
+// forget) is dropped from the app — every container it held is reported
+// to the AM as lost, and the AM's asks for them are split among the rest
+// on its next call. A sub-cluster that fails a call is skipped for
+// spanBackoff. When the app ends — its AM finishes, the home reports it
+// ended, or the AM stops running here — every unmanaged AM is finished,
+// which stops its containers there; a sub-cluster the proxy cannot tell
+// ends it by itself (unmanaged_am_timeout).
+
+// Bounds and timings of the interceptor.
+const (
+	// splitViewTTL is how long a split view from the routers is used.
+	splitViewTTL = 5 * time.Second
+	// spanCallTimeout bounds one non-blocking call to a sub-cluster.
+	spanCallTimeout = 5 * time.Second
+	// spanBackoff is how long a sub-cluster that failed a call is left
+	// out of the app's splits and calls.
+	spanBackoff = 5 * time.Second
+	// maxNodeOwners bounds the node → sub-cluster cache of one attempt.
+	maxNodeOwners = 4096
+)
+
+// agentFederation is what the agent knows of its sub-cluster's federation.
+type agentFederation struct {
+	mu      sync.Mutex
+	info    *wrpc.AgentFederation
+	routers *wrpc.Client
+	// servers reaches other sub-clusters' servers; routers the routers.
+	servers, routerPool *wrpc.Pool
+}
+
+func newAgentFederation(a *Agent) *agentFederation {
+	f := &agentFederation{
+		servers:    wrpc.NewTLSPool(a.config.Logger, a.config.TLS, wrpc.RoleServer),
+		routerPool: wrpc.NewTLSPool(a.config.Logger, a.config.TLS, wrpc.RoleRouter),
+	}
+	f.routers = wrpc.NewClient(nil, f.routerPool)
+	return f
+}
+
+// set records what the servers said of the federation (nil: none).
+func (f *agentFederation) set(info *wrpc.AgentFederation) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.info = info
+	if info != nil {
+		f.routers.SetServers(info.Routers)
+	}
+}
+
+// subcluster is this agent's sub-cluster, "" when it is not federated.
+func (f *agentFederation) subcluster() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.info == nil {
+		return ""
+	}
+	return f.info.Subcluster
+}
+
+func (f *agentFederation) shutdown() {
+	f.servers.Shutdown()
+	f.routerPool.Shutdown()
+}
+
+// spanState is what the proxy holds of one spanning AM attempt. Its
+// mutex is held for a whole call to the servers: one AM's calls come one
+// at a time anyway.
+type spanState struct {
+	mu    sync.Mutex
+	home  string
+	queue string
+	// view is the routers' split view of the queue, fetched at viewAt.
+	view   *wrpc.FederationSplitViewResponse
+	viewAt time.Time
+	owners map[string]string // node → sub-cluster, as the routers resolved it
+	// holders names, per ask ID, the sub-clusters holding a part of it:
+	// one left out of a new split is told count 0.
+	holders map[uint64][]string
+	parts   map[string]*spanPart
+}
+
+// spanPart is the app's unmanaged AM in one other sub-cluster.
+type spanPart struct {
+	id      string
+	fedID   string // the app's ID there (the federation's)
+	attempt int
+	token   string
+	client  *wrpc.Client
+	// index is the last answer's: the next call asks only for news.
+	index uint64
+	// live are the containers allocated there not yet completed.
+	live map[string]wrpc.ContainerInfo
+	// ended: lost, or its unmanaged AM ended; never asked again.
+	ended bool
+	// retryAt: after a failed call, the part is left alone until then.
+	retryAt time.Time
+}
+
+func newSpanState(home, queue string) *spanState {
+	return &spanState{home: home, queue: queue, owners: map[string]string{}, holders: map[uint64][]string{}, parts: map[string]*spanPart{}}
+}
+
+// partOf is the part holding container id (IDs from other sub-clusters
+// begin SUBCLUSTER.); nil for the home's.
+func (s *spanState) partOf(id string) *spanPart {
+	sc, _, ok := strings.Cut(id, ".")
+	if !ok {
+		return nil
+	}
+	return s.parts[sc]
+}
+
+// callSpanning is callServers for a spanning attempt: the guaranteed asks
+// in fwd (twins excepted: opportunistic fallbacks stay home) are split
+// among the sub-clusters, releases go where their IDs say, and the answers
+// are merged into reply, which is the home's answer with the others' news.
+func (p *amrmProxy) callSpanning(ctx context.Context, sp *spanState, fwd *wrpc.AMAllocateRequest, twins map[uint64]bool, reply *wrpc.AMAllocateResponse) error {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	now := p.a.clock.Now()
+	p.refreshView(ctx, sp, now)
+	news := p.dropLost(sp) // completions the AM hears of with this answer
+
+	home := *fwd
+	home.Asks, home.Releases = nil, nil
+	reqs := map[string]*wrpc.AMAllocateRequest{}
+	req := func(sc string) *wrpc.AMAllocateRequest {
+		if reqs[sc] == nil {
+			reqs[sc] = &wrpc.AMAllocateRequest{}
+		}
+		return reqs[sc]
+	}
+	var spanning []scheduler.Ask
+	for _, a := range fwd.Asks {
+		if a.ExecutionType == scheduler.Guaranteed && !twins[a.AskID] {
+			spanning = append(spanning, a)
+		} else {
+			home.Asks = append(home.Asks, a)
+		}
+	}
+	for sc, asks := range p.split(ctx, sp, spanning, now) {
+		if sc == sp.home {
+			home.Asks = append(home.Asks, asks...)
+		} else {
+			req(sc).Asks = asks
+		}
+	}
+	for _, id := range fwd.Releases {
+		if part := sp.partOf(id); part != nil {
+			if !part.ended {
+				req(part.id).Releases = append(req(part.id).Releases, id)
+			}
+			continue
+		}
+		home.Releases = append(home.Releases, id)
+	}
+	// Every part with something to send, or containers to hear of.
+	for id, part := range sp.parts {
+		if !part.ended && len(part.live) > 0 {
+			req(id)
+		}
+	}
+	for sc, r := range reqs {
+		if !p.ensurePart(ctx, sp, sc, fwd, now) {
+			// It cannot be used now: its asks go home this time.
+			home.Asks = mergeAsks(home.Asks, r.Asks)
+			delete(reqs, sc)
+		}
+	}
+	if len(reqs) == 0 && len(news) == 0 {
+		return p.a.client.Call(ctx, "AM.Allocate", &home, reply)
+	}
+
+	// Everything is sent at once and none of it waits; only when nothing
+	// anywhere is new does the proxy wait, on every sub-cluster at once,
+	// for the first news.
+	wait := home.MaxWait
+	home.MaxWait = time.Millisecond
+	answers, err := p.callParts(ctx, sp, &home, reqs, reply)
+	if err != nil {
+		return err
+	}
+	p.merge(sp, answers, reply, now)
+	if !hasNews(reply) && len(news) == 0 && wait > time.Millisecond {
+		reads := map[string]*wrpc.AMAllocateRequest{}
+		for id, part := range sp.parts {
+			if !part.ended && now.After(part.retryAt) && len(part.live)+len(sp.heldBy(id)) > 0 {
+				reads[id] = &wrpc.AMAllocateRequest{}
+			}
+		}
+		read := wrpc.AMAllocateRequest{RequestHeader: wrpc.RequestHeader{MaxWait: wait, MinQueryIndex: reply.Index}, AppID: fwd.AppID,
+			Attempt: fwd.Attempt, Token: fwd.Token}
+		answers, err = p.waitParts(ctx, sp, &read, reads, wait, reply)
+		if err != nil {
+			return err
+		}
+		p.merge(sp, answers, reply, p.a.clock.Now())
+	}
+	reply.Completed = append(reply.Completed, news...)
+	return nil
+}
+
+// heldBy lists the asks sub-cluster sc holds a part of.
+func (s *spanState) heldBy(sc string) []uint64 {
+	var ids []uint64
+	for id, holders := range s.holders {
+		if slices.Contains(holders, sc) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// refreshView fetches the routers' split view when the one held is old.
+// A view that cannot be fetched keeps the old one (none: everything goes
+// home).
+func (p *amrmProxy) refreshView(ctx context.Context, sp *spanState, now time.Time) {
+	if sp.view != nil && now.Sub(sp.viewAt) < splitViewTTL {
+		return
+	}
+	callCtx, cancel := context.WithTimeout(ctx, spanCallTimeout)
+	defer cancel()
+	var view wrpc.FederationSplitViewResponse
+	if err := p.a.fed.routers.Call(callCtx, "Federation.SplitView", &wrpc.FederationSplitViewRequest{
+		RequestHeader: wrpc.RequestHeader{AllowStale: true}, Queue: sp.queue}, &view); err != nil {
+		p.a.logger.Warn("could not read the federation's split view; the app's asks go to its home meanwhile", "queue", sp.queue, "error", err)
+		sp.viewAt = now // not again before splitViewTTL
+		return
+	}
+	sp.view, sp.viewAt = &view, now
+}
+
+// dropLost ends the parts in sub-clusters the routers hold LOST or
+// DECOMMISSIONED, or no longer know, and returns their live containers as
+// lost: the AM asks for them again and gets them elsewhere.
+func (p *amrmProxy) dropLost(sp *spanState) []wrpc.ContainerInfo {
+	if sp.view == nil {
+		return nil
+	}
+	var lost []wrpc.ContainerInfo
+	for id, part := range sp.parts {
+		if part.ended {
+			continue
+		}
+		state := federation.State("FORGOTTEN")
+		for _, c := range sp.view.Candidates {
+			if c.ID == id {
+				state = c.State
+			}
+		}
+		if state != federation.StateLost && state != federation.StateDecommissioned && state != "FORGOTTEN" {
+			continue
+		}
+		part.ended = true
+		for _, c := range part.live {
+			c.State, c.Reason = string(scheduler.ContainerCompleted), string(scheduler.ReasonLost)
+			c.Diagnostics = fmt.Sprintf("its sub-cluster %s is %s", id, state)
+			c.Token = ""
+			lost = append(lost, c)
+		}
+		part.live = nil
+		for ask, holders := range sp.holders {
+			sp.holders[ask] = slices.DeleteFunc(holders, func(h string) bool { return h == id })
+		}
+		p.a.logger.Warn("a sub-cluster the app spans into is gone; its containers are reported lost", "app", part.fedID,
+			"subcluster", id, "state", state, "containers", len(lost))
+	}
+	slices.SortFunc(lost, func(a, b wrpc.ContainerInfo) int { return strings.Compare(a.ID, b.ID) })
+	return lost
+}
+
+// split divides the guaranteed asks by the queue's policy; a sub-cluster
+// that held a part of an ask and gets none now is told count 0.
+func (p *amrmProxy) split(ctx context.Context, sp *spanState, asks []scheduler.Ask, now time.Time) map[string][]scheduler.Ask {
+	if len(asks) == 0 {
+		return nil
+	}
+	policy := federation.AMRMHome
+	var cands []federation.Candidate
+	if sp.view != nil {
+		policy = sp.view.Policy
+		p.resolve(ctx, sp, asks)
+		for _, c := range sp.view.Candidates {
+			if part := sp.parts[c.ID]; c.ID != sp.home && part != nil && (part.ended || now.Before(part.retryAt)) {
+				continue // lost to this app, or failing: not asked for more
+			}
+			cand := federation.Candidate{ID: c.ID, State: c.State, Weight: c.Weight, Capacity: c.Capacity, Used: c.Used,
+				Pending: c.Pending, Nodes: map[string]bool{}, Racks: map[string]bool{}}
+			for _, r := range c.Racks {
+				cand.Racks[r] = true
+			}
+			for node, owner := range sp.owners {
+				if owner == c.ID {
+					cand.Nodes[node] = true
+				}
+			}
+			cands = append(cands, cand)
+		}
+	}
+	out := federation.Split(policy, sp.home, asks, cands)
+	for _, a := range asks {
+		var now []string
+		for sc, parts := range out {
+			for _, part := range parts {
+				if part.AskID == a.AskID && part.Count > 0 {
+					now = append(now, sc)
+				}
+			}
+		}
+		for _, sc := range sp.holders[a.AskID] {
+			if !slices.Contains(now, sc) && !askedIn(out[sc], a.AskID) {
+				withdraw := a
+				withdraw.Count = 0
+				out[sc] = append(out[sc], withdraw)
+			}
+		}
+		slices.Sort(now)
+		if len(now) == 0 {
+			delete(sp.holders, a.AskID)
+		} else {
+			sp.holders[a.AskID] = now
+		}
+	}
+	return out
+}
+
+func askedIn(asks []scheduler.Ask, id uint64) bool {
+	return slices.ContainsFunc(asks, func(a scheduler.Ask) bool { return a.AskID == id })
+}
+
+// resolve learns from the routers which sub-cluster holds the nodes the
+// asks name that the cache does not know yet.
+func (p *amrmProxy) resolve(ctx context.Context, sp *spanState, asks []scheduler.Ask) {
+	var unknown []string
+	for _, a := range asks {
+		for _, n := range a.Locality.Nodes {
+			if _, known := sp.owners[n]; !known && !slices.Contains(unknown, n) && len(unknown) < wrpc.MaxResolveNodes {
+				unknown = append(unknown, n)
+			}
+		}
+	}
+	if len(unknown) == 0 {
+		return
+	}
+	callCtx, cancel := context.WithTimeout(ctx, spanCallTimeout)
+	defer cancel()
+	var ans wrpc.FederationResolveNodesResponse
+	if err := p.a.fed.routers.Call(callCtx, "Federation.ResolveNodes", &wrpc.FederationResolveNodesRequest{Nodes: unknown}, &ans); err != nil {
+		p.a.logger.Warn("could not resolve the nodes an ask names; they count as unknown for now", "error", err)
+		return
+	}
+	if len(sp.owners)+len(unknown) > maxNodeOwners {
+		clear(sp.owners)
+	}
+	for _, n := range unknown {
+		sp.owners[n] = ans.Owners[n] // "": nobody holds it (asked again only once the cache is cleared)
+	}
+}
+
+// ensurePart makes sure the app has an unmanaged AM in sc, registering it
+// through the routers (which check the AM's token with the home) when it
+// has none; false when sc cannot be used now.
+func (p *amrmProxy) ensurePart(ctx context.Context, sp *spanState, sc string, fwd *wrpc.AMAllocateRequest, now time.Time) bool {
+	part := sp.parts[sc]
+	switch {
+	case part != nil && part.ended:
+		return false
+	case part != nil && now.Before(part.retryAt):
+		return false
+	case part != nil && part.token != "":
+		return true
+	}
+	callCtx, cancel := context.WithTimeout(ctx, spanCallTimeout)
+	defer cancel()
+	var ans wrpc.FederationRegisterSpanResponse
+	err := p.a.fed.routers.Call(callCtx, "Federation.RegisterSpan", &wrpc.FederationRegisterSpanRequest{
+		Home: sp.home, AppID: fwd.AppID, Attempt: fwd.Attempt, Token: fwd.Token, Subcluster: sc}, &ans)
+	if part == nil {
+		part = &spanPart{id: sc, live: map[string]wrpc.ContainerInfo{}}
+		sp.parts[sc] = part
+	}
+	if err != nil {
+		p.a.logger.Warn("could not register the app's unmanaged AM in another sub-cluster; its asks go home meanwhile",
+			"app", fwd.AppID, "subcluster", sc, "error", err)
+		part.retryAt = now.Add(spanBackoff)
+		if !wrpc.IsRetryable(err) && wrpc.ErrorCode(err) != wrpc.CodeUnreachable && wrpc.ErrorCode(err) != wrpc.CodeNotFound {
+			part.ended = true // refused for good: the app is not the routers', or the token is not the AM's
+		}
+		return false
+	}
+	part.fedID, part.attempt, part.token = ans.FederationID, ans.Attempt, ans.AMToken
+	part.client = wrpc.NewClient(ans.Servers, p.a.fed.servers)
+	p.a.logger.Info("the app spans into another sub-cluster", "app", fwd.AppID, "federation_id", ans.FederationID, "subcluster", sc)
+	return true
+}
+
+// partAnswer is one sub-cluster's answer (home: "").
+type partAnswer struct {
+	sc  string
+	ans *wrpc.AMAllocateResponse
+	err error
+}
+
+// callParts sends the home's request and every part's at once; the home's
+// answer fills reply (its failure is the call's), the others' are
+// returned.
+func (p *amrmProxy) callParts(ctx context.Context, sp *spanState, home *wrpc.AMAllocateRequest, reqs map[string]*wrpc.AMAllocateRequest,
+	reply *wrpc.AMAllocateResponse) ([]partAnswer, error) {
+	out := make(chan partAnswer, len(reqs))
+	for sc, r := range reqs {
+		part := sp.parts[sc]
+		r.AppID, r.Attempt, r.Token, r.MinQueryIndex, r.MaxWait = part.fedID, part.attempt, part.token, part.index, time.Millisecond
+		go func() {
+			callCtx, cancel := context.WithTimeout(ctx, spanCallTimeout)
+			defer cancel()
+			var ans wrpc.AMAllocateResponse
+			err := part.client.Call(callCtx, "AM.Allocate", r, &ans)
+			out <- partAnswer{sc: sc, ans: &ans, err: err}
+		}()
+	}
+	err := p.a.client.Call(ctx, "AM.Allocate", home, reply)
+	answers := make([]partAnswer, 0, len(reqs))
+	for range reqs {
+		answers = append(answers, <-out)
+	}
+	return answers, err
+}
+
+// waitParts waits for news from the home (read, a request with nothing to
+// send) and from every part in reads, all at once, up to wait; the first
+// to answer with news ends the others' waits. The home's answer, if it
+// came, replaces reply.
+func (p *amrmProxy) waitParts(ctx context.Context, sp *spanState, read *wrpc.AMAllocateRequest, reads map[string]*wrpc.AMAllocateRequest,
+	wait time.Duration, reply *wrpc.AMAllocateResponse) ([]partAnswer, error) {
+	waitCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := make(chan partAnswer, len(reads)+1)
+	for sc, r := range reads {
+		part := sp.parts[sc]
+		r.AppID, r.Attempt, r.Token, r.MinQueryIndex, r.MaxWait = part.fedID, part.attempt, part.token, part.index, wait
+		go func() {
+			var ans wrpc.AMAllocateResponse
+			err := part.client.Call(waitCtx, "AM.Allocate", r, &ans)
+			out <- partAnswer{sc: sc, ans: &ans, err: err}
+		}()
+	}
+	go func() {
+		var ans wrpc.AMAllocateResponse
+		err := p.a.client.Call(waitCtx, "AM.Allocate", read, &ans)
+		out <- partAnswer{ans: &ans, err: err}
+	}()
+	var answers []partAnswer
+	var homeErr error
+	for range len(reads) + 1 {
+		got := <-out
+		if waitCtx.Err() != nil && got.err != nil {
+			continue // ended by the first news: nothing to merge
+		}
+		if got.sc == "" {
+			if got.err != nil {
+				homeErr = got.err
+			} else {
+				tok := reply.AMToken // a renewal in the first answer
+				*reply = *got.ans
+				if reply.AMToken == "" {
+					reply.AMToken = tok
+				}
+			}
+		} else {
+			answers = append(answers, got)
+		}
+		if got.err == nil && (hasNews(got.ans) || got.sc == "") {
+			cancel()
+		}
+	}
+	if homeErr != nil && ctx.Err() == nil {
+		return answers, homeErr
+	}
+	return answers, nil
+}
+
+// merge records the parts' answers and adds their news to reply.
+func (p *amrmProxy) merge(sp *spanState, answers []partAnswer, reply *wrpc.AMAllocateResponse, now time.Time) {
+	for _, a := range answers {
+		part := sp.parts[a.sc]
+		if a.err != nil {
+			switch wrpc.ErrorCode(a.err) {
+			case wrpc.CodeStale, wrpc.CodePermissionDenied:
+				part.token = "" // a newer attempt, or the token expired: register again
+			}
+			part.retryAt = now.Add(spanBackoff)
+			p.a.logger.Warn("a sub-cluster the app spans into did not answer; it is left alone for a while", "app", part.fedID,
+				"subcluster", a.sc, "error", a.err)
+			continue
+		}
+		ans := a.ans
+		if ans.AMToken != "" {
+			part.token = ans.AMToken
+		}
+		part.index = max(part.index, ans.Index)
+		for _, c := range ans.Allocated {
+			part.live[c.ID] = c
+			reply.Allocated = append(reply.Allocated, c)
+		}
+		for _, c := range ans.Completed {
+			delete(part.live, c.ID)
+			reply.Completed = append(reply.Completed, c)
+		}
+		reply.PreemptionWarnings = append(reply.PreemptionWarnings, ans.PreemptionWarnings...)
+		reply.Promoted = append(reply.Promoted, ans.Promoted...)
+		reply.PromotionFailures = append(reply.PromotionFailures, ans.PromotionFailures...)
+		if scheduler.AppState(ans.AppState).Terminal() {
+			// Ended there (an operator killed it, or it went unheard): the
+			// app goes on with the rest.
+			part.ended = true
+			p.a.logger.Warn("the app's unmanaged AM in another sub-cluster ended", "app", part.fedID, "subcluster", a.sc, "state", ans.AppState)
+		}
+	}
+}
+
+// hasNews reports whether an answer tells the AM anything new.
+func hasNews(r *wrpc.AMAllocateResponse) bool {
+	return len(r.Allocated)+len(r.Completed)+len(r.Promoted)+len(r.PromotionFailures) > 0 || scheduler.AppState(r.AppState).Terminal()
+}
+
+// mergeAsks adds more's counts to asks (by ask ID).
+func mergeAsks(asks, more []scheduler.Ask) []scheduler.Ask {
+	for _, m := range more {
+		if i := slices.IndexFunc(asks, func(a scheduler.Ask) bool { return a.AskID == m.AskID }); i >= 0 {
+			asks[i].Count += m.Count
+			continue
+		}
+		asks = append(asks, m)
+	}
+	return asks
+}
+
+// finishSpans ends every unmanaged AM of an attempt, stopping its
+// containers there: the app finished (state FINISHED or FAILED) or is over
+// at home (KILLED).
+func (p *amrmProxy) finishSpans(ctx context.Context, sp *spanState, state scheduler.AppState, diag string) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	var wg sync.WaitGroup
+	for id, part := range sp.parts {
+		if part.ended || part.token == "" {
+			continue
+		}
+		part.ended = true
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			callCtx, cancel := context.WithTimeout(ctx, spanCallTimeout)
+			defer cancel()
+			err := part.client.Call(callCtx, "AM.Finish", &wrpc.AMFinishRequest{AppID: part.fedID, Attempt: part.attempt, Token: part.token,
+				FinalState: string(state), Diagnostics: diag}, &wrpc.WriteResponse{})
+			if err != nil {
+				p.a.logger.Warn("could not end the app's unmanaged AM in another sub-cluster; it ends there when unheard for unmanaged_am_timeout",
+					"app", part.fedID, "subcluster", id, "error", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
