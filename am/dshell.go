@@ -86,8 +86,7 @@ func (d *DShell) Run(ctx context.Context) error {
 		}
 		promotions, wait := d.duePromotions(time.Now())
 		resp, err := d.client.Allocate(ctx, wrpc.AMAllocateRequest{
-			Asks: []scheduler.Ask{{AskID: dshellAskID, Count: want, Resources: d.spec.Resources,
-				ExecutionType: d.spec.ExecutionType, EnforceExecutionType: d.spec.EnforceExecutionType}},
+			Asks:       []scheduler.Ask{taskAsk(d.spec, want)},
 			Releases:   releases,
 			Promotions: promotions,
 			Progress:   d.progress(),
@@ -124,6 +123,12 @@ func (d *DShell) Run(ctx context.Context) error {
 			return d.finish(ctx)
 		}
 	}
+}
+
+// taskAsk is the ask for want more of spec's task containers.
+func taskAsk(spec scheduler.DShell, want int) scheduler.Ask {
+	return scheduler.Ask{AskID: dshellAskID, Count: want, Resources: spec.Resources, ExecutionType: spec.ExecutionType,
+		EnforceExecutionType: spec.EnforceExecutionType, Locality: spec.Locality()}
 }
 
 // assign gives an allocated container to a task that needs one and starts

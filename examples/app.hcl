@@ -11,4 +11,9 @@ dshell {
   container_type = "GUARANTEED"
   command        = ["sh", "-c", "echo hello from $WEFT_CONTAINER_ID on $WEFT_NODE_ID"]
   env            = { GREETING = "hello" }
+  # Where the containers should run; left out, anywhere. relax_locality left
+  # out (true) lets delay scheduling move them to the nodes' racks, then anywhere.
+  # nodes          = ["node-1", "node-2"]
+  # racks          = ["/default-rack"]
+  # relax_locality = false
 }

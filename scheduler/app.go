@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
 )
 
 // AppState is an application's state (SPEC §8).
@@ -33,6 +34,10 @@ const (
 	DefaultMaxAMAttempts = 2
 	MaxNumContainers     = 100000
 	MaxAppNameLength     = 256
+	// MaxDShellLocality bounds each of a dshell spec's nodes and racks: as
+	// many as one Federation.ResolveNodes may name, so that an AMRMProxy
+	// can resolve a whole ask in one call.
+	MaxDShellLocality = 1024
 )
 
 // AppSpec is what a user submits.
@@ -48,7 +53,8 @@ type AppSpec struct {
 }
 
 // DShell is the work of the built-in distributed-shell AM: run Command in
-// NumContainers containers of Resources and ExecutionType.
+// NumContainers containers of Resources and ExecutionType, on Nodes and
+// Racks when it names some (see Locality).
 type DShell struct {
 	NumContainers                  int               `codec:"num_containers"`
 	Resources                      Resources         `codec:"resources"`
@@ -57,6 +63,22 @@ type DShell struct {
 	Env                            map[string]string `codec:"env"`
 	PromoteOpportunisticAfterStart bool              `codec:"promote_opportunistic_after_start"`
 	EnforceExecutionType           bool              `codec:"enforce_execution_type"`
+	// Nodes and Racks are where the containers should run; neither means
+	// anywhere. omitempty keeps the records of apps without them (and so
+	// snapshots) byte for byte what they were before the fields existed.
+	Nodes []string `codec:"nodes,omitempty"`
+	Racks []string `codec:"racks,omitempty"`
+	// RelaxLocality false holds the containers to Nodes and Racks. Unset
+	// (nil) means true, as YARN's relax_locality defaults to: delay
+	// scheduling may then move them to the nodes' racks and later anywhere.
+	// It is a pointer so that a spec that leaves it out, and every app
+	// recorded before it existed, relaxes instead of turning strict.
+	RelaxLocality *bool `codec:"relax_locality,omitempty"`
+}
+
+// Locality is the locality of the ask for the containers.
+func (d *DShell) Locality() Locality {
+	return Locality{Nodes: d.Nodes, Racks: d.Racks, Relax: d.RelaxLocality == nil || *d.RelaxLocality}
 }
 
 // SetDefaults fills unset fields with the SPEC defaults.
@@ -114,8 +136,52 @@ func (s *AppSpec) Validate() error {
 	if len(d.Command) == 0 || d.Command[0] == "" {
 		add("command: give the command to run in each container")
 	}
+	if err := d.validateLocality(); err != nil {
+		add("%v", err)
+	}
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// validateLocality checks Nodes, Racks and RelaxLocality and names the
+// first bad entry.
+func (d *DShell) validateLocality() error {
+	for _, l := range []struct {
+		field string
+		names []string
+		check func(string) error
+	}{{"dshell.nodes", d.Nodes, ValidateNodeID}, {"dshell.racks", d.Racks, validateRack}} {
+		if len(l.names) > MaxDShellLocality {
+			return fmt.Errorf("%s: %d entries; at most %d", l.field, len(l.names), MaxDShellLocality)
+		}
+		for i, name := range l.names {
+			if err := l.check(name); err != nil {
+				return fmt.Errorf("%s[%d]: %w", l.field, i, err)
+			}
+		}
+	}
+	if !d.Locality().Relax && len(d.Nodes)+len(d.Racks) == 0 {
+		// YARN refuses this too: strict with nowhere named would mean
+		// anywhere to the scheduler, which is not what was asked.
+		return errors.New("dshell.relax_locality: false needs nodes or racks to hold the containers to")
+	}
+	return nil
+}
+
+// validateRack checks a rack name in a locality. Agents take any rack
+// ("/default-rack", "/dc1/r7"), so only what no rack can be is refused:
+// nothing, more than MaxIDLength bytes, or a control character, which
+// would break the one-line errors and logs that quote it.
+func validateRack(rack string) error {
+	if rack == "" || len(rack) > MaxIDLength {
+		return fmt.Errorf("rack %.64q must be 1 to %d characters", rack, MaxIDLength)
+	}
+	for _, c := range rack {
+		if unicode.IsControl(c) {
+			return fmt.Errorf("rack %.64q holds a control character", rack)
+		}
 	}
 	return nil
 }

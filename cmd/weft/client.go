@@ -43,6 +43,20 @@ func newFlagSet(name string) *flag.FlagSet {
 	return fs
 }
 
+// commaList is a repeatable flag of names separated by commas (-policy,
+// -nodes): each use adds its names, and blank names are dropped.
+type commaList []string
+
+func (l *commaList) String() string { return strings.Join(*l, ",") }
+func (l *commaList) Set(s string) error {
+	for _, name := range strings.Split(s, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			*l = append(*l, name)
+		}
+	}
+	return nil
+}
+
 func (c *clientFlags) register(fs *flag.FlagSet) {
 	addr := os.Getenv("WEFT_ADDR")
 	if addr == "" {

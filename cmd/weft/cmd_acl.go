@@ -58,23 +58,10 @@ func runACLBootstrap(args []string) error {
 	return nil
 }
 
-// policyList is a repeatable -policy flag.
-type policyList []string
-
-func (p *policyList) String() string { return strings.Join(*p, ",") }
-func (p *policyList) Set(s string) error {
-	for _, name := range strings.Split(s, ",") {
-		if name = strings.TrimSpace(name); name != "" {
-			*p = append(*p, name)
-		}
-	}
-	return nil
-}
-
 func runACLTokenCreate(args []string) error {
 	var name, typ string
 	var ttl time.Duration
-	var policies policyList
+	var policies commaList
 	cf, _, err := clientCommand("acl token create", args, 0,
 		"weft acl token create -name NAME [-policy P]... [-type client|management] [-ttl DURATION] [-json]", func(fs *flag.FlagSet) {
 			fs.StringVar(&name, "name", "", "who the token belongs to; with ACLs on, the user its apps run as (required)")

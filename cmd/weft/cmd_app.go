@@ -29,12 +29,35 @@ func runApp(args []string) error {
 const submitUsage = "weft app submit [flags] -- CMD ARGS… | weft app submit -spec FILE [flags]"
 
 func runAppSubmit(args []string) error {
-	var spec scheduler.AppSpec
+	spec, cf, wait, err := parseSubmit(args)
+	if err != nil {
+		return err
+	}
+	var resp rpc.AppSubmitResponse
+	if err := cf.call("App.Submit", &rpc.AppSubmitRequest{Spec: spec}, &resp); err != nil {
+		return err
+	}
+	if cf.json && !wait {
+		return printJSON(resp)
+	}
+	if !cf.json {
+		fmt.Fprintf(stdout, "Submitted %s to %s\n", resp.AppID, queuePath(spec.Queue))
+	}
+	if !wait {
+		return nil
+	}
+	return waitApp(cf, resp.AppID)
+}
+
+// parseSubmit reads the arguments of app submit (and the -spec file) into
+// the validated spec to submit, the client flags and -wait; it contacts
+// no server.
+func parseSubmit(args []string) (spec scheduler.AppSpec, cf *clientFlags, wait bool, err error) {
 	var specFile, containerType string
 	var memMB, vcores, amMemMB, amVcores int64
 	var prio int
-	var wait bool
-	cf := &clientFlags{}
+	var relax bool
+	cf = &clientFlags{}
 	fs := newFlagSet("app submit")
 	cf.register(fs)
 	fs.StringVar(&specFile, "spec", "", "app spec `FILE` (HCL or JSON); flags given as well override the file")
@@ -51,13 +74,17 @@ func runAppSubmit(args []string) error {
 	fs.IntVar(&spec.MaxAMAttempts, "max-am-attempts", scheduler.DefaultMaxAMAttempts, "AM attempts before the app fails")
 	fs.BoolVar(&spec.DShell.PromoteOpportunisticAfterStart, "promote-opportunistic-after-start", false, "ask to promote each opportunistic container once it runs")
 	fs.BoolVar(&spec.DShell.EnforceExecutionType, "enforce-execution-type", false, "never accept a container of another execution type")
+	fs.Var((*commaList)(&spec.DShell.Nodes), "nodes", "run the containers on these `NODES` (comma-separated node IDs; may repeat)")
+	fs.Var((*commaList)(&spec.DShell.Racks), "racks", "run the containers on these `RACKS` (comma-separated; may repeat)")
+	fs.BoolVar(&relax, "relax-locality", true, "with -nodes or -racks: after the locality delays, let containers go to the nodes' racks, then anywhere; "+
+		"false holds them to what is named")
 	fs.BoolVar(&wait, "wait", false, "wait for the app to end; exit 1 unless it FINISHED")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return err
+		return spec, nil, false, err
 	}
 	if _, err := cf.addresses(); err != nil {
-		return err
+		return spec, nil, false, err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -65,22 +92,27 @@ func runAppSubmit(args []string) error {
 	spec.DShell.ExecutionType = scheduler.ExecutionType(strings.ToUpper(containerType))
 	spec.DShell.Resources = scheduler.Resources{MemoryMB: memMB, Vcores: vcores}
 	spec.AMResources = scheduler.Resources{MemoryMB: amMemMB, Vcores: amVcores}
+	if set["relax-locality"] {
+		// Only when given: left out, the spec file's relax_locality holds,
+		// and without one the servers relax, as the flag's default says.
+		spec.DShell.RelaxLocality = &relax
+	}
 	if specFile != "" {
 		if len(pos) > 0 {
-			return usagef("give the command in the -spec file or after --, not both")
+			return spec, nil, false, usagef("give the command in the -spec file or after --, not both")
 		}
 		src, err := os.ReadFile(specFile)
 		if err != nil {
-			return fmt.Errorf("read %s: %w", specFile, err)
+			return spec, nil, false, fmt.Errorf("read %s: %w", specFile, err)
 		}
 		file, err := config.ParseAppSpec(specFile, src)
 		if err != nil {
-			return fmt.Errorf("%v; nothing was submitted", err)
+			return spec, nil, false, fmt.Errorf("%v; nothing was submitted", err)
 		}
 		spec = mergeSpec(file, spec, set)
 	} else {
 		if len(pos) == 0 {
-			return usagef("usage: %s", submitUsage)
+			return spec, nil, false, usagef("usage: %s", submitUsage)
 		}
 		spec.DShell.Command = pos
 	}
@@ -90,22 +122,9 @@ func runAppSubmit(args []string) error {
 	}
 	spec.SetDefaults()
 	if err := spec.Validate(); err != nil {
-		return usagef("invalid app: %v", err)
+		return spec, nil, false, usagef("invalid app: %v", err)
 	}
-	var resp rpc.AppSubmitResponse
-	if err := cf.call("App.Submit", &rpc.AppSubmitRequest{Spec: spec}, &resp); err != nil {
-		return err
-	}
-	if cf.json && !wait {
-		return printJSON(resp)
-	}
-	if !cf.json {
-		fmt.Fprintf(stdout, "Submitted %s to %s\n", resp.AppID, queuePath(spec.Queue))
-	}
-	if !wait {
-		return nil
-	}
-	return waitApp(cf, resp.AppID)
+	return spec, cf, wait, nil
 }
 
 // mergeSpec is a -spec file with the flags given on the command line (set)
@@ -136,6 +155,9 @@ func mergeSpec(file, flags scheduler.AppSpec, set map[string]bool) scheduler.App
 		out.DShell.PromoteOpportunisticAfterStart = flags.DShell.PromoteOpportunisticAfterStart
 	})
 	pick("enforce-execution-type", func() { out.DShell.EnforceExecutionType = flags.DShell.EnforceExecutionType })
+	pick("nodes", func() { out.DShell.Nodes = flags.DShell.Nodes })
+	pick("racks", func() { out.DShell.Racks = flags.DShell.Racks })
+	pick("relax-locality", func() { out.DShell.RelaxLocality = flags.DShell.RelaxLocality })
 	return out
 }
 

@@ -188,11 +188,13 @@ var helps = map[string]helpEntry{
 		usage:   []string{"weft app submit [flags] -- CMD ARGS...", "weft app submit -spec FILE [flags]"},
 		summary: "submit an app that runs a command in containers",
 		desc: "Submits an app whose built-in AM runs CMD in -num-containers containers, or the app a -spec file " +
-			"(HCL or JSON) describes; flags given with -spec override the file. Prints the app's ID; with -wait, " +
-			"follows it to its end and exits 1 unless it FINISHED.",
+			"(HCL or JSON) describes; flags given with -spec override the file. -nodes and -racks ask for the " +
+			"containers on those nodes or racks; delay scheduling relaxes that unless -relax-locality=false. " +
+			"Prints the app's ID; with -wait, follows it to its end and exits 1 unless it FINISHED.",
 		examples: []string{
 			"weft app submit -num-containers 4 -memory-mb 256 -wait -- sh -c 'echo hello from $WEFT_CONTAINER_ID'",
 			"weft app submit -queue analytics -container-type OPPORTUNISTIC -- ./crunch.sh",
+			"weft app submit -num-containers 2 -nodes node-1,node-2 -relax-locality=false -- hostname",
 			"weft app submit -spec examples/app.hcl -priority 5",
 		},
 	},

@@ -27,6 +27,9 @@ type dshellBlock struct {
 	Env                            map[string]string `hcl:"env,optional"`
 	PromoteOpportunisticAfterStart bool              `hcl:"promote_opportunistic_after_start,optional"`
 	EnforceExecutionType           bool              `hcl:"enforce_execution_type,optional"`
+	Nodes                          []string          `hcl:"nodes,optional"`
+	Racks                          []string          `hcl:"racks,optional"`
+	RelaxLocality                  *bool             `hcl:"relax_locality,optional"` // unset relaxes
 }
 
 // ParseAppSpec reads an app spec file (HCL or JSON); errors carry the
@@ -64,6 +67,7 @@ func ParseAppSpec(filename string, src []byte) (scheduler.AppSpec, error) {
 			Command:       af.DShell.Command, Env: af.DShell.Env,
 			PromoteOpportunisticAfterStart: af.DShell.PromoteOpportunisticAfterStart,
 			EnforceExecutionType:           af.DShell.EnforceExecutionType,
+			Nodes:                          af.DShell.Nodes, Racks: af.DShell.Racks, RelaxLocality: af.DShell.RelaxLocality,
 		},
 	}
 	if n := af.DShell.NumContainers; n != nil {

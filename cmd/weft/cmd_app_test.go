@@ -1,0 +1,68 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestSubmitLocalityFlags(t *testing.T) {
+	spec, _, _, err := parseSubmit([]string{"-nodes", "sc1-n1, sc2-n4", "-nodes", "sc2-n5", "-racks", "/r1", "-relax-locality=false", "--", "hostname"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc := spec.DShell.Locality()
+	if !reflect.DeepEqual(loc.Nodes, []string{"sc1-n1", "sc2-n4", "sc2-n5"}) || !reflect.DeepEqual(loc.Racks, []string{"/r1"}) || loc.Relax {
+		t.Fatalf("locality %+v, want strict sc1-n1, sc2-n4, sc2-n5 and /r1", loc)
+	}
+	// Without the flags the app runs anywhere, and -relax-locality's
+	// default leaves the spec's field unset: the servers relax.
+	spec, _, _, err = parseSubmit([]string{"--", "hostname"})
+	if err != nil || spec.DShell.Nodes != nil || spec.DShell.Racks != nil || spec.DShell.RelaxLocality != nil {
+		t.Fatalf("no locality flags: %v %+v", err, spec.DShell)
+	}
+	spec, _, _, err = parseSubmit([]string{"-nodes", "n1", "--", "hostname"})
+	if err != nil || !spec.DShell.Locality().Relax {
+		t.Fatalf("-nodes alone: %v %+v; want relaxed", err, spec.DShell)
+	}
+}
+
+// A -spec file's locality holds unless a flag is given for it.
+func TestSubmitLocalityFlagsOverrideTheFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "app.hcl")
+	src := "dshell {\n  command = [\"true\"]\n  nodes = [\"n1\"]\n  racks = [\"/r1\"]\n  relax_locality = false\n}\n"
+	if err := os.WriteFile(file, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spec, _, _, err := parseSubmit([]string{"-spec", file, "-nodes", "n2,n3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loc := spec.DShell.Locality(); !reflect.DeepEqual(loc.Nodes, []string{"n2", "n3"}) || !reflect.DeepEqual(loc.Racks, []string{"/r1"}) || loc.Relax {
+		t.Fatalf("locality %+v, want the flag's n2,n3, the file's /r1 and its relax_locality = false", loc)
+	}
+	spec, _, _, err = parseSubmit([]string{"-spec", file, "-relax-locality"})
+	if err != nil || !spec.DShell.Locality().Relax {
+		t.Fatalf("-relax-locality over relax_locality = false: %v %+v", err, spec.DShell)
+	}
+}
+
+// Bad locality is refused before any server is called, in one line that
+// names the field.
+func TestSubmitLocalityFlagsAreChecked(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-nodes", "n1,../n2"}, "invalid app: dshell.nodes[1]: "},
+		{[]string{"-relax-locality=false"}, "invalid app: dshell.relax_locality: "},
+	} {
+		args := append(append([]string{"app", "submit", "-address", "127.0.0.1:1"}, tc.args...), "--", "true")
+		code, _, errOut := runCaptured(t, args...)
+		if code != 2 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("weft %v: exit %d, stderr %q; want exit 2 and one line with %q", args, code, errOut, tc.want)
+		}
+	}
+}
