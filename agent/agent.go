@@ -55,7 +55,7 @@ type Agent struct {
 	proxy *amrmProxy
 	// fed is the agent's sub-cluster's federation, as the servers tell it.
 	fed *agentFederation
-	seq   atomic.Uint64 // opportunistic container IDs minted here
+	seq atomic.Uint64 // opportunistic container IDs minted here
 
 	// secret is the node secret (identity.go); keys the workload keys
 	// learned from the servers.

@@ -18,7 +18,9 @@ type subclusterRow struct {
 	State      string `json:"state"`
 	Reason     string `json:"reason"`
 	NodesReady int    `json:"nodes_ready"`
-	Capacity   struct {
+	// UnmanagedAMs counts apps spanning into the sub-cluster.
+	UnmanagedAMs int `json:"unmanaged_ams"`
+	Capacity     struct {
 		Vcores int64 `json:"vcores"`
 	} `json:"capacity"`
 	Used struct {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,10 +30,11 @@ type fedRouter struct {
 }
 
 type fedSub struct {
-	id     string
-	server *proc
-	addr   string
-	agents []*proc
+	id      string
+	server  *proc   // the first of servers
+	servers []*proc // a quorum when the test asks for one
+	addr    string  // the first server's RPC address
+	agents  []*proc
 }
 
 // fedApp is the part of `weft app list -json` through a router the tests
@@ -44,7 +46,11 @@ type fedApp struct {
 	State string `json:"state"`
 }
 
-func startFederation(t *testing.T) *federation {
+func startFederation(t *testing.T) *federation { return startFederationWith(t, nil) }
+
+// startFederationWith starts the federation with quorum[sc] servers in
+// sub-cluster sc (one where it names none).
+func startFederationWith(t *testing.T, quorum map[string]int) *federation {
 	f := &federation{t: t, subs: map[string]*fedSub{}}
 	ip := "127.0.0.1"
 	var serfAddrs []string
@@ -74,14 +80,28 @@ func startFederation(t *testing.T) *federation {
 		// Each sub-cluster on its own loopback address: 127.0.2.i for the
 		// server, 127.0.2.1i and 127.0.2.2i for its agents.
 		sip := fmt.Sprintf("127.0.2.%d", i)
-		rpc, serf := freePort(t, sip), freePort(t, sip)
-		for serf == rpc {
-			serf = freePort(t, sip)
+		n := max(1, quorum[id])
+		var rpcs, serfs []int
+		for len(rpcs) < n {
+			rpc, serf := freePort(t, sip), freePort(t, sip)
+			if serf == rpc || slices.Contains(rpcs, rpc) || slices.Contains(serfs, serf) || slices.Contains(rpcs, serf) || slices.Contains(serfs, rpc) {
+				continue
+			}
+			rpcs, serfs = append(rpcs, rpc), append(serfs, serf)
 		}
-		sc := &fedSub{id: id, addr: net.JoinHostPort(sip, strconv.Itoa(rpc))}
-		sc.server = startProc(t, id+"-s1", append([]string{"server", "-node-id", id + "-s1", "-data-dir", filepath.Join(t.TempDir(), id+"-s1"),
-			"-bind", sip, "-rpc-port", strconv.Itoa(rpc), "-serf-port", strconv.Itoa(serf), "-bootstrap-expect", "1",
-			"-subcluster-id", id, "-subcluster-heartbeat", "500ms"}, routerFlags...)...)
+		serf := serfs[0]
+		sc := &fedSub{id: id, addr: net.JoinHostPort(sip, strconv.Itoa(rpcs[0]))}
+		for k := range n {
+			sid := fmt.Sprintf("%s-s%d", id, k+1)
+			args := append([]string{"server", "-node-id", sid, "-data-dir", filepath.Join(t.TempDir(), sid),
+				"-bind", sip, "-rpc-port", strconv.Itoa(rpcs[k]), "-serf-port", strconv.Itoa(serfs[k]), "-bootstrap-expect", strconv.Itoa(n),
+				"-subcluster-id", id, "-subcluster-heartbeat", "500ms"}, routerFlags...)
+			if k > 0 {
+				args = append(args, "-join", net.JoinHostPort(sip, strconv.Itoa(serfs[0])))
+			}
+			sc.servers = append(sc.servers, startProc(t, sid, args...))
+		}
+		sc.server = sc.servers[0]
 		for j := 1; j <= 2; j++ {
 			aip := fmt.Sprintf("127.0.2.%d%d", j, i)
 			arpc, aserf := freePort(t, aip), freePort(t, aip)
