@@ -29,6 +29,7 @@ func init() {
 		QueueStatusRequest{}, RaftRemovePeerRequest{}, RequestHeader{}, NodeDrainRequest{}, NodeListRequest{},
 		FederationHeartbeatRequest{}, FederationPolicyApplyRequest{}, FederationPolicyListRequest{}, FederationSubclusterAdminRequest{},
 		FederationSubclustersRequest{}, FederationSplitViewRequest{}, FederationResolveNodesRequest{}, NodeWhichRequest{},
+		AMVerifyRequest{}, AppSubmitUnmanagedRequest{},
 	} {
 		t := reflect.TypeOf(v)
 		requestTypes[t.Name()] = t
