@@ -78,9 +78,13 @@ func (t *txn) applyAppFinish(req *AppFinishRequest) error {
 		}
 		return reject(ErrConflict, "app %s is already %s", req.AppID, app.State)
 	}
+	// An unmanaged AM ends its app KILLED when its home app was killed:
+	// it speaks for its attempt like any AM.
+	ownEnd := req.State == scheduler.AppFinished || req.State == scheduler.AppFailed ||
+		req.State == scheduler.AppKilled && app.Unmanaged != nil
 	switch {
 	case req.Attempt == 0 && req.State == scheduler.AppKilled:
-	case req.Attempt != 0 && (req.State == scheduler.AppFinished || req.State == scheduler.AppFailed):
+	case req.Attempt != 0 && ownEnd:
 		if _, err := t.currentApp(req.AppID, req.Attempt); err != nil {
 			return err
 		}

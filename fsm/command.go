@@ -40,6 +40,9 @@ const (
 	// heartbeats' ContainerUpdateRequests in one entry (the leader's
 	// heartbeat batcher).
 	ContainerUpdateBatchType MessageType = 24
+	// AppSubmitUnmanagedType is an AppSubmitUnmanagedRequest: the
+	// unmanaged AM of an app spanning into this sub-cluster (SPEC §18).
+	AppSubmitUnmanagedType MessageType = 25
 )
 
 // IgnoreUnknownTypeFlag marks a command that a server which does not know
@@ -94,7 +97,9 @@ type AppRegisterRequest struct {
 }
 
 // AppFinishRequest ends an app: FINISHED or FAILED from its AM (Attempt set),
-// or KILLED by a user (Attempt 0). Live containers are stopped.
+// or KILLED by a user or the leader (Attempt 0). An unmanaged AM (Attempt
+// set) may end its app KILLED too: its home app was killed. Live
+// containers are stopped.
 type AppFinishRequest struct {
 	AppID       string             `codec:"app_id"`
 	Attempt     int                `codec:"attempt"`

@@ -123,53 +123,57 @@ func (t *txn) applyContainerStop(req *ContainerStopRequest) error {
 func (t *txn) applyPlan(req *PlanApplyRequest) *PlanResult {
 	res := &PlanResult{IDs: make([]string, len(req.Placements))}
 	for i, p := range req.Placements {
-		if why := t.place(i, &p, req.Now); why != "" {
+		id, why := t.place(i, &p, req.Now)
+		if why != "" {
 			res.Refused = append(res.Refused, fmt.Sprintf("placement %d (%s on %s): %s", i, p.AppID, p.NodeID, why))
 			continue
 		}
-		res.IDs[i] = scheduler.GuaranteedContainerID(t.index, i)
+		res.IDs[i] = id
 	}
 	return res
 }
 
-// place re-checks and records one placement; it returns why it was
-// refused, or "".
-func (t *txn) place(pos int, p *scheduler.Placement, now int64) string {
+// place re-checks and records one placement; it returns the container's
+// ID, or why it was refused.
+func (t *txn) place(pos int, p *scheduler.Placement, now int64) (id, why string) {
 	node, ok := t.node(p.NodeID)
 	if !ok || node.Status != scheduler.NodeReady {
-		return "node is not ready"
+		return "", "node is not ready"
 	}
 	app, ok := t.app(p.AppID)
 	if !ok || app.State.Terminal() {
-		return "app is not active"
+		return "", "app is not active"
 	}
+	id = scheduler.PlacedContainerID(app, t.index, pos)
 	if p.Opportunistic {
-		return t.placeOpportunistic(pos, p, app, now)
+		if why := t.placeOpportunistic(id, p, app, now); why != "" {
+			return "", why
+		}
+		return id, ""
 	}
 	if !p.Resources.Fits(node.FreeGuaranteed()) {
-		return fmt.Sprintf("%s exceeds the node's free guaranteed capacity %s", p.Resources, node.FreeGuaranteed())
+		return "", fmt.Sprintf("%s exceeds the node's free guaranteed capacity %s", p.Resources, node.FreeGuaranteed())
 	}
-	id := scheduler.GuaranteedContainerID(t.index, pos)
 	a, _ := t.mutableApp(p.AppID)
 	if p.IsAM {
 		if !app.AMPending || p.Attempt != app.CurrentAttempt()+1 {
-			return "the app does not need an AM container for this attempt"
+			return "", "the app does not need an AM container for this attempt"
 		}
 		if !p.Resources.Fits(app.Spec.AMResources) || !app.Spec.AMResources.Fits(p.Resources) {
-			return "resources differ from the AM's"
+			return "", "resources differ from the AM's"
 		}
 		a.AMPending = false
 		a.Attempts = append(a.Attempts, scheduler.Attempt{Attempt: p.Attempt, ContainerID: id, NodeID: p.NodeID, StartedAt: now})
 	} else {
 		if app.State != scheduler.AppRunning || p.Attempt != app.CurrentAttempt() {
-			return "the app's current attempt is not running"
+			return "", "the app's current attempt is not running"
 		}
 		k := askIndex(a.Asks, p.AskID)
 		if k < 0 || a.Asks[k].Count == 0 {
-			return "no outstanding ask"
+			return "", "no outstanding ask"
 		}
 		if !p.Resources.Fits(a.Asks[k].Resources) || !a.Asks[k].Resources.Fits(p.Resources) {
-			return "resources differ from the ask's"
+			return "", "resources differ from the ask's"
 		}
 		a.Asks[k].Count--
 		if a.Asks[k].Count == 0 {
@@ -191,7 +195,7 @@ func (t *txn) place(pos int, p *scheduler.Placement, now int64) string {
 		AllocatedAt:   now,
 		CreateIndex:   t.index,
 	}, false)
-	return ""
+	return id, ""
 }
 
 func askIndex(asks []scheduler.Ask, id uint64) int {

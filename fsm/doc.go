@@ -9,8 +9,12 @@
 // write is applied once and answered as the first time), the workload
 // signing keys and each node's secret hash (SPEC §15), the typed
 // commands that change them, Raft's Apply, and snapshot/restore. Its State
-// satisfies scheduler.State. A rejected command is a *Rejection whose kind
-// (not found, conflict, invalid) a server turns into its answer's code.
+// satisfies scheduler.State. Among the apps are unmanaged AMs' (SPEC §18):
+// an app spanning into this sub-cluster from its home, with no AM
+// container, whose attempts follow the home's (AppSubmitUnmanagedRequest)
+// and whose containers' IDs carry the sub-cluster. A rejected command is
+// a *Rejection whose kind (not found, conflict, invalid, stale) a server
+// turns into its answer's code.
 //
 // A command is one type byte followed by a msgpack body. Apply is
 // deterministic: it never reads the clock, draws random numbers or depends on

@@ -16,11 +16,15 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrInvalid: the command itself is malformed or invalid.
 	ErrInvalid = errors.New("invalid")
+	// ErrStale: the command speaks for an AM attempt the state has moved
+	// past (an unmanaged AM's attempt older than the one recorded, or its
+	// app has ended): retrying it can never succeed.
+	ErrStale = errors.New("stale")
 )
 
 // Rejection is a command the FSM refused, on every server alike. Its
-// message is for the user; Kind says which of ErrNotFound, ErrConflict or
-// ErrInvalid it is.
+// message is for the user; Kind says which of ErrNotFound, ErrConflict,
+// ErrInvalid or ErrStale it is.
 type Rejection struct {
 	Kind error
 	Msg  string
@@ -44,6 +48,8 @@ func kindCode(kind error) uint8 {
 		return 2
 	case ErrInvalid:
 		return 3
+	case ErrStale:
+		return 4
 	}
 	return 0
 }
@@ -56,6 +62,8 @@ func kindOf(code uint8) error {
 		return ErrConflict
 	case 3:
 		return ErrInvalid
+	case 4:
+		return ErrStale
 	}
 	return nil
 }

@@ -189,6 +189,8 @@ func (f *FSM) decodeCommand(index uint64, msgType MessageType, body []byte) (fun
 		return bind(body, func(t *txn, req *NodeDrainRequest) any { return errOrNil(t.applyNodeDrain(req)) })
 	case GCType:
 		return bind(body, func(t *txn, req *GCRequest) any { return t.applyGC(req) })
+	case AppSubmitUnmanagedType:
+		return bind(body, func(t *txn, req *AppSubmitUnmanagedRequest) any { return errOrNil(t.applyAppSubmitUnmanaged(req)) })
 	}
 	if msgType&IgnoreUnknownTypeFlag != 0 {
 		f.logger.Warn("ignoring unknown command type", "type", uint8(msgType), "index", index)

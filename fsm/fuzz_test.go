@@ -21,6 +21,8 @@ import (
 type fuzzState struct {
 	h                 *harness
 	app, am, g, oppID string
+	// span is an unmanaged AM's app (from sc1), spanC its container.
+	span, spanC string
 }
 
 func newFuzzState(tb testing.TB) *fuzzState {
@@ -39,6 +41,52 @@ func newFuzzState(tb testing.TB) *fuzzState {
 		Updates: []ContainerStatus{{ID: s.am, State: scheduler.ContainerRunning, At: 4, StartedAt: 4},
 			{ID: s.g, State: scheduler.ContainerRunning, At: 4, StartedAt: 4}}})
 	return s
+}
+
+// withSpan adds an unmanaged AM's app (spanning here from sc1) with a
+// guaranteed container. It is not part of newFuzzState: richState, which
+// the golden format-1 snapshot was written from, builds on that.
+func (s *fuzzState) withSpan(tb testing.TB) *fuzzState {
+	h := s.h
+	s.span = "app-f1"
+	h.ok(AppSubmitUnmanagedType, &AppSubmitUnmanagedRequest{AppID: s.span, Home: "sc1", Subcluster: "sc2", Attempt: 1, Queue: "dev", User: "u", Now: 5})
+	h.ok(AskUpdateType, &AskUpdateRequest{AppID: s.span, Attempt: 1, SeenIndex: h.f.State().Index(),
+		Asks: []scheduler.Ask{{AskID: 1, Count: 1, Resources: small, ExecutionType: scheduler.Guaranteed}}})
+	res := h.ok(PlanApplyType, &PlanApplyRequest{Now: 6, Placements: []scheduler.Placement{
+		{AppID: s.span, Attempt: 1, AskID: 1, NodeID: "n1", Resources: small}}}).(*PlanResult)
+	s.spanC = res.IDs[0]
+	return s
+}
+
+// spanCommands returns commands against the unmanaged AM's app of
+// withSpan: a new span, the next attempt, a retry, an older attempt, its
+// AM ending it KILLED, a report of its container.
+func (s *fuzzState) spanCommands(tb testing.TB) [][]byte {
+	bodies := []struct {
+		t    MessageType
+		body any
+	}{
+		{AppSubmitUnmanagedType, &AppSubmitUnmanagedRequest{AppID: "app-f2", Home: "sc3", Subcluster: "sc2", Attempt: 1,
+			Queue: "prod", User: "u", Priority: 3, Name: "spanning", Now: 10}},
+		{AppSubmitUnmanagedType, &AppSubmitUnmanagedRequest{AppID: s.span, Home: "sc1", Subcluster: "sc2", Attempt: 2, Queue: "dev", User: "u", Now: 10}},
+		{AppSubmitUnmanagedType, &AppSubmitUnmanagedRequest{AppID: s.span, Home: "sc1", Subcluster: "sc2", Attempt: 1, Queue: "dev", User: "u", Now: 10}},
+		{AppSubmitUnmanagedType, &AppSubmitUnmanagedRequest{AppID: s.app, Home: "sc1", Subcluster: "sc2", Attempt: 2, Queue: "dev", User: "u", Now: 10}},
+		{AppFinishType, &AppFinishRequest{AppID: s.span, Attempt: 1, State: scheduler.AppKilled, Diagnostics: "home killed", Now: 10}},
+		{ContainerUpdateType, &ContainerUpdateRequest{NodeID: "n1", Updates: []ContainerStatus{{ID: s.spanC, State: scheduler.ContainerRunning, At: 10}}}},
+	}
+	var out [][]byte
+	for i, b := range bodies {
+		data, err := Encode(b.t, b.body)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		req, err := EncodeRequest(fmt.Sprintf("span-%d", i), time.Unix(1000, 0).UnixNano(), b.t, b.body)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, data, req)
+	}
+	return out
 }
 
 // commands returns real commands against the state: every command type,
@@ -113,8 +161,8 @@ func (s *fuzzState) commands(tb testing.TB) [][]byte {
 // invariants hold, the same on two replicas) or halts having changed
 // nothing.
 func FuzzApply(f *testing.F) {
-	base := newFuzzState(f)
-	for _, c := range base.commands(f) {
+	base := newFuzzState(f).withSpan(f)
+	for _, c := range append(base.commands(f), base.spanCommands(f)...) {
 		f.Add(c)
 	}
 	// Each input starts from a restore of the state, which is cheaper than
@@ -260,6 +308,7 @@ var commandBodies = map[MessageType]func() any{
 	NodeSecretResetType:      func() any { return new(NodeSecretResetRequest) },
 	NodeDrainType:            func() any { return new(NodeDrainRequest) },
 	GCType:                   func() any { return new(GCRequest) },
+	AppSubmitUnmanagedType:   func() any { return new(AppSubmitUnmanagedRequest) },
 }
 
 func TestCommandBodiesCoverEveryType(t *testing.T) {
@@ -295,7 +344,8 @@ func canonical(t *testing.T, v any) []byte {
 // type; whatever decodes must encode and decode again to the same value, or
 // a command would mean one thing to the leader and another in the log.
 func FuzzCommandRoundTrip(f *testing.F) {
-	for _, c := range newFuzzState(f).commands(f) {
+	s := newFuzzState(f).withSpan(f)
+	for _, c := range append(s.commands(f), s.spanCommands(f)...) {
 		f.Add(c)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

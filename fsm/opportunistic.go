@@ -11,9 +11,9 @@ import (
 const maxContainerIDLength = 256
 
 // placeOpportunistic records an opportunistic container the leader
-// allocated centrally. It takes no guaranteed capacity: its node queues it
-// if it cannot start at once.
-func (t *txn) placeOpportunistic(pos int, p *scheduler.Placement, app *scheduler.App, now int64) string {
+// allocated centrally, as id. It takes no guaranteed capacity: its node
+// queues it if it cannot start at once. It returns why it was refused, or "".
+func (t *txn) placeOpportunistic(id string, p *scheduler.Placement, app *scheduler.App, now int64) string {
 	switch {
 	case p.IsAM:
 		return "an AM container cannot be opportunistic"
@@ -23,7 +23,7 @@ func (t *txn) placeOpportunistic(pos int, p *scheduler.Placement, app *scheduler
 		return "resources must be positive"
 	}
 	t.putContainer(&scheduler.Container{
-		ID:            scheduler.GuaranteedContainerID(t.index, pos),
+		ID:            id,
 		AppID:         p.AppID,
 		Attempt:       p.Attempt,
 		NodeID:        p.NodeID,

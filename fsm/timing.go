@@ -52,6 +52,7 @@ var commandNames = map[MessageType]string{
 	GCType:               "gc",
 
 	ContainerUpdateBatchType: "container_update_batch",
+	AppSubmitUnmanagedType:   "app_submit_unmanaged",
 }
 
 // CommandName names command type t in snake_case ("plan_apply"); every type

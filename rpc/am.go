@@ -71,7 +71,8 @@ type PromotionFailure struct {
 	Retryable bool   `codec:"retryable"`
 }
 
-// AMFinishRequest ends the app (AM.Finish): FINISHED or FAILED.
+// AMFinishRequest ends the app (AM.Finish): FINISHED or FAILED; an
+// unmanaged AM's app KILLED too (its home app was killed).
 type AMFinishRequest struct {
 	RequestHeader
 	AppID       string `codec:"app_id"`

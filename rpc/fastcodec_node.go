@@ -24,6 +24,7 @@ var (
 	sizeKillOrder       = int64(unsafe.Sizeof(KillOrder{}))
 	sizeWorkloadKey     = int64(unsafe.Sizeof(WorkloadKey{}))
 	sizeLeastLoadedNode = int64(unsafe.Sizeof(scheduler.LeastLoadedNode{}))
+	sizeAgentFederation = int64(unsafe.Sizeof(AgentFederation{}))
 )
 
 // ---- net/rpc headers ----------------------------------------------------
@@ -424,13 +425,21 @@ func decodeContainerReports(r *wireReader) ([]ContainerReport, error) {
 // ---- HeartbeatResponse ---------------------------------------------------
 
 func (h *HeartbeatResponse) appendMsgpack(b []byte) []byte {
-	b = appendMapHeader(b, 14)
+	if h.Federation == nil {
+		b = appendMapHeader(b, 14)
+	} else {
+		b = appendMapHeader(b, 15)
+	}
 	b = appendStr(b, "acked")
 	b = appendStrings(b, h.Acked)
 	b = appendStr(b, "centralized")
 	b = appendBool(b, h.Centralized)
 	b = appendStr(b, "demote")
 	b = appendStrings(b, h.Demote)
+	if h.Federation != nil {
+		b = appendStr(b, "federation")
+		b = h.Federation.appendMsgpack(b)
+	}
 	b = appendStr(b, "kill")
 	if h.Kill == nil {
 		b = appendNil(b)
@@ -491,6 +500,8 @@ func (h *HeartbeatResponse) decodeMsgpack(r *wireReader) error {
 			h.Centralized, err = r.bool()
 		case "demote":
 			h.Demote, err = r.strings()
+		case "federation":
+			h.Federation, err = decodeAgentFederation(r)
 		case "kill":
 			h.Kill, err = decodeKillOrders(r)
 		case "launch_ams":
@@ -522,6 +533,37 @@ func (h *HeartbeatResponse) decodeMsgpack(r *wireReader) error {
 		}
 		return true, err
 	})
+}
+
+func (f *AgentFederation) appendMsgpack(b []byte) []byte {
+	b = appendMapHeader(b, 2)
+	b = appendStr(b, "routers")
+	b = appendStrings(b, f.Routers)
+	b = appendStr(b, "subcluster")
+	return appendStr(b, f.Subcluster)
+}
+
+// decodeAgentFederation reads an AgentFederation, or nil.
+func decodeAgentFederation(r *wireReader) (*AgentFederation, error) {
+	if r.nil() {
+		return nil, nil
+	}
+	if err := r.charge(1, sizeAgentFederation, "rpc.AgentFederation"); err != nil {
+		return nil, err
+	}
+	f := new(AgentFederation)
+	err := r.wireStruct(func(k []byte) (ok bool, err error) {
+		switch string(k) {
+		case "routers":
+			f.Routers, err = r.strings()
+		case "subcluster":
+			f.Subcluster, err = r.str()
+		default:
+			return false, nil
+		}
+		return true, err
+	})
+	return f, err
 }
 
 func decodeWorkloadKeys(r *wireReader) ([]WorkloadKey, error) {
@@ -704,7 +746,13 @@ func (h *HeartbeatBatchRequest) decodeMsgpack(r *wireReader) error {
 }
 
 func (h *HeartbeatBatchResponse) appendMsgpack(b []byte) []byte {
-	b = appendMapHeader(b, 2)
+	if h.Federation == nil {
+		b = appendMapHeader(b, 2)
+	} else {
+		b = appendMapHeader(b, 3)
+		b = appendStr(b, "federation")
+		b = h.Federation.appendMsgpack(b)
+	}
 	b = appendStr(b, "least_loaded")
 	b = appendLeastLoaded(b, h.LeastLoaded)
 	b = appendStr(b, "results")
@@ -728,6 +776,8 @@ func (h *HeartbeatBatchResponse) appendMsgpack(b []byte) []byte {
 func (h *HeartbeatBatchResponse) decodeMsgpack(r *wireReader) error {
 	return r.wireStruct(func(k []byte) (ok bool, err error) {
 		switch string(k) {
+		case "federation":
+			h.Federation, err = decodeAgentFederation(r)
 		case "least_loaded":
 			h.LeastLoaded, err = decodeLeastLoaded(r)
 		case "results":

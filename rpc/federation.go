@@ -21,13 +21,16 @@ type SubclusterReport struct {
 	Leader   string   `codec:"leader" json:"leader"`
 	// Term and Seq order the reports: the leader's Raft term, then a
 	// number that grows within it.
-	Term        uint64                          `codec:"term" json:"term"`
-	Seq         uint64                          `codec:"seq" json:"seq"`
-	Capacity    scheduler.Resources             `codec:"capacity" json:"capacity"`
-	Used        scheduler.Resources             `codec:"used" json:"used"`
-	Pending     scheduler.Resources             `codec:"pending" json:"pending"`
-	NodesReady  int                             `codec:"nodes_ready" json:"nodes_ready"`
-	NodesTotal  int                             `codec:"nodes_total" json:"nodes_total"`
+	Term       uint64              `codec:"term" json:"term"`
+	Seq        uint64              `codec:"seq" json:"seq"`
+	Capacity   scheduler.Resources `codec:"capacity" json:"capacity"`
+	Used       scheduler.Resources `codec:"used" json:"used"`
+	Pending    scheduler.Resources `codec:"pending" json:"pending"`
+	NodesReady int                 `codec:"nodes_ready" json:"nodes_ready"`
+	NodesTotal int                 `codec:"nodes_total" json:"nodes_total"`
+	// AppsRunning counts the apps whose home is here and that have not
+	// ended: an app spanning here from elsewhere counts in UnmanagedAMs
+	// instead, so that the federation counts each app once.
 	AppsRunning int                             `codec:"apps_running" json:"apps_running"`
 	Queues      map[string]federation.QueueLoad `codec:"queues" json:"queues"`
 	Racks       []string                        `codec:"racks" json:"racks"`

@@ -29,7 +29,7 @@ func init() {
 		QueueStatusRequest{}, RaftRemovePeerRequest{}, RequestHeader{}, NodeDrainRequest{}, NodeListRequest{},
 		FederationHeartbeatRequest{}, FederationPolicyApplyRequest{}, FederationPolicyListRequest{}, FederationSubclusterAdminRequest{},
 		FederationSubclustersRequest{}, FederationSplitViewRequest{}, FederationResolveNodesRequest{}, NodeWhichRequest{},
-		FederationRegisterSpanRequest{},
+		AMVerifyRequest{}, AppSubmitUnmanagedRequest{}, FederationRegisterSpanRequest{},
 	} {
 		t := reflect.TypeOf(v)
 		requestTypes[t.Name()] = t

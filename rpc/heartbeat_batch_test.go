@@ -47,3 +47,48 @@ func TestHeartbeatBatchSharesTheList(t *testing.T) {
 		t.Fatalf("a good result's error: %v", err)
 	}
 }
+
+// A batch's answer carries the federation once, through the wire: every
+// answered heartbeat gets it back, an error gets none; if the leader's
+// changed within the batch, each result keeps its own.
+func TestHeartbeatBatchSharesTheFederation(t *testing.T) {
+	fed := &AgentFederation{Subcluster: "sc1", Routers: []string{"10.0.1.1:8060", "10.0.1.2:8060"}}
+	resp := HeartbeatBatchResponse{Results: []HeartbeatResult{
+		NewHeartbeatResult(&HeartbeatResponse{Federation: fed}, nil),
+		NewHeartbeatResult(nil, Errorf(CodeConflict, "stale heartbeat")),
+		NewHeartbeatResult(&HeartbeatResponse{Federation: fed, ReRegister: true}, nil),
+	}}
+	resp.ShareFederation()
+	if resp.Federation != fed || resp.Results[0].Response.Federation != nil || resp.Results[2].Response.Federation != nil {
+		t.Fatalf("not shared: batch %v, results %v, %v", resp.Federation, resp.Results[0].Response.Federation, resp.Results[2].Response.Federation)
+	}
+	data, err := Encode(&resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back HeartbeatBatchResponse
+	if err := decodeWire(data, &back, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	for i := range back.Results {
+		back.Unshare(i)
+	}
+	for _, i := range []int{0, 2} {
+		if f := back.Results[i].Response.Federation; f == nil || !f.equal(fed) {
+			t.Fatalf("result %d: federation %+v after Unshare, want %+v", i, f, fed)
+		}
+	}
+	if back.Results[1].Response.Federation != nil {
+		t.Fatalf("an error result got the federation")
+	}
+
+	moved := &AgentFederation{Subcluster: "sc1", Routers: []string{"10.0.1.3:8060"}}
+	mixed := HeartbeatBatchResponse{Results: []HeartbeatResult{
+		NewHeartbeatResult(&HeartbeatResponse{Federation: fed}, nil),
+		NewHeartbeatResult(&HeartbeatResponse{Federation: moved}, nil),
+	}}
+	mixed.ShareFederation()
+	if mixed.Federation != nil || mixed.Results[0].Response.Federation != fed || mixed.Results[1].Response.Federation != moved {
+		t.Fatalf("a changed federation was shared: %+v", mixed)
+	}
+}

@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"slices"
 	"time"
 
 	"github.com/weft-sched/weft/scheduler"
@@ -44,6 +45,10 @@ type NodeRegisterResponse struct {
 type AgentFederation struct {
 	Subcluster string   `codec:"subcluster"`
 	Routers    []string `codec:"routers"`
+}
+
+func (f *AgentFederation) equal(g *AgentFederation) bool {
+	return f == g || f.Subcluster == g.Subcluster && slices.Equal(f.Routers, g.Routers)
 }
 
 // ContainerReport is an agent's view of one container in a heartbeat.
@@ -125,6 +130,9 @@ type HeartbeatBatchResponse struct {
 	// LeastLoaded is the list that results with SharedList carry: an
 	// answer holds a least-loaded list once, not once per heartbeat.
 	LeastLoaded []scheduler.LeastLoadedNode `codec:"least_loaded"`
+	// Federation is what every answered result carries of the federation
+	// (the leader's, the same for all), held once (ShareFederation).
+	Federation *AgentFederation `codec:"federation,omitempty"`
 }
 
 // HeartbeatResult is the leader's answer to one heartbeat of a batch.
@@ -173,10 +181,41 @@ func (r *HeartbeatBatchResponse) ShareLeastLoaded() {
 	}
 }
 
-// Unshare gives result i its list back (see ShareLeastLoaded).
+// ShareFederation moves the results' Federation into the batch's answer:
+// each answered heartbeat carries the leader's, one value, so the answer
+// holds it once. Should the leader's have changed while the batch was
+// answered, every result keeps its own.
+func (r *HeartbeatBatchResponse) ShareFederation() {
+	var shared *AgentFederation
+	for i := range r.Results {
+		res := &r.Results[i]
+		if res.Error != "" {
+			continue
+		}
+		f := res.Response.Federation
+		if f == nil || shared != nil && !f.equal(shared) {
+			return
+		}
+		shared = f
+	}
+	if shared == nil {
+		return
+	}
+	r.Federation = shared
+	for i := range r.Results {
+		r.Results[i].Response.Federation = nil
+	}
+}
+
+// Unshare gives result i its list and its federation back (see
+// ShareLeastLoaded and ShareFederation).
 func (r *HeartbeatBatchResponse) Unshare(i int) {
-	if r.Results[i].SharedList {
-		r.Results[i].Response.LeastLoaded = r.LeastLoaded
+	res := &r.Results[i]
+	if res.SharedList {
+		res.Response.LeastLoaded = r.LeastLoaded
+	}
+	if r.Federation != nil && res.Error == "" && res.Response.Federation == nil {
+		res.Response.Federation = r.Federation
 	}
 }
 
@@ -236,7 +275,10 @@ type HeartbeatResponse struct {
 	// WorkloadKeys, when not empty, replaces the agent's workload keys:
 	// the servers' set changed since the request's WorkloadKeyID.
 	WorkloadKeys []WorkloadKey `codec:"workload_keys"`
-	// Federation: as in NodeRegisterResponse, repeated in every answer.
+	// Federation, when the cluster is a federation's sub-cluster, names
+	// it and the routers its leader last heard of (SPEC §18): the
+	// AMRMProxy splits spanning apps' asks with them. Servers share one
+	// value between answers: never modify it.
 	Federation *AgentFederation `codec:"federation,omitempty"`
 }
 

@@ -27,13 +27,21 @@ func (s AppState) Terminal() bool { return s == AppFinished || s == AppFailed ||
 // distributed shell.
 const AMTypeDShell = "dshell"
 
+// AMTypeUnmanaged is the AM type of an unmanaged AM's app (App.Unmanaged):
+// its AM runs in its home sub-cluster, never here, so no AM container is
+// placed or launched for it. No user submits it: App.Submit refuses it.
+const AMTypeUnmanaged = "unmanaged"
+
 // Defaults and limits of an app spec.
 const (
 	DefaultAMMemoryMB    = 256
 	DefaultAMVcores      = 1
 	DefaultMaxAMAttempts = 2
-	MaxNumContainers     = 100000
-	MaxAppNameLength     = 256
+	// MaxAMAttemptsLimit bounds an app's AM attempts (max_am_attempts), and so
+	// the attempt numbers any AM, unmanaged ones too, can present.
+	MaxAMAttemptsLimit = 100
+	MaxNumContainers   = 100000
+	MaxAppNameLength   = 256
 	// MaxDShellLocality bounds each of a dshell spec's nodes and racks: as
 	// many as one Federation.ResolveNodes may name, so that an AMRMProxy
 	// can resolve a whole ask in one call.
@@ -118,8 +126,8 @@ func (s *AppSpec) Validate() error {
 	} else if s.AMResources.MemoryMB <= 0 || s.AMResources.Vcores <= 0 {
 		add("am_resources: memory_mb and vcores must be positive")
 	}
-	if s.MaxAMAttempts < 1 || s.MaxAMAttempts > 100 {
-		add("max_am_attempts: must be between 1 and 100, not %d", s.MaxAMAttempts)
+	if s.MaxAMAttempts < 1 || s.MaxAMAttempts > MaxAMAttemptsLimit {
+		add("max_am_attempts: must be between 1 and %d, not %d", MaxAMAttemptsLimit, s.MaxAMAttempts)
 	}
 	d := s.DShell
 	if d.NumContainers < 1 || d.NumContainers > MaxNumContainers {

@@ -117,6 +117,20 @@ func GuaranteedContainerID(index uint64, pos int) string {
 	return string(id)
 }
 
+// PlacedContainerID is the ID of the pos-th placement of the plan
+// committed at index, made for app a: GuaranteedContainerID, led by the
+// sub-cluster's ID and a dot when a is an unmanaged AM's app, so that the
+// containers of an app spanning sub-clusters have IDs unique across the
+// federation (SPEC §18). The prefix comes from the replicated app record:
+// every server derives the same ID.
+func PlacedContainerID(a *App, index uint64, pos int) string {
+	id := GuaranteedContainerID(index, pos)
+	if a != nil && a.Unmanaged != nil {
+		return a.Unmanaged.Subcluster + "." + id
+	}
+	return id
+}
+
 // AgentContainerIDPrefix begins the ID of every container an AMRMProxy
 // allocates: o-NODE-EPOCH-SEQ. Leader placements begin with "c-", so the
 // two never collide.

@@ -37,3 +37,21 @@ func TestGuaranteedContainerIDFormat(t *testing.T) {
 		}
 	}
 }
+
+// An unmanaged AM's app's containers carry its sub-cluster, and are still
+// IDs an agent accepts as a path element; every other app's are the plain
+// leader IDs.
+func TestPlacedContainerIDCarriesTheSubcluster(t *testing.T) {
+	plain := &App{ID: "app-3"}
+	spanning := &App{ID: "app-f7", Unmanaged: &Unmanaged{Home: "sc1", Subcluster: "sc2"}}
+	if got := PlacedContainerID(plain, 12, 3); got != "c-12-3" {
+		t.Errorf("a managed app's container ID %q, want c-12-3", got)
+	}
+	got := PlacedContainerID(spanning, 12, 3)
+	if got != "sc2.c-12-3" {
+		t.Errorf("an unmanaged AM's container ID %q, want sc2.c-12-3", got)
+	}
+	if err := ValidateID("container.id", got); err != nil {
+		t.Errorf("agents would refuse %q: %v", got, err)
+	}
+}

@@ -46,6 +46,11 @@ type Config struct {
 	SubclusterID        string
 	Routers             []string
 	SubclusterHeartbeat time.Duration
+	// UnmanagedAMTimeout is how long the leader waits to hear from an
+	// unmanaged AM (an app spanning here from another sub-cluster, whose
+	// AMRMProxy calls AM.Allocate) before it kills the app: the proxy, or
+	// its node, may be gone. Default DefaultUnmanagedAMTimeout.
+	UnmanagedAMTimeout time.Duration
 	// NodeTTL is how long an agent may go without a heartbeat before the
 	// leader marks it DOWN (when it hears from most other nodes). Default 10 s.
 	NodeTTL time.Duration
@@ -189,6 +194,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.SubclusterHeartbeat == 0 {
 		c.SubclusterHeartbeat = 5 * time.Second
+	}
+	if c.UnmanagedAMTimeout == 0 {
+		c.UnmanagedAMTimeout = DefaultUnmanagedAMTimeout
+	}
+	if c.UnmanagedAMTimeout < 0 {
+		return errors.New("unmanaged_am_timeout must be positive")
 	}
 	if c.SubclusterID != "" && len(c.Routers) == 0 {
 		return errors.New("subcluster_id needs the routers' addresses (routers / -router) to report to")

@@ -27,6 +27,16 @@
 // hold workload identity (SPEC §15): the leader creates the token signing
 // key, servers mint AM and container tokens, check AM tokens on the AM
 // protocol and node secrets on registration and heartbeats.
+// In a federation (SPEC §18, -subcluster-id) the leader reports the
+// cluster to the routers, every agent's registration and heartbeat answer
+// names the sub-cluster and its routers, and the servers take part in
+// apps spanning sub-clusters (unmanaged.go): a home's servers vouch for
+// an AM's token to the routers (AM.Verify), another sub-cluster's create
+// the app's unmanaged AM there for them (App.SubmitUnmanaged) — an app
+// with no AM container whose AMRMProxy speaks the AM protocol with a
+// token they minted, whose containers' IDs carry the sub-cluster — and
+// the leader kills an unmanaged AM not heard from for
+// unmanaged_am_timeout.
 // A server whose FSM halts on a committed entry it cannot apply stops by itself
 // (Halted) with the entry's index and the recovery, its state intact.
 // Any server rotates the gossip keys of the whole pool over serf, no

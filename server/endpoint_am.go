@@ -15,7 +15,9 @@ import (
 type AM struct{ srv *Server }
 
 // Register records that the AM runs (the app becomes RUNNING) and returns
-// the app's spec and the cluster's size.
+// the app's spec and the cluster's size. An unmanaged AM's app runs from
+// its creation: its AMRMProxy need not register, and if it does it gets
+// the same answer and nothing is written.
 func (e *AM) Register(ctx context.Context, args *wrpc.AMRegisterRequest, reply *wrpc.AMRegisterResponse) error {
 	if done, err := e.srv.forwardWrite(ctx, "AM.Register", args, reply); done {
 		return err
@@ -25,9 +27,11 @@ func (e *AM) Register(ctx context.Context, args *wrpc.AMRegisterRequest, reply *
 	if err != nil {
 		return err
 	}
-	if _, _, err := e.srv.raftApplyRequest(ctx, &args.RequestHeader, fsm.AppRegisterType,
-		&fsm.AppRegisterRequest{AppID: args.AppID, Attempt: args.Attempt, Now: e.srv.clock.Now().UnixNano()}); err != nil {
-		return err
+	if app.Unmanaged == nil {
+		if _, _, err := e.srv.raftApplyRequest(ctx, &args.RequestHeader, fsm.AppRegisterType,
+			&fsm.AppRegisterRequest{AppID: args.AppID, Attempt: args.Attempt, Now: e.srv.clock.Now().UnixNano()}); err != nil {
+			return err
+		}
 	}
 	reply.Spec, reply.Queue = app.Spec, app.Queue
 	for _, n := range st.Nodes() {
@@ -60,6 +64,9 @@ func (e *AM) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, reply *
 		return err
 	}
 	reply.AMToken = e.srv.renewAMToken(st, claims)
+	if app.Unmanaged != nil {
+		e.srv.unmanagedHeard(app.ID, e.srv.clock.Now())
+	}
 	now := e.srv.clock.Now().UnixNano()
 	// A release of a container the servers never heard of is an
 	// opportunistic one its node never ran (its AMRMProxy stops it there):
@@ -96,6 +103,12 @@ func (e *AM) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, reply *
 		}
 	}
 	hdr := args.RequestHeader
+	if limit := e.srv.config.UnmanagedAMTimeout / 2; app.Unmanaged != nil && (hdr.MaxWait <= 0 || hdr.MaxWait > limit) {
+		// An unmanaged AM is heard from only when it calls: one waiting
+		// here must be answered in time to call again before it is
+		// taken for gone.
+		hdr.MaxWait = limit
+	}
 	// Opportunistic asks reach a server when the cluster allocates them
 	// centrally (the AMRMProxies forward them) or when an AM talks to the
 	// servers directly: the leader allocates them from its list. What no
@@ -208,16 +221,24 @@ func amAnswer(st *fsm.State, args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocat
 	return index, nil
 }
 
-// Finish ends the app as FINISHED or FAILED.
+// Finish ends the app as FINISHED or FAILED; an unmanaged AM's app as
+// KILLED too (its AMRMProxy says so when the home app was killed). The
+// app's containers are stopped, but for a managed AM's own.
 func (e *AM) Finish(ctx context.Context, args *wrpc.AMFinishRequest, reply *wrpc.WriteResponse) error {
 	if done, err := e.srv.forwardWrite(ctx, "AM.Finish", args, reply); done {
 		return err
 	}
-	if _, _, err := e.srv.amAttempt(e.srv.fsm.State(), args.AppID, args.Attempt, args.Token); err != nil {
+	app, _, err := e.srv.amAttempt(e.srv.fsm.State(), args.AppID, args.Attempt, args.Token)
+	if err != nil {
 		return err
 	}
 	state := scheduler.AppState(args.FinalState)
-	if state != scheduler.AppFinished && state != scheduler.AppFailed {
+	switch {
+	case state == scheduler.AppFinished || state == scheduler.AppFailed:
+	case app.Unmanaged != nil && state == scheduler.AppKilled:
+	case app.Unmanaged != nil:
+		return wrpc.Errorf(wrpc.CodeBadRequest, "final_state must be FINISHED, FAILED or KILLED, not %.32q", args.FinalState)
+	default:
 		return wrpc.Errorf(wrpc.CodeBadRequest, "final_state must be FINISHED or FAILED, not %q", args.FinalState)
 	}
 	_, index, err := e.srv.raftApplyRequest(ctx, &args.RequestHeader, fsm.AppFinishType, &fsm.AppFinishRequest{

@@ -52,6 +52,7 @@ func (e *Node) Register(ctx context.Context, args *wrpc.NodeRegisterRequest, rep
 	reply.Epoch = res.(uint64)
 	reply.Servers = e.srv.serverAddrs()
 	reply.WorkloadKeys = wireKeys(e.srv.fsm.State())
+	reply.Federation = e.srv.agentFed.Load()
 	e.srv.heartbeatSeen(args.ID, reply.Epoch, now, nil)
 	e.srv.logger.Info("node registered", "node", args.ID, "epoch", reply.Epoch, "capacity", args.Capacity.String(), "rack", args.Rack)
 	return nil
@@ -131,6 +132,9 @@ func (e *Node) heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply
 			return err
 		}
 	}
+	// Every answer carries it, so that a forwarded batch holds it once
+	// (HeartbeatBatchResponse.ShareFederation).
+	reply.Federation = e.srv.agentFed.Load()
 	if !ok || node.Epoch != args.Epoch || node.Status == scheduler.NodeDown {
 		reply.ReRegister = true
 		return nil

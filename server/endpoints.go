@@ -48,6 +48,7 @@ func (s *Server) registerEndpoints() {
 	wrpc.Register(r, "App.List", wrpc.CapQueueRead, app.List)
 	wrpc.Register(r, "App.Status", wrpc.CapQueueRead, app.Status)
 	wrpc.Register(r, "App.Kill", wrpc.CapQueueSubmit, app.Kill)
+	wrpc.Register(r, "App.SubmitUnmanaged", wrpc.CapFederation, app.SubmitUnmanaged)
 
 	wrpc.Register(r, "Container.List", wrpc.CapQueueRead, ctr.List)
 	wrpc.Register(r, "Container.Logs", wrpc.CapQueueRead, ctr.Logs)
@@ -55,6 +56,7 @@ func (s *Server) registerEndpoints() {
 	wrpc.Register(r, "AM.Register", wrpc.CapWorkload, am.Register)
 	wrpc.Register(r, "AM.Allocate", wrpc.CapWorkload, am.Allocate)
 	wrpc.Register(r, "AM.Finish", wrpc.CapWorkload, am.Finish)
+	wrpc.Register(r, "AM.Verify", wrpc.CapFederation, am.Verify)
 
 	acls := &ACL{s}
 	wrpc.Register(r, "ACL.Bootstrap", wrpc.CapPublic, acls.Bootstrap)

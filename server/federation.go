@@ -54,6 +54,9 @@ func (s *Server) reportToRouters(ctx context.Context, seq uint64, held *federati
 	}
 	if len(resp.Routers) > 0 {
 		s.routers.SetServers(resp.Routers)
+		if !slices.Equal(resp.Routers, s.agentFed.Load().Routers) {
+			s.setAgentFederation(resp.Routers)
+		}
 	}
 	if resp.State != *held {
 		s.logger.Info("the federation's routers hold this sub-cluster", "subcluster", s.config.SubclusterID, "state", resp.State)
@@ -79,8 +82,10 @@ func (s *Server) subclusterReport(st *fsm.State, seq uint64) wrpc.SubclusterRepo
 		}
 	}
 	rep.Racks = slices.Sorted(maps.Keys(racks))
-	for _, a := range st.Apps() {
-		if !a.State.Terminal() {
+	for _, a := range st.ActiveApps() {
+		if a.Unmanaged != nil {
+			rep.UnmanagedAMs++
+		} else {
 			rep.AppsRunning++
 		}
 	}
@@ -106,6 +111,12 @@ func (s *Server) subclusterReport(st *fsm.State, seq uint64) wrpc.SubclusterRepo
 		rep.Healthy = true
 	}
 	return rep
+}
+
+// setAgentFederation makes the federation agents are told of name
+// routers: built once per change, every answer shares it.
+func (s *Server) setAgentFederation(routers []string) {
+	s.agentFed.Store(&wrpc.AgentFederation{Subcluster: s.config.SubclusterID, Routers: slices.Clone(routers)})
 }
 
 // The routers bound what one report may hold (router/fedstate).

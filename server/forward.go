@@ -91,6 +91,8 @@ func rejection(err error) error {
 		return &wrpc.Error{Code: wrpc.CodeConflict, Message: r.Msg}
 	case fsm.ErrInvalid:
 		return &wrpc.Error{Code: wrpc.CodeBadRequest, Message: r.Msg}
+	case fsm.ErrStale:
+		return &wrpc.Error{Code: wrpc.CodeStale, Message: r.Msg}
 	}
 	return err
 }

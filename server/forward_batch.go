@@ -149,6 +149,7 @@ func (e *Node) HeartbeatBatch(ctx context.Context, args *wrpc.HeartbeatBatchRequ
 	}
 	wg.Wait()
 	reply.ShareLeastLoaded()
+	reply.ShareFederation()
 	return nil
 }
 

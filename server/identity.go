@@ -89,9 +89,10 @@ func noKey(err error) error {
 
 // amAttempt authenticates an AM protocol call: token must be a valid AM
 // token of (appID, attempt); the attempt must be the app's current, placed
-// one (ErrStale if not) and the token that of its AM container. The app is
-// returned with ErrStale too (it may have finished); the claims only when
-// the call is allowed.
+// one (ErrStale if not) and the token that of its AM container — or, for
+// an unmanaged AM's app, whose attempts have none, a token naming no
+// container. The app is returned with ErrStale too (it may have
+// finished); the claims only when the call is allowed.
 func (s *Server) amAttempt(st *fsm.State, appID string, attempt int, token string) (*scheduler.App, *identity.Claims, error) {
 	claims, err := keyringOf(st).Verify(token, s.clock.Now().UnixNano())
 	if err != nil {
@@ -105,12 +106,17 @@ func (s *Server) amAttempt(st *fsm.State, appID string, attempt int, token strin
 	if !ok {
 		return nil, nil, wrpc.Errorf(wrpc.CodeNotFound, "app %s not found", appID)
 	}
-	if app.AMPending || attempt != app.CurrentAttempt() {
+	if app.AMPending || len(app.Attempts) == 0 || attempt != app.CurrentAttempt() {
 		return app, nil, wrpc.Errorf(wrpc.CodeStale, "app %s attempt %d is not the app's current AM attempt (current is %d)", appID, attempt, app.CurrentAttempt())
 	}
-	if am := app.Attempts[len(app.Attempts)-1].ContainerID; claims.ContainerID != am {
-		return nil, nil, wrpc.Errorf(wrpc.CodePermissionDenied, "app %s attempt %d: the AM token is for container %s, not the attempt's AM container %s",
+	switch am := app.Attempts[len(app.Attempts)-1].ContainerID; {
+	case claims.ContainerID != am:
+		return nil, nil, wrpc.Errorf(wrpc.CodePermissionDenied, "app %s attempt %d: the AM token is for container %q, not the attempt's AM container %q",
 			appID, attempt, claims.ContainerID, am)
+	case am == "" && app.Unmanaged == nil:
+		// Only an unmanaged AM's attempt has no AM container: a token
+		// naming none never speaks for a managed app's AM.
+		return nil, nil, wrpc.Errorf(wrpc.CodePermissionDenied, "app %s attempt %d has no AM container: the token names none", appID, attempt)
 	}
 	return app, claims, nil
 }

@@ -8,11 +8,15 @@ import (
 
 // establishLeadership runs on a new leader once its barrier has applied
 // every earlier entry, before it is ready (raftnode.Hooks.Establish): the
-// least-loaded board and node liveness start afresh for the term, from
-// what serf says of the agents now, and the workload key exists.
+// least-loaded board, node liveness and the unmanaged AMs' clocks start
+// afresh for the term, from what serf says of the agents now, and the
+// workload key exists.
 func (s *Server) establishLeadership(ctx context.Context) {
 	now := s.clock.Now()
 	s.board.reset(now)
+	s.unmanagedMu.Lock()
+	s.unmanaged.Reset(now, s.fsm.State().ActiveApps())
+	s.unmanagedMu.Unlock()
 	s.livenessMu.Lock()
 	s.liveness.Reset(now)
 	for _, m := range s.serf.Members() {

@@ -34,6 +34,7 @@ func (s *Server) leaderDuties(ctx context.Context) {
 		s.preemptTick(ctx, now, clocks)
 		s.drainTick(ctx, now)
 		s.gcTick(ctx, now)
+		s.unmanagedTick(ctx, now)
 	}
 }
 

@@ -59,6 +59,14 @@ type Server struct {
 	// routerPool; nil otherwise.
 	routers    *wrpc.Client
 	routerPool *wrpc.Pool
+	// agentFed is what every agent's registration and heartbeat answer
+	// carries of the federation (nil outside one): built when the router
+	// list changes, shared by every answer, never modified.
+	agentFed atomic.Pointer[wrpc.AgentFederation]
+	// unmanagedMu guards unmanaged: AM calls arrive on many goroutines,
+	// the leader's duties tick it from one.
+	unmanagedMu sync.Mutex
+	unmanaged   *unmanagedWatch
 
 	// livenessMu guards liveness: heartbeats and gossip arrive from many
 	// goroutines, the leader's duties tick it from one.
@@ -110,6 +118,7 @@ func New(config *Config) (*Server, error) {
 		clock:        config.Clock,
 		serfEventCh:  make(chan serf.Event, 2048),
 		liveness:     newLiveness(config.NodeTTL, config.NodeGossipGrace),
+		unmanaged:    newUnmanagedWatch(config.UnmanagedAMTimeout),
 		batchWorkers: gopool.New(wrpc.MaxHeartbeatBatch, time.Minute),
 		waits:        scheduler.NewLocalityWaits(),
 		shutdownCh:   make(chan struct{}),
@@ -121,6 +130,7 @@ func New(config *Config) (*Server, error) {
 	if config.SubclusterID != "" {
 		s.routerPool = wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleRouter)
 		s.routers = wrpc.NewClient(config.Routers, s.routerPool)
+		s.setAgentFederation(config.Routers)
 	}
 	s.updates = newUpdateBatcher(s.proposeUpdates)
 	s.hbForward = newHeartbeatForwarder(s.sendHeartbeats)

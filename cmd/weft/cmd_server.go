@@ -59,6 +59,10 @@ func runServer(args []string) error {
 	if err != nil {
 		return err
 	}
+	unmanagedTimeout, err := cfg.UnmanagedAMTimeoutDuration()
+	if err != nil {
+		return err
+	}
 	if cfg.GCPercent > 0 {
 		debug.SetGCPercent(cfg.GCPercent)
 	}
@@ -95,6 +99,7 @@ func runServer(args []string) error {
 		SubclusterID:        subcluster,
 		Routers:             routers,
 		SubclusterHeartbeat: every,
+		UnmanagedAMTimeout:  unmanagedTimeout,
 	})
 	if err != nil {
 		return err

@@ -63,3 +63,16 @@ func TestServerFederationSettings(t *testing.T) {
 		}
 	}
 }
+
+func TestServerUnmanagedAMTimeout(t *testing.T) {
+	c := DefaultServer()
+	if d, err := c.UnmanagedAMTimeoutDuration(); err != nil || d != DefaultUnmanagedAMTimeout {
+		t.Fatalf("default %v, %v; want %v", d, err, DefaultUnmanagedAMTimeout)
+	}
+	for _, v := range []string{"10ms", "soon", ""} {
+		c.UnmanagedAMTimeout = v
+		if _, err := c.UnmanagedAMTimeoutDuration(); err == nil || !strings.HasPrefix(err.Error(), "unmanaged_am_timeout (-unmanaged-am-timeout)") {
+			t.Errorf("%q: %v, want an error naming unmanaged_am_timeout", v, err)
+		}
+	}
+}

@@ -36,6 +36,10 @@ type Server struct {
 	SubclusterID        string   `hcl:"subcluster_id,optional" flag:"subcluster-id" help:"make this cluster a sub-cluster of a federation with this ID; its leader reports to the routers (needs -router)"`
 	Routers             []string `hcl:"routers,optional" flag:"router" help:"RPC address HOST:PORT of a federation router to report to (repeatable; port 8060 by default)"`
 	SubclusterHeartbeat string   `hcl:"subcluster_heartbeat,optional" flag:"subcluster-heartbeat" help:"how often the leader of a sub-cluster reports to the routers (a duration)"`
+	// An app spanning into this sub-cluster from another is an unmanaged
+	// AM here; its AMRMProxy, in the app's home, calls AM.Allocate. The
+	// leader kills one it has not heard from for this long.
+	UnmanagedAMTimeout string `hcl:"unmanaged_am_timeout,optional" flag:"unmanaged-am-timeout" help:"how long the leader waits to hear from the AMRMProxy of an app spanning into this sub-cluster before it kills the app here (a duration)"`
 	// RaftSkipIndex is the escape hatch from a server that stopped on a
 	// committed entry no weft can apply (docs/operations.md, "Unknown
 	// Raft entries"). Every server must be given the same value.
@@ -173,7 +177,25 @@ func DefaultServer() *Server {
 		NodeGCThreshold: "24h", RaftSnapshotInterval: DefaultRaftSnapshotInterval.String(),
 		RaftSnapshotLogPercent: DefaultRaftSnapshotLogPercent, RaftSnapshotMinLogBytes: DefaultRaftSnapshotMinLogBytes,
 		RaftSnapshotThreshold: DefaultRaftSnapshotThreshold, RaftTrailingLogs: DefaultRaftTrailingLogs,
-		SubclusterHeartbeat: DefaultSubclusterHeartbeat.String()}
+		SubclusterHeartbeat: DefaultSubclusterHeartbeat.String(), UnmanagedAMTimeout: DefaultUnmanagedAMTimeout.String()}
+}
+
+// DefaultUnmanagedAMTimeout is how long a sub-cluster's leader waits to
+// hear from an unmanaged AM's AMRMProxy (SPEC §18).
+const DefaultUnmanagedAMTimeout = 2 * time.Minute
+
+// minUnmanagedAMTimeout keeps a spanning app from being killed between
+// two calls of its AMRMProxy.
+const minUnmanagedAMTimeout = time.Second
+
+// UnmanagedAMTimeoutDuration returns unmanaged_am_timeout, checked.
+func (c *Server) UnmanagedAMTimeoutDuration() (time.Duration, error) {
+	d, err := time.ParseDuration(c.UnmanagedAMTimeout)
+	if err != nil || d < minUnmanagedAMTimeout {
+		return 0, fmt.Errorf("unmanaged_am_timeout (-unmanaged-am-timeout) %q: give a duration of at least %s such as %s",
+			c.UnmanagedAMTimeout, minUnmanagedAMTimeout, DefaultUnmanagedAMTimeout)
+	}
+	return d, nil
 }
 
 // DefaultSubclusterHeartbeat is how often a sub-cluster's leader reports
@@ -231,6 +253,9 @@ func (c *Server) Validate() error {
 		return fmt.Errorf("gc_percent (-gc-percent) %w", err)
 	}
 	if _, _, _, err := c.Federation(); err != nil {
+		return err
+	}
+	if _, err := c.UnmanagedAMTimeoutDuration(); err != nil {
 		return err
 	}
 	return validateCommon(c.NodeID, c.Bind, c.LogLevel, map[string]int{"rpc_port": c.RPCPort, "serf_port": c.SerfPort, "http_port": c.HTTPPort}, c.Join)

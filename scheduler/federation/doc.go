@@ -4,7 +4,8 @@
 // the global policy generator that derives every queue's weights from the
 // sub-clusters' headroom and pending demand (gpg.go), and the AMRMProxy
 // policies that split a spanning app's asks between its home and
-// secondary sub-clusters (split.go; federation part 2).
+// secondary sub-clusters (split.go; federation part 2), and the form of
+// the app IDs the routers mint, which servers check (ids.go).
 //
 // As in package scheduler, every function is a pure function of its
 // arguments: no I/O, goroutines, locks, clock or logging. Rank runs inside
