@@ -110,10 +110,19 @@ type spanState struct {
 	view   *wrpc.FederationSplitViewResponse
 	viewAt time.Time
 	owners map[string]string // node → sub-cluster, as the routers resolved it
-	// holders names, per ask ID, the sub-clusters holding a part of it:
-	// one left out of a new split is told count 0.
-	holders map[uint64][]string
-	parts   map[string]*spanPart
+	// outstanding is, per ask ID and sub-cluster, how many containers of
+	// the ask that sub-cluster was asked for and has not delivered yet.
+	// Only a change in what the AM wants is split (see split).
+	outstanding map[uint64]map[string]*askPart
+	parts       map[string]*spanPart
+}
+
+// askPart is a sub-cluster's part of one ask: the ask as it was sent
+// there (its locality narrowed to that sub-cluster's nodes) and how many
+// it still owes.
+type askPart struct {
+	ask   scheduler.Ask
+	count int
 }
 
 // spanPart is the app's unmanaged AM in one other sub-cluster.
@@ -134,7 +143,8 @@ type spanPart struct {
 }
 
 func newSpanState(home, queue string) *spanState {
-	return &spanState{home: home, queue: queue, owners: map[string]string{}, holders: map[uint64][]string{}, parts: map[string]*spanPart{}}
+	return &spanState{home: home, queue: queue, owners: map[string]string{}, outstanding: map[uint64]map[string]*askPart{},
+		parts: map[string]*spanPart{}}
 }
 
 // partOf is the part holding container id (IDs from other sub-clusters
@@ -198,14 +208,30 @@ func (p *amrmProxy) callSpanning(ctx context.Context, sp *spanState, fwd *wrpc.A
 		}
 	}
 	for sc, r := range reqs {
+		if part := sp.parts[sc]; part != nil && !part.ended && part.token != "" && now.Before(part.retryAt) {
+			// Failing lately: what it owes waits for it (or for the
+			// routers to hold it LOST, when it goes to the others).
+			delete(reqs, sc)
+			continue
+		}
 		if !p.ensurePart(ctx, sp, sc, fwd, now) {
-			// It cannot be used now: its asks go home this time.
-			home.Asks = mergeAsks(home.Asks, r.Asks)
+			// It cannot be used (it holds no unmanaged AM of the app, or
+			// that ended): what it was to be asked is the home's, for
+			// anywhere there.
+			for _, a := range r.Asks {
+				a.Locality = scheduler.Locality{}
+				home.Asks = mergeAsks(home.Asks, []scheduler.Ask{a})
+			}
+			sp.reassign(sc, sp.home)
 			delete(reqs, sc)
 		}
 	}
 	if len(reqs) == 0 && len(news) == 0 {
-		return p.a.client.Call(ctx, "AM.Allocate", &home, reply)
+		err := p.a.client.Call(ctx, "AM.Allocate", &home, reply)
+		if err == nil {
+			sp.delivered(sp.home, reply.Allocated)
+		}
+		return err
 	}
 
 	// Everything is sent at once and none of it waits; only when nothing
@@ -217,11 +243,12 @@ func (p *amrmProxy) callSpanning(ctx context.Context, sp *spanState, fwd *wrpc.A
 	if err != nil {
 		return err
 	}
+	sp.delivered(sp.home, reply.Allocated)
 	p.merge(sp, answers, reply, now)
 	if !hasNews(reply) && len(news) == 0 && wait > time.Millisecond {
 		reads := map[string]*wrpc.AMAllocateRequest{}
 		for id, part := range sp.parts {
-			if !part.ended && now.After(part.retryAt) && len(part.live)+len(sp.heldBy(id)) > 0 {
+			if !part.ended && now.After(part.retryAt) && len(part.live)+sp.owed(id) > 0 {
 				reads[id] = &wrpc.AMAllocateRequest{}
 			}
 		}
@@ -231,21 +258,50 @@ func (p *amrmProxy) callSpanning(ctx context.Context, sp *spanState, fwd *wrpc.A
 		if err != nil {
 			return err
 		}
+		sp.delivered(sp.home, reply.Allocated)
 		p.merge(sp, answers, reply, p.a.clock.Now())
 	}
 	reply.Completed = append(reply.Completed, news...)
 	return nil
 }
 
-// heldBy lists the asks sub-cluster sc holds a part of.
-func (s *spanState) heldBy(sc string) []uint64 {
-	var ids []uint64
-	for id, holders := range s.holders {
-		if slices.Contains(holders, sc) {
-			ids = append(ids, id)
+// reassign moves what sub-cluster from owes to sub-cluster to.
+func (s *spanState) reassign(from, to string) {
+	for _, parts := range s.outstanding {
+		p := parts[from]
+		if p == nil {
+			continue
+		}
+		delete(parts, from)
+		if q := parts[to]; q != nil {
+			q.count += p.count
+			q.ask.Locality = scheduler.Locality{}
+		} else {
+			p.ask.Locality = scheduler.Locality{} // the home holds none of what it named
+			parts[to] = p
 		}
 	}
-	return ids
+}
+
+// owed is how many containers sub-cluster sc owes the app.
+func (s *spanState) owed(sc string) int {
+	n := 0
+	for _, parts := range s.outstanding {
+		if p := parts[sc]; p != nil {
+			n += p.count
+		}
+	}
+	return n
+}
+
+// delivered counts containers the AM is about to hear of against what
+// their sub-cluster owed.
+func (s *spanState) delivered(sc string, cs []wrpc.ContainerInfo) {
+	for _, c := range cs {
+		if p := s.outstanding[c.AskID][sc]; p != nil && c.ExecutionType == string(scheduler.Guaranteed) && p.count > 0 {
+			p.count--
+		}
+	}
 }
 
 // refreshView fetches the routers' split view when the one held is old.
@@ -296,8 +352,8 @@ func (p *amrmProxy) dropLost(sp *spanState) []wrpc.ContainerInfo {
 			lost = append(lost, c)
 		}
 		part.live = nil
-		for ask, holders := range sp.holders {
-			sp.holders[ask] = slices.DeleteFunc(holders, func(h string) bool { return h == id })
+		for _, parts := range sp.outstanding {
+			delete(parts, id) // what it owed is split among the rest
 		}
 		p.a.logger.Warn("a sub-cluster the app spans into is gone; its containers are reported lost", "app", part.fedID,
 			"subcluster", id, "state", state, "containers", len(lost))
@@ -306,8 +362,14 @@ func (p *amrmProxy) dropLost(sp *spanState) []wrpc.ContainerInfo {
 	return lost
 }
 
-// split divides the guaranteed asks by the queue's policy; a sub-cluster
-// that held a part of an ask and gets none now is told count 0.
+// split turns the AM's guaranteed asks into what each sub-cluster is
+// asked for. Counts are what is still wanted, so only a change is split:
+// when the AM wants more than the sub-clusters owe it (a new ask, a
+// container lost), the difference is divided by the queue's policy and
+// added to their parts; when it wants fewer, parts are taken back from
+// the largest. Re-dividing the whole count each call would move demand
+// away from a sub-cluster that had just placed its part (the AM not having
+// heard yet), and the AM would get more than it asked for.
 func (p *amrmProxy) split(ctx context.Context, sp *spanState, asks []scheduler.Ask, now time.Time) map[string][]scheduler.Ask {
 	if len(asks) == 0 {
 		return nil
@@ -334,35 +396,56 @@ func (p *amrmProxy) split(ctx context.Context, sp *spanState, asks []scheduler.A
 			cands = append(cands, cand)
 		}
 	}
-	out := federation.Split(policy, sp.home, asks, cands)
+	out := map[string][]scheduler.Ask{}
 	for _, a := range asks {
-		var now []string
-		for sc, parts := range out {
-			for _, part := range parts {
-				if part.AskID == a.AskID && part.Count > 0 {
-					now = append(now, sc)
+		parts := sp.outstanding[a.AskID]
+		if parts == nil {
+			parts = map[string]*askPart{}
+			sp.outstanding[a.AskID] = parts
+		}
+		owed := 0
+		for _, part := range parts {
+			owed += part.count
+		}
+		switch {
+		case a.Count > owed:
+			more := a
+			more.Count = a.Count - owed
+			for sc, extra := range federation.Split(policy, sp.home, []scheduler.Ask{more}, cands) {
+				for _, e := range extra {
+					if part := parts[sc]; part != nil {
+						part.count += e.Count
+						part.ask.Locality = e.Locality
+					} else {
+						parts[sc] = &askPart{ask: e, count: e.Count}
+					}
 				}
 			}
-		}
-		for _, sc := range sp.holders[a.AskID] {
-			if !slices.Contains(now, sc) && !askedIn(out[sc], a.AskID) {
-				withdraw := a
-				withdraw.Count = 0
-				out[sc] = append(out[sc], withdraw)
+		case a.Count < owed:
+			// Take back from those owing the most (ties by ID).
+			for cut := owed - a.Count; cut > 0; cut-- {
+				var most string
+				for sc, part := range parts {
+					if part.count > 0 && (most == "" || part.count > parts[most].count || part.count == parts[most].count && sc < most) {
+						most = sc
+					}
+				}
+				parts[most].count--
 			}
 		}
-		slices.Sort(now)
-		if len(now) == 0 {
-			delete(sp.holders, a.AskID)
-		} else {
-			sp.holders[a.AskID] = now
+		for sc, part := range parts {
+			send := part.ask
+			send.Count, send.Priority, send.Resources = part.count, a.Priority, a.Resources
+			out[sc] = append(out[sc], send)
+			if part.count == 0 {
+				delete(parts, sc) // told 0 now: it holds nothing of the ask
+			}
+		}
+		if len(parts) == 0 {
+			delete(sp.outstanding, a.AskID)
 		}
 	}
 	return out
-}
-
-func askedIn(asks []scheduler.Ask, id uint64) bool {
-	return slices.ContainsFunc(asks, func(a scheduler.Ask) bool { return a.AskID == id })
 }
 
 // resolve learns from the routers which sub-cluster holds the nodes the
@@ -539,6 +622,7 @@ func (p *amrmProxy) merge(sp *spanState, answers []partAnswer, reply *wrpc.AMAll
 			part.live[c.ID] = c
 			reply.Allocated = append(reply.Allocated, c)
 		}
+		sp.delivered(a.sc, ans.Allocated)
 		for _, c := range ans.Completed {
 			delete(part.live, c.ID)
 			reply.Completed = append(reply.Completed, c)

@@ -180,7 +180,7 @@ func (fw *fedWorld) submit(queue string) (string, *fedSubcluster, *rpc.AMClient)
 
 var spanCore = scheduler.Resources{MemoryMB: 256, Vcores: 1}
 
-// collect calls AM.Allocate with req, then again with nothing new, until
+// collect calls AM.Allocate with req, then again with what is still wanted, until
 // want containers were allocated (or the AM saw want completions when
 // completions is set); it returns what arrived.
 func collect(t testing.TB, am *rpc.AMClient, req rpc.AMAllocateRequest, want int, completions bool) (allocated, completed []rpc.ContainerInfo) {
@@ -192,6 +192,13 @@ func collect(t testing.TB, am *rpc.AMClient, req rpc.AMAllocateRequest, want int
 			t.Fatal(err)
 		}
 		req.Releases = nil
+		for i := range req.Asks { // counts are what is still wanted
+			for _, c := range resp.Allocated {
+				if c.AskID == req.Asks[i].AskID && req.Asks[i].Count > 0 {
+					req.Asks[i].Count--
+				}
+			}
+		}
 		allocated, completed = append(allocated, resp.Allocated...), append(completed, resp.Completed...)
 		if !completions && len(allocated) >= want || completions && len(completed) >= want {
 			return allocated, completed
