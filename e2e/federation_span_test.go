@@ -178,15 +178,18 @@ queue "root.wide" {
 		return fmt.Errorf("%s: spans %+v", st.State, st.Spans)
 	}
 	waitFor(t, time.Minute, faulty+" running containers in sc2", func() error { return running("sc2") })
-	rows, err := f.subclusters(r1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range rows {
-		if r.ID == "sc2" && r.UnmanagedAMs != 1 {
-			t.Fatalf("federation subclusters: sc2 counts %d unmanaged AMs while %s spans into it, want 1", r.UnmanagedAMs, faulty)
+	waitFor(t, 10*time.Second, "federation subclusters counting the unmanaged AM in sc2", func() error {
+		rows, err := f.subclusters(r1)
+		if err != nil {
+			return err
 		}
-	}
+		for _, r := range rows {
+			if r.ID == "sc2" && r.UnmanagedAMs != 1 {
+				return fmt.Errorf("sc2 counts %d unmanaged AMs while %s spans into it, want 1", r.UnmanagedAMs, faulty)
+			}
+		}
+		return nil
+	})
 	leader := f.subLeader("sc1")
 	leader.kill()
 	t.Logf("killed sc1's leader %s", leader.name)
@@ -241,7 +244,7 @@ func (f *federation) subLeader(sc string) *proc {
 		}
 		for _, srv := range out.Servers {
 			for _, p := range f.subs[sc].servers {
-				if srv.State == "Leader" && srv.ID == p.name && p.running() {
+				if strings.EqualFold(srv.State, "leader") && srv.ID == p.name && p.running() {
 					leader = p
 					return nil
 				}
