@@ -76,7 +76,9 @@ bench:
 	  $(GO) test -run '^$$' -bench 'OpportunisticAllocation$$' -benchmem -benchtime 3000x ./agent/ && \
 	  $(GO) test -run '^$$' -bench OpportunisticAllocationMTLS -benchmem -benchtime 1000x ./agent/ && \
 	  $(GO) test -run '^$$' -bench ShortTasks -benchtime 1x -timeout 30m ./agent/ && \
-	  $(GO) test -run '^$$' -bench BenchmarkSubmit -benchtime 2000x ./router/ ; } | tee bench/latest.txt
+	  $(GO) test -run '^$$' -bench BenchmarkSubmit -benchtime 2000x ./router/ && \
+	  $(GO) test -run '^$$' -bench BenchmarkSpanningLatency -benchtime 200x ./agent/ && \
+	  $(GO) test -run '^$$' -bench BenchmarkSpanningThroughput -benchtime 3x ./agent/ ; } | tee bench/latest.txt
 
 ## fuzz: fuzz each decode path in turn, each for FUZZTIME (default 60s).
 ## FUZZ_TARGETS holds PACKAGE:FuzzName, one per line; a failing input is

@@ -222,6 +222,22 @@ func TestAnAppSpansSubclustersThroughItsProxy(t *testing.T) {
 	if home != fw.subs["sc1"] {
 		t.Fatal("the policy's weights put the app's home in sc1")
 	}
+	// Only the AM's own token gets an unmanaged AM made, and only for an
+	// app the routers know.
+	for _, tc := range []struct {
+		req  rpc.FederationRegisterSpanRequest
+		code rpc.Code
+	}{
+		{rpc.FederationRegisterSpanRequest{Home: "sc1", AppID: am.AppID, Attempt: 1, Token: "v1.forged", Subcluster: "sc2"}, rpc.CodePermissionDenied},
+		{rpc.FederationRegisterSpanRequest{Home: "sc1", AppID: am.AppID, Attempt: 2, Token: am.Token, Subcluster: "sc2"}, rpc.CodeStale},
+		{rpc.FederationRegisterSpanRequest{Home: "sc1", AppID: "app-999", Attempt: 1, Token: am.Token, Subcluster: "sc2"}, rpc.CodeNotFound},
+		{rpc.FederationRegisterSpanRequest{Home: "sc1", AppID: am.AppID, Attempt: 1, Token: am.Token, Subcluster: "sc1"}, rpc.CodeBadRequest},
+	} {
+		err := fw.rc.Call(context.Background(), "Federation.RegisterSpan", &tc.req, &rpc.FederationRegisterSpanResponse{})
+		if rpc.ErrorCode(err) != tc.code {
+			t.Fatalf("RegisterSpan %+v: %v, want %s", tc.req, err, tc.code)
+		}
+	}
 	ask := scheduler.Ask{AskID: 1, Count: 4, Resources: spanCore, ExecutionType: scheduler.Guaranteed,
 		Locality: scheduler.Locality{Nodes: []string{"sc2-n1", "sc2-n2", "sc3-n1"}}}
 	got, _ := collect(t, am, rpc.AMAllocateRequest{Asks: []scheduler.Ask{ask}}, 4, false)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // spanStatus is the part of `weft app status -json` through a router
@@ -143,6 +145,19 @@ queue "root.wide" {
 		t.Fatalf("app status through a router does not show the spans: %+v", st.Spans)
 	}
 
+	// The web UI on a router shows the app's part in each sub-cluster.
+	b := startBrowser(t, "http://"+f.routers[0].http)
+	b.open("/ui/apps/" + near)
+	b.run(chromedp.WaitVisible(`tr[data-subcluster="sc2"]`))
+	rowsShown, err := eval[[]string](b, `[...document.querySelectorAll("tr[data-subcluster]")].map((r) => r.innerText.replace(/\s+/g, " ").trim())`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rowsShown) != 2 || !strings.HasPrefix(rowsShown[0], "sc1 home FINISHED") || !strings.HasPrefix(rowsShown[1], "sc2 FINISHED 0 "+strconv.Itoa(by["sc2"])) {
+		t.Fatalf("the app page through a router shows sub-clusters %q, want sc1 (home) and sc2 with its %d containers done", rowsShown, by["sc2"])
+	}
+	b.shot("app-spanning", 1366, 768)
+
 	// Broadcast: ANY asks spread by the weights 1:1:1.
 	wide := f.submit(r1, "-queue", "root.wide", "-num-containers", "30", "--", "sh", "-c", "sleep 1")
 	waitFinished(t, r1, wide, 3*time.Minute)
@@ -199,11 +214,11 @@ queue "root.wide" {
 	}
 	t.Log("killed sc2 whole")
 	waitFinished(t, r1, faulty, 3*time.Minute)
-	b, err := os.ReadFile(filepath.Join(done, "tasks"))
+	ran, err := os.ReadFile(filepath.Join(done, "tasks"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Fields(string(b))
+	lines := strings.Fields(string(ran))
 	slices.SortFunc(lines, func(a, b string) int { x, _ := strconv.Atoi(a); y, _ := strconv.Atoi(b); return x - y })
 	var want []string
 	for i := range tasks {

@@ -26,6 +26,7 @@ type federation struct {
 
 type fedRouter struct {
 	id, addr string
+	http     string // the first router's HTTP API and UI (the others have none)
 	p        *proc
 }
 
@@ -71,6 +72,10 @@ func startFederationWith(t *testing.T, quorum map[string]int) *federation {
 			if j != i {
 				args = append(args, "-join", a)
 			}
+		}
+		if i == 0 {
+			r.http = net.JoinHostPort(ip, strconv.Itoa(freePort(t, ip)))
+			args = append(args, "-http-port", strings.Split(r.http, ":")[1])
 		}
 		r.p = startProc(t, r.id, args...)
 		routerFlags = append(routerFlags, "-router", r.addr)

@@ -62,6 +62,7 @@ export function render(main, ctx) {
       facts(app, cs),
       app.why_pending ? h("div.note.note-wait#why-pending", h("strong", "Why pending: "), app.why_pending.message, h("span.code", app.why_pending.code)) : null,
       app.diagnostics && !app.why_pending ? h("div.note", { class: `note ${app.state === "FAILED" ? "note-bad" : ""}` }, h("strong", "Diagnostics: "), app.diagnostics) : null,
+      app.spans && app.spans.length ? panel(`Sub-clusters (${app.spans.length})`, spansTable(app)) : null,
       panel("Timeline", timeline(app, cs)),
       h("div.grid-2",
         panel(`AM attempts (${(app.attempts || []).length})`, attemptsTable(app)),
@@ -91,6 +92,8 @@ function facts(app, cs) {
   return h("dl.facts",
     item("State", badge(app.state), { dataset: { fact: "state" } }),
     item("Queue", link(`/ui/apps?queue=${encodeURIComponent(app.queue)}`, app.queue)),
+    app.home ? item("Home", h("span.mono", app.home), { dataset: { fact: "home" } }) : null,
+    app.unmanaged_for ? item("AM in", h("span.mono", app.unmanaged_for), { dataset: { fact: "unmanaged-for" } }) : null,
     item("User", app.user || "–"),
     item("Priority", String(app.priority ?? 0)),
     item("Submitted", h("span", { title: stamp(sub) }, ago(sub))),
@@ -158,6 +161,17 @@ function events(app, cs, t0) {
   ev.sort((a, b) => a.t - b.t);
   return h("ol.events", ev.filter((e) => e.t).map((e) =>
     h("li", { class: `ev-${e.cls}` }, h("span.ev-t.num", `+${tickLabel((e.t - t0) / 1e6)}`), h("span", e.what))));
+}
+
+/** spansTable shows a spanning app's containers in each sub-cluster (through a router). */
+function spansTable(app) {
+  return table([
+    { key: "subcluster", label: "Sub-cluster", cls: "mono", render: (p) => h("span", p.subcluster, p.home ? h("span.tag", "home") : null) },
+    { key: "state", label: "State", render: (p) => (p.unreachable ? h("span.muted", p.unreachable) : badge(p.state)) },
+    { key: "running", label: "Running", num: true, render: (p) => String((p.containers || {}).running || 0) },
+    { key: "completed", label: "Done", num: true, render: (p) => String((p.containers || {}).completed || 0) },
+    { key: "allocated", label: "Allocated", num: true, render: (p) => String((p.containers || {}).allocated || 0) },
+  ], app.spans, {}, { cls: "compact", rowData: (p) => ({ subcluster: p.subcluster }) });
 }
 
 function attemptsTable(app) {
