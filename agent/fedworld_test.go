@@ -229,7 +229,7 @@ func TestAnAppSpansSubclustersThroughItsProxy(t *testing.T) {
 		code rpc.Code
 	}{
 		{rpc.FederationRegisterSpanRequest{Home: "sc1", AppID: am.AppID, Attempt: 1, Token: "v1.forged", Subcluster: "sc2"}, rpc.CodePermissionDenied},
-		{rpc.FederationRegisterSpanRequest{Home: "sc1", AppID: am.AppID, Attempt: 2, Token: am.Token, Subcluster: "sc2"}, rpc.CodeStale},
+		{rpc.FederationRegisterSpanRequest{Home: "sc1", AppID: am.AppID, Attempt: 2, Token: am.Token, Subcluster: "sc2"}, rpc.CodePermissionDenied}, // another attempt's token
 		{rpc.FederationRegisterSpanRequest{Home: "sc1", AppID: "app-999", Attempt: 1, Token: am.Token, Subcluster: "sc2"}, rpc.CodeNotFound},
 		{rpc.FederationRegisterSpanRequest{Home: "sc1", AppID: am.AppID, Attempt: 1, Token: am.Token, Subcluster: "sc1"}, rpc.CodeBadRequest},
 	} {
