@@ -202,11 +202,13 @@ func (e *App) List(ctx context.Context, args *wrpc.AppListRequest, reply *wrpc.A
 	st := e.r.fsm.State()
 	local := *args
 	local.MinQueryIndex, local.AllowStale = 0, true
+	parts := map[string]wrpc.ContainerCounts{} // spanning apps' containers outside their homes
 	unreachable, err := e.r.fanOut(ctx, st, "App.List", &local, func() any { return new(wrpc.AppListResponse) },
 		func(sc *fedstate.Subcluster, ans any) {
 			for _, a := range ans.(*wrpc.AppListResponse).Apps {
 				if a.UnmanagedFor != "" {
-					continue // a part of an app its home lists
+					parts[a.ID] = addCounts(parts[a.ID], a.Containers) // a part of an app its home lists
+					continue
 				}
 				if h := st.AppHomeByLocal(sc.ID, a.ID); h != nil {
 					a.ID = h.AppID
@@ -222,6 +224,11 @@ func (e *App) List(ctx context.Context, args *wrpc.AppListRequest, reply *wrpc.A
 		return err
 	}
 	reply.Unreachable = unreachable
+	for i := range reply.Apps {
+		if p, ok := parts[reply.Apps[i].ID]; ok {
+			reply.Apps[i].Containers = addCounts(reply.Apps[i].Containers, p)
+		}
+	}
 	slices.SortFunc(reply.Apps, func(a, b wrpc.AppInfo) int { return scheduler.CompareIDs(a.ID, b.ID) })
 	reply.Index = st.Index()
 	reply.KnownLeader = true
@@ -290,10 +297,14 @@ func (e *App) Status(ctx context.Context, args *wrpc.AppRequest, reply *wrpc.App
 		reply.App.Spans = append([]wrpc.AppSpan{{Subcluster: sc.ID, Home: true, State: reply.App.State, Containers: reply.App.Containers}},
 			e.r.spanParts(ctx, st, h, args.RequestHeader)...)
 		for _, p := range reply.App.Spans[1:] {
-			c := &reply.App.Containers
-			c.Allocated, c.Queued, c.Running, c.Completed = c.Allocated+p.Containers.Allocated, c.Queued+p.Containers.Queued,
-				c.Running+p.Containers.Running, c.Completed+p.Containers.Completed
+			reply.App.Containers = addCounts(reply.App.Containers, p.Containers)
 		}
 	}
 	return nil
+}
+
+// addCounts adds two apps' (or parts') container counts.
+func addCounts(a, b wrpc.ContainerCounts) wrpc.ContainerCounts {
+	return wrpc.ContainerCounts{Allocated: a.Allocated + b.Allocated, Queued: a.Queued + b.Queued, Running: a.Running + b.Running,
+		Completed: a.Completed + b.Completed}
 }

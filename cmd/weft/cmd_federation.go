@@ -119,7 +119,11 @@ func runFederationPolicyApply(args []string) error {
 	if cf.json {
 		return printJSON(resp)
 	}
-	fmt.Fprintf(stdout, "Applied %d policies from %s; the federation holds %d (index %d)\n", len(policies), pos[0], resp.Policies, resp.Index)
+	noun := "policies"
+	if len(policies) == 1 {
+		noun = "policy"
+	}
+	fmt.Fprintf(stdout, "Applied %d %s from %s; the federation holds %d (index %d)\n", len(policies), noun, pos[0], resp.Policies, resp.Index)
 	return nil
 }
 

@@ -166,7 +166,7 @@ function events(app, cs, t0) {
 /** spansTable shows a spanning app's containers in each sub-cluster (through a router). */
 function spansTable(app) {
   return table([
-    { key: "subcluster", label: "Sub-cluster", cls: "mono", render: (p) => h("span", p.subcluster, p.home ? h("span.tag", "home") : null) },
+    { key: "subcluster", label: "Sub-cluster", cls: "mono", render: (p) => h("span", p.subcluster, p.home ? [" ", h("span.tag", "home")] : null) },
     { key: "state", label: "State", render: (p) => (p.unreachable ? h("span.muted", p.unreachable) : badge(p.state)) },
     { key: "running", label: "Running", num: true, render: (p) => String((p.containers || {}).running || 0) },
     { key: "completed", label: "Done", num: true, render: (p) => String((p.containers || {}).completed || 0) },
