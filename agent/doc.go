@@ -7,7 +7,12 @@
 // opportunistic asks itself from the leader's least-loaded list (the
 // distributed scheduler, which goes on without a leader) and relays the
 // rest of the AM protocol to the servers, and launches AM containers (the
-// built-in AMs live in package am). It verifies workload tokens with the
+// built-in AMs live in package am). When its sub-cluster belongs to a
+// federation (the servers say so in every heartbeat), the AMRMProxy also
+// splits its AMs' guaranteed asks among sub-clusters by the queue's
+// AMRMProxy policy and speaks for each app, through an unmanaged AM the
+// routers create, to the other sub-clusters' servers, merging their
+// answers into the AM's (amrmfed.go). It verifies workload tokens with the
 // keys the servers send it (SPEC §15): a container starts only with a
 // container token for exactly it on this node, and the AM protocol and
 // container calls serve an app only with its AM token. With TLS configured
@@ -22,6 +27,6 @@
 // agent's knowledge of it: a restarted agent kills what its previous run
 // left behind. No caller text becomes a path: every ID is checked with
 // scheduler.ValidateID at the RPC boundary and again where a path is built
-// (paths.go, cgroups.go).
-// left behind. It must never run a command without a verified token.
+// (paths.go, cgroups.go). It must never run a command without a verified
+// token.
 package agent

@@ -17,4 +17,12 @@
 // configures the federation (queues, ACLs: acls.go). Routers hold no ACLs:
 // relayed calls carry the caller's token to the sub-cluster, and the
 // routers' own are checked against a RUNNING sub-cluster (acl.go).
+//
+// Apps spanning sub-clusters (spans.go): an AMRMProxy (an agent's
+// certificate) reads how to split an app (Federation.SplitView,
+// Federation.ResolveNodes) and asks for the app's unmanaged AM in another
+// sub-cluster (Federation.RegisterSpan): the routers have the home check
+// the AM's token, record the span, and create the unmanaged AM there with
+// their own certificate. App status, kill and container lists reach every
+// sub-cluster an app spans.
 package router
