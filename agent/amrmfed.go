@@ -115,6 +115,10 @@ type spanState struct {
 	// Only a change in what the AM wants is split (see split).
 	outstanding map[uint64]map[string]*askPart
 	parts       map[string]*spanPart
+	// inbox holds what other sub-clusters answered that the AM has not
+	// been given yet (a background relay's answer is not the AM's): the
+	// next answer to the AM carries it.
+	inbox wrpc.AMAllocateResponse
 }
 
 // askPart is a sub-cluster's part of one ask: the ask as it was sent
@@ -161,12 +165,19 @@ func (s *spanState) partOf(id string) *spanPart {
 // in fwd (twins excepted: opportunistic fallbacks stay home) are split
 // among the sub-clusters, releases go where their IDs say, and the answers
 // are merged into reply, which is the home's answer with the others' news.
-func (p *amrmProxy) callSpanning(ctx context.Context, sp *spanState, fwd *wrpc.AMAllocateRequest, twins map[uint64]bool, reply *wrpc.AMAllocateResponse) error {
+//
+// deliver is false for a background relay, whose answer the AM does not
+// get: what other sub-clusters said then waits in the inbox.
+func (p *amrmProxy) callSpanning(ctx context.Context, sp *spanState, fwd *wrpc.AMAllocateRequest, twins map[uint64]bool,
+	reply *wrpc.AMAllocateResponse, deliver bool) error {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	now := p.a.clock.Now()
 	p.refreshView(ctx, sp, now)
-	news := p.dropLost(sp) // completions the AM hears of with this answer
+	p.dropLost(sp)
+	if deliver {
+		defer sp.deliverInbox(reply)
+	}
 
 	home := *fwd
 	home.Asks, home.Releases = nil, nil
@@ -201,9 +212,10 @@ func (p *amrmProxy) callSpanning(ctx context.Context, sp *spanState, fwd *wrpc.A
 		}
 		home.Releases = append(home.Releases, id)
 	}
-	// Every part with something to send, or containers to hear of.
+	// Every part with something to send, containers to hear of, or
+	// containers it owes.
 	for id, part := range sp.parts {
-		if !part.ended && len(part.live) > 0 {
+		if !part.ended && (len(part.live) > 0 || sp.owed(id) > 0) {
 			req(id)
 		}
 	}
@@ -226,7 +238,7 @@ func (p *amrmProxy) callSpanning(ctx context.Context, sp *spanState, fwd *wrpc.A
 			delete(reqs, sc)
 		}
 	}
-	if len(reqs) == 0 && len(news) == 0 {
+	if len(reqs) == 0 && !hasNews(&sp.inbox) {
 		err := p.a.client.Call(ctx, "AM.Allocate", &home, reply)
 		if err == nil {
 			sp.delivered(sp.home, reply.Allocated)
@@ -245,7 +257,7 @@ func (p *amrmProxy) callSpanning(ctx context.Context, sp *spanState, fwd *wrpc.A
 	}
 	sp.delivered(sp.home, reply.Allocated)
 	p.merge(sp, answers, reply, now)
-	if !hasNews(reply) && len(news) == 0 && wait > time.Millisecond {
+	if !hasNews(reply) && !hasNews(&sp.inbox) && wait > time.Millisecond {
 		reads := map[string]*wrpc.AMAllocateRequest{}
 		for id, part := range sp.parts {
 			if !part.ended && now.After(part.retryAt) && len(part.live)+sp.owed(id) > 0 {
@@ -261,8 +273,29 @@ func (p *amrmProxy) callSpanning(ctx context.Context, sp *spanState, fwd *wrpc.A
 		sp.delivered(sp.home, reply.Allocated)
 		p.merge(sp, answers, reply, p.a.clock.Now())
 	}
-	reply.Completed = append(reply.Completed, news...)
 	return nil
+}
+
+// give adds the inbox to an answer the proxy makes without the servers
+// (its own opportunistic allocations); a nil span has none.
+func (s *spanState) give(reply *wrpc.AMAllocateResponse) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deliverInbox(reply)
+}
+
+// deliverInbox adds what other sub-clusters said, and the AM has not
+// been given, to its answer.
+func (s *spanState) deliverInbox(reply *wrpc.AMAllocateResponse) {
+	in := &s.inbox
+	reply.Allocated = append(reply.Allocated, in.Allocated...)
+	reply.Completed = append(reply.Completed, in.Completed...)
+	reply.Promoted = append(reply.Promoted, in.Promoted...)
+	reply.PromotionFailures = append(reply.PromotionFailures, in.PromotionFailures...)
+	s.inbox = wrpc.AMAllocateResponse{}
 }
 
 // reassign moves what sub-cluster from owes to sub-cluster to.
@@ -324,11 +357,12 @@ func (p *amrmProxy) refreshView(ctx context.Context, sp *spanState, now time.Tim
 }
 
 // dropLost ends the parts in sub-clusters the routers hold LOST or
-// DECOMMISSIONED, or no longer know, and returns their live containers as
-// lost: the AM asks for them again and gets them elsewhere.
-func (p *amrmProxy) dropLost(sp *spanState) []wrpc.ContainerInfo {
+// DECOMMISSIONED, or no longer know, and reports their live containers to
+// the AM as lost (through the inbox): it asks for them again and gets
+// them elsewhere.
+func (p *amrmProxy) dropLost(sp *spanState) {
 	if sp.view == nil {
-		return nil
+		return
 	}
 	var lost []wrpc.ContainerInfo
 	for id, part := range sp.parts {
@@ -359,7 +393,7 @@ func (p *amrmProxy) dropLost(sp *spanState) []wrpc.ContainerInfo {
 			"subcluster", id, "state", state, "containers", len(lost))
 	}
 	slices.SortFunc(lost, func(a, b wrpc.ContainerInfo) int { return strings.Compare(a.ID, b.ID) })
-	return lost
+	sp.inbox.Completed = append(sp.inbox.Completed, lost...)
 }
 
 // split turns the AM's guaranteed asks into what each sub-cluster is
@@ -599,7 +633,8 @@ func (p *amrmProxy) waitParts(ctx context.Context, sp *spanState, read *wrpc.AMA
 	return answers, nil
 }
 
-// merge records the parts' answers and adds their news to reply.
+// merge records the parts' answers: their news goes to the inbox, their
+// preemption warnings (repeated in every answer while they hold) to reply.
 func (p *amrmProxy) merge(sp *spanState, answers []partAnswer, reply *wrpc.AMAllocateResponse, now time.Time) {
 	for _, a := range answers {
 		part := sp.parts[a.sc]
@@ -620,16 +655,15 @@ func (p *amrmProxy) merge(sp *spanState, answers []partAnswer, reply *wrpc.AMAll
 		part.index = max(part.index, ans.Index)
 		for _, c := range ans.Allocated {
 			part.live[c.ID] = c
-			reply.Allocated = append(reply.Allocated, c)
 		}
 		sp.delivered(a.sc, ans.Allocated)
 		for _, c := range ans.Completed {
 			delete(part.live, c.ID)
-			reply.Completed = append(reply.Completed, c)
 		}
+		in := &sp.inbox
+		in.Allocated, in.Completed = append(in.Allocated, ans.Allocated...), append(in.Completed, ans.Completed...)
+		in.Promoted, in.PromotionFailures = append(in.Promoted, ans.Promoted...), append(in.PromotionFailures, ans.PromotionFailures...)
 		reply.PreemptionWarnings = append(reply.PreemptionWarnings, ans.PreemptionWarnings...)
-		reply.Promoted = append(reply.Promoted, ans.Promoted...)
-		reply.PromotionFailures = append(reply.PromotionFailures, ans.PromotionFailures...)
 		if scheduler.AppState(ans.AppState).Terminal() {
 			// Ended there (an operator killed it, or it went unheard): the
 			// app goes on with the rest.

@@ -111,12 +111,14 @@ func (p *amrmProxy) sweepLoop() {
 
 // callServers sends an Allocate to the servers: the home's alone, or, for
 // a spanning attempt, split among the sub-clusters (amrmfed.go). twins
-// are the ask IDs of opportunistic fallbacks, which stay home.
-func (p *amrmProxy) callServers(ctx context.Context, at *proxyAttempt, fwd *wrpc.AMAllocateRequest, twins map[uint64]bool, reply *wrpc.AMAllocateResponse) error {
+// are the ask IDs of opportunistic fallbacks, which stay home; deliver
+// says whether the AM gets this answer (not a background relay's).
+func (p *amrmProxy) callServers(ctx context.Context, at *proxyAttempt, fwd *wrpc.AMAllocateRequest, twins map[uint64]bool,
+	reply *wrpc.AMAllocateResponse, deliver bool) error {
 	if at.span == nil || p.a.fed.subcluster() == "" {
 		return p.a.client.Call(ctx, "AM.Allocate", fwd, reply)
 	}
-	return p.callSpanning(ctx, at.span, fwd, twins, reply)
+	return p.callSpanning(ctx, at.span, fwd, twins, reply, deliver)
 }
 
 // checkAM admits only the AMs this agent launched: the token must be a
@@ -266,6 +268,7 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 		p.mu.Unlock()
 		p.keep(at, fwd.Releases)
 		*reply = wrpc.AMAllocateResponse{Index: args.MinQueryIndex, Allocated: local, Partial: true, AMToken: p.takeRenewed(at)}
+		at.span.give(reply)
 		served = metrics.ServedLocal
 		return nil
 	}
@@ -281,13 +284,14 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 			p.keep(at, fwd.Releases)
 		}
 		*reply = wrpc.AMAllocateResponse{Index: args.MinQueryIndex, Allocated: local, Partial: down, AMToken: p.takeRenewed(at)}
+		at.span.give(reply)
 		return nil
 	}
 	if len(unmet) > 0 && (fwd.MaxWait <= 0 || fwd.MaxWait > p.a.config.HeartbeatInterval) {
 		// Fresh room comes with the next list: come back for it then.
 		fwd.MaxWait = p.a.config.HeartbeatInterval
 	}
-	if err := p.callServers(ctx, at, &fwd, twins, reply); err != nil {
+	if err := p.callServers(ctx, at, &fwd, twins, reply, true); err != nil {
 		p.keep(at, fwd.Releases)
 		return err
 	}
@@ -314,7 +318,7 @@ func (p *amrmProxy) relay(at *proxyAttempt, fwd *wrpc.AMAllocateRequest, twins m
 	ctx, cancel := context.WithTimeout(p.a.ctx, relayTimeout)
 	defer cancel()
 	var reply wrpc.AMAllocateResponse
-	if err := p.callServers(ctx, at, fwd, twins, &reply); err != nil {
+	if err := p.callServers(ctx, at, fwd, twins, &reply, false); err != nil {
 		if !wrpc.IsRetryable(err) {
 			p.mu.Lock()
 			at.refused = err
