@@ -92,4 +92,35 @@ func TestSecureFederation(t *testing.T) {
 	if out, errOut, code := cli(t, "app", "logs", app, "-address", router); code != 0 || strings.Count(out, "secure hello") != 2 {
 		t.Fatalf("app logs through the secure router: exit %d\n%s%s", code, out, errOut)
 	}
+
+	// An app spanning both sub-clusters: its AMRMProxy reaches the router
+	// and the other sub-cluster's servers with its agent certificate, and
+	// the AM the other's agent with the CA alone.
+	policy := filepath.Join(t.TempDir(), "fed.hcl")
+	if err := os.WriteFile(policy, []byte(`queue "root.default" {
+  router    = "weighted"
+  amrmproxy = "broadcast"
+  weights   = { sc1 = 1, sc2 = 1 }
+}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := cli(t, "federation", "policy", "apply", policy, "-address", router); code != 0 {
+		t.Fatalf("policy apply: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = cli(t, "app", "submit", "-address", router, "-num-containers", "6", "-wait", "--", "sh", "-c", "echo spanning hello")
+	if code != 0 {
+		t.Fatalf("a spanning app through the secure router: exit %d\n%s%s", code, out, errOut)
+	}
+	app = strings.Fields(out)[1]
+	var st spanStatus
+	if err := cliJSON(t, &st, "app", "status", app, "-address", router); err != nil {
+		t.Fatal(err)
+	}
+	if st.State != "FINISHED" || len(st.Spans) != 2 || st.Spans[0].Containers.Completed == 0 || st.Spans[1].Containers.Completed == 0 {
+		t.Fatalf("a broadcast app over two secure sub-clusters: %+v, want it FINISHED with containers in each", st)
+	}
+	if out, errOut, code := cli(t, "app", "logs", app, "-address", router); code != 0 || strings.Count(out, "spanning hello") != 6 {
+		t.Fatalf("app logs of the spanning app: exit %d\n%s%s", code, out, errOut)
+	}
 }
