@@ -315,3 +315,32 @@ func TestAnAppSpansSubclustersThroughItsProxy(t *testing.T) {
 		return nil
 	})
 }
+
+// TestKillingASpanningAppEndsItEverywhere kills a spanning app through the
+// router: its part in the other sub-cluster ends KILLED and no container
+// of it is left running there.
+func TestKillingASpanningAppEndsItEverywhere(t *testing.T) {
+	fw := startFedWorld(t, 2, 1, 4)
+	fw.policy("root.default", federation.AMRMLocality, nil)
+	app, _, am := fw.submit("root.default")
+	got, _ := collect(t, am, rpc.AMAllocateRequest{Asks: []scheduler.Ask{{AskID: 1, Count: 2, Resources: spanCore,
+		ExecutionType: scheduler.Guaranteed, Locality: scheduler.Locality{Nodes: []string{"sc2-n1"}}}}}, 2, false)
+	for _, c := range got {
+		if _, err := am.StartContainer(context.Background(), c, rpc.LaunchSpec{Command: []string{"sleep", "600"}}); err != nil {
+			t.Fatalf("start %s: %v", c.ID, err)
+		}
+	}
+	if err := fw.rc.Call(context.Background(), "App.Kill", &rpc.AppRequest{AppID: app}, &rpc.WriteResponse{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitForNoError(t, 15*time.Second, "the app's part in sc2 KILLED with nothing running", func() error {
+		var st rpc.AppStatusResponse
+		if err := fw.subs["sc2"].c.Call(context.Background(), "App.Status", &rpc.AppRequest{AppID: app}, &st); err != nil {
+			return err
+		}
+		if st.App.State != string(scheduler.AppKilled) || st.App.Containers.Running+st.App.Containers.Allocated > 0 {
+			return fmt.Errorf("%s with %+v", st.App.State, st.App.Containers)
+		}
+		return nil
+	})
+}
