@@ -212,10 +212,12 @@ func (p *amrmProxy) callSpanning(ctx context.Context, sp *spanState, fwd *wrpc.A
 		}
 		home.Releases = append(home.Releases, id)
 	}
-	// Every part with something to send, containers to hear of, or
-	// containers it owes.
+	// Every part there is: each call is also how its sub-cluster hears
+	// that the unmanaged AM is alive (it ends one unheard for
+	// unmanaged_am_timeout), and a part owing nothing now may be asked
+	// again later.
 	for id, part := range sp.parts {
-		if !part.ended && (len(part.live) > 0 || sp.owed(id) > 0) {
+		if !part.ended && (part.token != "" || sp.owed(id) > 0) {
 			req(id)
 		}
 	}
@@ -260,7 +262,7 @@ func (p *amrmProxy) callSpanning(ctx context.Context, sp *spanState, fwd *wrpc.A
 	if !hasNews(reply) && !hasNews(&sp.inbox) && wait > time.Millisecond {
 		reads := map[string]*wrpc.AMAllocateRequest{}
 		for id, part := range sp.parts {
-			if !part.ended && now.After(part.retryAt) && len(part.live)+sp.owed(id) > 0 {
+			if !part.ended && part.token != "" && now.After(part.retryAt) {
 				reads[id] = &wrpc.AMAllocateRequest{}
 			}
 		}
