@@ -371,19 +371,19 @@ func (p *amrmProxy) dropLost(sp *spanState) {
 		if part.ended {
 			continue
 		}
-		state := federation.State("FORGOTTEN")
+		why := "forgotten by the routers"
 		for _, c := range sp.view.Candidates {
 			if c.ID == id {
-				state = c.State
+				why = string(c.State)
 			}
 		}
-		if state != federation.StateLost && state != federation.StateDecommissioned && state != "FORGOTTEN" {
+		if why != "forgotten by the routers" && why != string(federation.StateLost) && why != string(federation.StateDecommissioned) {
 			continue
 		}
 		part.ended = true
 		for _, c := range part.live {
 			c.State, c.Reason = string(scheduler.ContainerCompleted), string(scheduler.ReasonLost)
-			c.Diagnostics = fmt.Sprintf("its sub-cluster %s is %s", id, state)
+			c.Diagnostics = fmt.Sprintf("its sub-cluster %s is %s", id, why)
 			c.Token = ""
 			lost = append(lost, c)
 		}
@@ -392,7 +392,7 @@ func (p *amrmProxy) dropLost(sp *spanState) {
 			delete(parts, id) // what it owed is split among the rest
 		}
 		p.a.logger.Warn("a sub-cluster the app spans into is gone; its containers are reported lost", "app", part.fedID,
-			"subcluster", id, "state", state, "containers", len(lost))
+			"subcluster", id, "state", why, "containers", len(lost))
 	}
 	slices.SortFunc(lost, func(a, b wrpc.ContainerInfo) int { return strings.Compare(a.ID, b.ID) })
 	sp.inbox.Completed = append(sp.inbox.Completed, lost...)
