@@ -169,15 +169,17 @@ func (s *spanState) partOf(id string) *spanPart {
 // deliver is false for a background relay, whose answer the AM does not
 // get: what other sub-clusters said then waits in the inbox.
 func (p *amrmProxy) callSpanning(ctx context.Context, sp *spanState, fwd *wrpc.AMAllocateRequest, twins map[uint64]bool,
-	reply *wrpc.AMAllocateResponse, deliver bool) error {
+	reply *wrpc.AMAllocateResponse, deliver bool) (err error) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	now := p.a.clock.Now()
 	p.refreshView(ctx, sp, now)
 	p.dropLost(sp)
-	if deliver {
-		defer sp.deliverInbox(reply)
-	}
+	defer func() {
+		if deliver && err == nil { // an answer that fails never reaches the AM
+			sp.deliverInbox(reply)
+		}
+	}()
 
 	home := *fwd
 	home.Asks, home.Releases = nil, nil
@@ -268,10 +270,7 @@ func (p *amrmProxy) callSpanning(ctx context.Context, sp *spanState, fwd *wrpc.A
 		}
 		read := wrpc.AMAllocateRequest{RequestHeader: wrpc.RequestHeader{MaxWait: wait, MinQueryIndex: reply.Index}, AppID: fwd.AppID,
 			Attempt: fwd.Attempt, Token: fwd.Token}
-		answers, err = p.waitParts(ctx, sp, &read, reads, wait, reply)
-		if err != nil {
-			return err
-		}
+		answers = p.waitParts(ctx, sp, &read, reads, wait, reply)
 		sp.delivered(sp.home, reply.Allocated)
 		p.merge(sp, answers, reply, p.a.clock.Now())
 	}
@@ -585,9 +584,9 @@ func (p *amrmProxy) callParts(ctx context.Context, sp *spanState, home *wrpc.AMA
 // waitParts waits for news from the home (read, a request with nothing to
 // send) and from every part in reads, all at once, up to wait; the first
 // to answer with news ends the others' waits. The home's answer, if it
-// came, replaces reply.
+// came, replaces reply; if the home failed, reply stays the first answer.
 func (p *amrmProxy) waitParts(ctx context.Context, sp *spanState, read *wrpc.AMAllocateRequest, reads map[string]*wrpc.AMAllocateRequest,
-	wait time.Duration, reply *wrpc.AMAllocateResponse) ([]partAnswer, error) {
+	wait time.Duration, reply *wrpc.AMAllocateResponse) []partAnswer {
 	waitCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	out := make(chan partAnswer, len(reads)+1)
@@ -629,10 +628,12 @@ func (p *amrmProxy) waitParts(ctx context.Context, sp *spanState, read *wrpc.AMA
 			cancel()
 		}
 	}
-	if homeErr != nil && ctx.Err() == nil {
-		return answers, homeErr
+	if homeErr != nil {
+		// The first answer stands: its allocations are counted as the
+		// AM's already, and an error would lose them.
+		p.a.logger.Debug("the home did not answer a wait; answering with what came before", "error", homeErr)
 	}
-	return answers, nil
+	return answers
 }
 
 // merge records the parts' answers: their news goes to the inbox, their
