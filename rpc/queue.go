@@ -116,6 +116,23 @@ type QueueInfo struct {
 	// Subcluster is the queue's sub-cluster, when a federation's router
 	// answers (each sub-cluster has its own queues).
 	Subcluster string `codec:"subcluster,omitempty" json:"subcluster,omitempty"`
+	// Type is "capacity" in a capacity subtree (SPEC §19); Capacity holds
+	// the limits of a queue below its root.
+	Type     string             `codec:"type,omitempty" json:"type,omitempty"`
+	Capacity *QueueCapacityInfo `codec:"capacity,omitempty" json:"capacity,omitempty"`
+}
+
+// QueueCapacityInfo is a capacity queue's limits (percent of its parent),
+// its absolute capacity and max capacity (percent of the capacity
+// subtree's root), and what it uses as a percent of its capacity (above
+// 100 while it borrows).
+type QueueCapacityInfo struct {
+	Capacity            float64 `codec:"capacity" json:"capacity"`
+	MaxCapacity         float64 `codec:"max_capacity" json:"max_capacity"`
+	UserLimitFactor     float64 `codec:"user_limit_factor" json:"user_limit_factor"`
+	AbsoluteCapacity    float64 `codec:"absolute_capacity" json:"absolute_capacity"`
+	AbsoluteMaxCapacity float64 `codec:"absolute_max_capacity" json:"absolute_max_capacity"`
+	UsedCapacity        float64 `codec:"used_capacity" json:"used_capacity"`
 }
 
 // NewQueueInfo describes a resolved queue. Usage and fair-share figures are
@@ -137,5 +154,6 @@ func NewQueueInfo(q *scheduler.Queue) QueueInfo {
 		FairSharePreemptionTimeout:   Duration(q.FairSharePreemptionTimeout),
 		MinSharePreemptionTimeout:    Duration(q.MinSharePreemptionTimeout),
 		MaxAMShare:                   q.MaxAMShare,
+		Type:                         string(q.Type),
 	}
 }

@@ -134,6 +134,16 @@ func ComputeQueueShares(queues []*Queue, cluster Resources, active map[string]bo
 		if q.IsLeaf() {
 			continue
 		}
+		if q.Type == QueueCapacity {
+			// A capacity queue's children: their capacity, active or not
+			// (it is guaranteed, and what `queue list` shows as the share).
+			for _, c := range q.Children {
+				cq := byPath[c]
+				share := qs.Steady[cq.Capacity.Root].ScaleFloat(cq.Capacity.Abs)
+				qs.Steady[c], qs.Instantaneous[c] = share, share
+			}
+			continue
+		}
 		children := make([]*Queue, len(q.Children))
 		parts := make([]Shareable, len(q.Children))
 		var activeParts []Shareable

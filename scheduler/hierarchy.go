@@ -26,7 +26,14 @@ type qnode struct {
 	running  int        // apps occupying a max_running_apps slot below
 	amUsage  Resources  // leaves: AM containers their apps hold
 	blocked  bool       // nothing below can be placed in this pass
-	s        Schedulable
+	// max is the queue's limit: max_resources, or a capacity queue's
+	// max_capacity (nil: none).
+	max *Resources
+	// userLimit and userUsage: a capacity leaf's limit on one user's
+	// containers and each user's use (nil: no limit).
+	userLimit *Resources
+	userUsage map[string]Resources
+	s         Schedulable
 }
 
 type appNode struct {
@@ -67,8 +74,10 @@ func buildTree(st State, cluster Resources) *tree {
 			n.parent = p
 			p.children = append(p.children, n)
 		}
+		n.max = q.MaxResources
 		t.byPath[q.Path] = n
 	}
+	t.capacities(st.Queues(), cluster)
 	// Apps in submission order: slots of max_running_apps go first come,
 	// first served, and apps that already hold one keep it.
 	apps := st.ActiveApps()
@@ -105,6 +114,9 @@ func buildTree(st State, cluster Resources) *tree {
 			}
 			if !app.AMPending {
 				leaf.amUsage = leaf.amUsage.Add(app.Spec.AMResources)
+			}
+			if leaf.userUsage != nil {
+				leaf.userUsage[app.Spec.User] = leaf.userUsage[app.Spec.User].Add(a.usage)
 			}
 			leaf.apps = append(leaf.apps, a)
 			t.apps = append(t.apps, a)
@@ -163,4 +175,32 @@ func QueueStats(st State) map[string]QueueStat {
 		}
 	}
 	return out
+}
+
+// capacities gives the queues of capacity subtrees what they are
+// guaranteed (Min, which orders them), their max_capacity as their limit,
+// and capacity leaves their user limit, on this cluster.
+func (t *tree) capacities(queues []*Queue, cluster Resources) {
+	var steady map[string]Resources
+	for _, q := range queues {
+		c := q.Capacity
+		if c == nil {
+			continue
+		}
+		if steady == nil {
+			steady = ComputeQueueShares(queues, cluster, nil).Steady
+		}
+		n := t.byPath[q.Path]
+		basis := steady[c.Root]
+		n.s.Min = steady[q.Path]
+		max := basis.ScaleFloat(c.AbsMax)
+		if n.max != nil {
+			max = max.CapBy(*n.max)
+		}
+		n.max = &max
+		if q.IsLeaf() {
+			limit := n.s.Min.ScaleFloat(c.UserLimitFactor).CapBy(max)
+			n.userLimit, n.userUsage = &limit, map[string]Resources{}
+		}
+	}
 }

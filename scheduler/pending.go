@@ -31,6 +31,9 @@ const (
 	// PendingMaxResources: the next container would take the leaf or an
 	// ancestor past its max_resources.
 	PendingMaxResources = "max_resources"
+	// PendingUserLimit: the app's user is at its capacity leaf's user
+	// limit (user_limit_factor × capacity).
+	PendingUserLimit = "user_limit"
 	// PendingNodeReserved: the only nodes with room for it are reserved for
 	// a starved app while preemption frees them.
 	PendingNodeReserved = "node_reserved"
@@ -258,10 +261,18 @@ func (v *pendingView) why(a *appNode) (PendingReason, bool) {
 		return PendingReason{PendingMaxAMShare, a.waiting}, true
 	}
 	for q := a.queue; q != nil; q = q.parent {
-		if m := q.queue.MaxResources; m != nil && !q.usage.Add(r).WithinLimit(*m) {
-			return PendingReason{PendingMaxResources, fmt.Sprintf("queue %s is at max_resources %s: it uses %s, and %s would pass it",
-				q.queue.Path, m, q.usage, what)}, true
+		if m := q.max; m != nil && !q.usage.Add(r).WithinLimit(*m) {
+			limit := "max_resources"
+			if q.queue.Capacity != nil {
+				limit = "max_capacity"
+			}
+			return PendingReason{PendingMaxResources, fmt.Sprintf("queue %s is at %s %s: it uses %s, and %s would pass it",
+				q.queue.Path, limit, m, q.usage, what)}, true
 		}
+	}
+	if l := a.queue.userLimit; l != nil && !a.queue.userUsage[a.app.Spec.User].Add(r).WithinLimit(*l) {
+		return PendingReason{PendingUserLimit, fmt.Sprintf("user %s is at queue %s's user limit %s (user_limit_factor %v × its capacity): they use %s, and %s would pass it",
+			a.app.Spec.User, a.queue.queue.Path, l, a.queue.queue.Capacity.UserLimitFactor, a.queue.userUsage[a.app.Spec.User], what)}, true
 	}
 	if !v.roomAnywhere(a.app.ID, r) {
 		for _, n := range v.reserved {

@@ -292,9 +292,12 @@ func (s *pass) tryApp(leaf *qnode, a *appNode) (Placement, bool) {
 		r = ask.Resources
 	}
 	for q := leaf; q != nil; q = q.parent {
-		if q.queue.MaxResources != nil && !q.usage.Add(r).WithinLimit(*q.queue.MaxResources) {
+		if q.max != nil && !q.usage.Add(r).WithinLimit(*q.max) {
 			return Placement{}, false
 		}
+	}
+	if leaf.userLimit != nil && !leaf.userUsage[a.app.Spec.User].Add(r).WithinLimit(*leaf.userLimit) {
+		return Placement{}, false
 	}
 	var n *candidate
 	var loc Locality
@@ -334,6 +337,9 @@ func (s *pass) tryApp(leaf *qnode, a *appNode) (Placement, bool) {
 	s.heap.update(n)
 	a.usage = a.usage.Add(r)
 	a.pending = a.pending.Sub(r)
+	if leaf.userUsage != nil {
+		leaf.userUsage[a.app.Spec.User] = leaf.userUsage[a.app.Spec.User].Add(r)
+	}
 	for q := leaf; q != nil; q = q.parent {
 		q.usage = q.usage.Add(r)
 		q.pending = q.pending.Sub(r)

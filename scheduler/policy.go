@@ -33,6 +33,8 @@ func Less(p Policy, a, b *Schedulable, cluster Resources) bool {
 		c = compareFair(a, b)
 	case PolicyDRF:
 		c = compareDRF(a, b, cluster)
+	case PolicyCapacity:
+		c = compareCapacity(a, b)
 	}
 	if c != 0 {
 		return c < 0

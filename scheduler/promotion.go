@@ -37,8 +37,8 @@ func CheckPromotions(st State, app *App, cs []*Container) []*PromotionRefusal {
 	for _, n := range st.Nodes() {
 		nodes[n.ID] = n
 	}
-	t := buildTree(st, Resources{})
-	var chain []*qnode // the app's leaf and its ancestors
+	t := buildTree(st, ClusterCapacity(st)) // a capacity queue's max_capacity is a share of it
+	var chain []*qnode                      // the app's leaf and its ancestors
 	for q := t.byPath[app.Queue]; q != nil; q = q.parent {
 		chain = append(chain, q)
 	}
@@ -65,7 +65,7 @@ func CheckPromotions(st State, app *App, cs []*Container) []*PromotionRefusal {
 			continue
 		}
 		for _, q := range chain {
-			if q.queue.MaxResources != nil && !q.usage.Add(grantedApp).Add(c.Resources).WithinLimit(*q.queue.MaxResources) {
+			if q.max != nil && !q.usage.Add(grantedApp).Add(c.Resources).WithinLimit(*q.max) {
 				out[i] = &PromotionRefusal{Reason: fmt.Sprintf("queue %s would exceed its max_resources", q.queue.Path), Retryable: true}
 				break
 			}

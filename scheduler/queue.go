@@ -105,6 +105,14 @@ type QueueSpec struct {
 	MinSharePreemptionTimeout    *time.Duration `codec:"min_share_preemption_timeout"`
 	MaxAMShare                   *float64       `codec:"max_am_share"`
 	Children                     []*QueueSpec   `codec:"children"`
+	// Type "capacity" gives the queue's whole subtree YARN Capacity
+	// Scheduler semantics (SPEC §19): every queue below it sets Capacity
+	// (percent of its parent, siblings summing to 100) and may set
+	// MaxCapacity [100] and UserLimitFactor [1].
+	Type            QueueType `codec:"type,omitempty"`
+	Capacity        *float64  `codec:"capacity,omitempty"`
+	MaxCapacity     *float64  `codec:"max_capacity,omitempty"`
+	UserLimitFactor *float64  `codec:"user_limit_factor,omitempty"`
 }
 
 // max_am_share (SPEC §7): the fraction of a leaf's instantaneous fair share
@@ -203,6 +211,7 @@ func (c *QueueConfig) Validate() []*FieldError {
 		add(c.Root.Name, "", "the top queue must be named %q", RootQueue)
 	}
 	count := 0
+	capacityTree := map[string]bool{} // queues below a queue of type capacity
 	var walk func(q *QueueSpec, path string, depth int)
 	walk = func(q *QueueSpec, path string, depth int) {
 		count++
@@ -215,6 +224,9 @@ func (c *QueueConfig) Validate() []*FieldError {
 		}
 		if !q.Policy.Valid() {
 			add(path, "policy", "must be fifo, fair or drf, not %q", q.Policy)
+		}
+		if q.Type != "" && q.Type != QueueFair && q.Type != QueueCapacity {
+			add(path, "type", "must be fair or capacity, not %q", q.Type)
 		}
 		if err := q.MinResources.Validate(); err != nil {
 			add(path, "min_resources", "%v", err)
@@ -240,6 +252,14 @@ func (c *QueueConfig) Validate() []*FieldError {
 		}
 		if m := q.MaxAMShare; m != nil && !(*m == MaxAMShareOff || *m > 0 && *m <= 1) {
 			add(path, "max_am_share", "must be more than 0 and at most 1, or -1 (off), not %v", *m)
+		}
+		errs = append(errs, validateCapacity(q, path, capacityTree[path])...)
+		if q.Type == QueueCapacity || capacityTree[path] {
+			for _, ch := range q.Children {
+				if ch != nil {
+					capacityTree[path+"."+ch.Name] = true
+				}
+			}
 		}
 		seen := make(map[string]bool, len(q.Children))
 		for _, ch := range q.Children {
@@ -297,6 +317,10 @@ type Queue struct {
 	FairSharePreemptionTimeout   time.Duration // 0: off
 	MinSharePreemptionTimeout    time.Duration // 0: off
 	MaxAMShare                   float64       // MaxAMShareOff: off; counts in leaves only
+	// Type is QueueCapacity for the root of a capacity subtree and every
+	// queue below it; Capacity is set for the queues below it.
+	Type     QueueType
+	Capacity *CapacityLimits
 }
 
 // IsLeaf reports whether apps may be submitted to q.
@@ -347,6 +371,7 @@ func (c *QueueConfig) Resolve() []*Queue {
 		if q.MaxAMShare != nil {
 			r.MaxAMShare = *q.MaxAMShare
 		}
+		resolveCapacity(q, r, parent)
 		out = append(out, r)
 		for _, ch := range q.Children {
 			walk(ch, r)

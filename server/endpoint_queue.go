@@ -115,6 +115,10 @@ func queueInfo(q *scheduler.Queue, stat scheduler.QueueStat) wrpc.QueueInfo {
 	info := wrpc.NewQueueInfo(q)
 	info.SteadyFairShare, info.InstantaneousFairShare = stat.SteadyFairShare, stat.InstantaneousFairShare
 	info.Used, info.Pending, info.RunningApps = stat.Used, stat.Pending, stat.RunningApps
+	if c := q.Capacity; c != nil {
+		info.Capacity = &wrpc.QueueCapacityInfo{Capacity: c.Capacity, MaxCapacity: c.MaxCapacity, UserLimitFactor: c.UserLimitFactor,
+			AbsoluteCapacity: 100 * c.Abs, AbsoluteMaxCapacity: 100 * c.AbsMax, UsedCapacity: 100 * scheduler.UsedOf(stat.Used, stat.SteadyFairShare)}
+	}
 	return info
 }
 

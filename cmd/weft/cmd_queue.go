@@ -107,6 +107,10 @@ func runQueueList(args []string) error {
 		if q.Subcluster != "" {
 			sub = "\t" + q.Subcluster
 		}
+		if c := q.Capacity; c != nil {
+			// A capacity queue: its capacity is its share (SPEC §19).
+			name += fmt.Sprintf(" [capacity %g%%, max %g%%, used %.0f%%]", c.Capacity, c.MaxCapacity, c.UsedCapacity)
+		}
 		fmt.Fprintf(w, "%s\t%s\t%g\t%s\t%s\t%s\t%s\t%s\t%s\t%d%s\n", name, q.Policy, q.Weight,
 			formatMin(q.MinResources), formatMax(q.MaxResources), short(q.SteadyFairShare), short(q.InstantaneousFairShare),
 			short(q.Used), short(q.Pending), q.RunningApps, sub)

@@ -35,6 +35,7 @@ var (
 			{Name: "max_running_apps"}, {Name: "preemptable"},
 			{Name: "fair_share_preemption_threshold"}, {Name: "fair_share_preemption_timeout"},
 			{Name: "min_share_preemption_timeout"}, {Name: "max_am_share"},
+			{Name: "type"}, {Name: "capacity"}, {Name: "max_capacity"}, {Name: "user_limit_factor"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{{Type: "queue", LabelNames: []string{"name"}}},
 	}
@@ -287,6 +288,25 @@ func (d *queueDecoder) decodeQueue(b *hcl.Block, parent string) *scheduler.Queue
 			var v float64
 			if v, diags = asFloat(a); !diags.HasErrors() {
 				q.MaxAMShare = &v
+			}
+		case "type":
+			var v string
+			v, diags = asString(a)
+			q.Type = scheduler.QueueType(v)
+		case "capacity":
+			var v float64
+			if v, diags = asFloat(a); !diags.HasErrors() {
+				q.Capacity = &v
+			}
+		case "max_capacity":
+			var v float64
+			if v, diags = asFloat(a); !diags.HasErrors() {
+				q.MaxCapacity = &v
+			}
+		case "user_limit_factor":
+			var v float64
+			if v, diags = asFloat(a); !diags.HasErrors() {
+				q.UserLimitFactor = &v
 			}
 		}
 		d.add(diags)

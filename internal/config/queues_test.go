@@ -87,6 +87,13 @@ func TestErrorsNameFileLineAndField(t *testing.T) {
 		{"max_am_share above 1", "queue \"root\" {\n  queue \"a\" {\n    weight = 2\n    max_am_share = 1.5\n  }\n}\n",
 			[]string{"f.hcl:4,5", "queue root.a: max_am_share", "-1 (off)"}},
 		{"max_am_share not a number", "queue \"root\" {\n  max_am_share = \"half\"\n}\n", []string{"f.hcl:2,3", "max_am_share must be a number"}},
+		{"capacities not summing to 100", "queue \"root\" {\n  type = \"capacity\"\n  queue \"a\" { capacity = 60 }\n  queue \"b\" { capacity = 30 }\n}\n",
+			[]string{"f.hcl:1,1", "queue root: the capacities of its children sum to 90, not 100"}},
+		{"max_capacity below capacity", "queue \"root\" {\n  type = \"capacity\"\n  queue \"a\" {\n    capacity = 60\n    max_capacity = 50\n  }\n  queue \"b\" { capacity = 40 }\n}\n",
+			[]string{"f.hcl:5,5", "queue root.a: max_capacity: must be between capacity (60) and 100"}},
+		{"capacity in a fair tree", "queue \"root\" {\n  queue \"a\" {\n    capacity = 50\n  }\n}\n",
+			[]string{"f.hcl:3,5", "queue root.a: capacity: only queues below a queue of type \"capacity\""}},
+		{"unknown type", "queue \"root\" {\n  type = \"yarn\"\n}\n", []string{"f.hcl:2,3", "type: must be fair or capacity"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -201,5 +208,47 @@ func TestMaxAMShare(t *testing.T) {
 	}
 	if q := unset.Resolve()[1]; q.MaxAMShare != scheduler.DefaultMaxAMShare {
 		t.Fatalf("unset max_am_share resolved to %v, want the default %v", q.MaxAMShare, scheduler.DefaultMaxAMShare)
+	}
+}
+
+func TestCapacityExampleFileParses(t *testing.T) {
+	src, err := os.ReadFile("../../examples/capacity-queues.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseQueueConfig("capacity-queues.hcl", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range cfg.Resolve() {
+		if q.Path == "root.dev.bob" && (q.Capacity == nil || q.Capacity.Abs < 0.149 || q.Capacity.Abs > 0.151 || q.Capacity.AbsMax != 0.5) {
+			t.Fatalf("root.dev.bob: %+v, want 15%% of the cluster, at most 50%%", q.Capacity)
+		}
+	}
+}
+
+func TestCapacityQueues(t *testing.T) {
+	src := `queue "root" {
+  type = "capacity"
+  queue "prod" {
+    capacity          = 70
+    max_capacity      = 90
+    user_limit_factor = 2
+  }
+  queue "dev" { capacity = 30 }
+}
+`
+	cfg, err := ParseQueueConfig("cap.hcl", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs := map[string]*scheduler.Queue{}
+	for _, q := range cfg.Resolve() {
+		qs[q.Path] = q
+	}
+	prod, dev := qs["root.prod"].Capacity, qs["root.dev"].Capacity
+	if prod == nil || prod.Capacity != 70 || prod.MaxCapacity != 90 || prod.UserLimitFactor != 2 ||
+		dev == nil || dev.Capacity != 30 || dev.MaxCapacity != 100 || dev.UserLimitFactor != 1 || qs["root"].Policy != scheduler.PolicyCapacity {
+		t.Fatalf("resolved prod %+v, dev %+v, root policy %s", prod, dev, qs["root"].Policy)
 	}
 }
