@@ -211,6 +211,9 @@ type Ask struct {
 	EnforceExecutionType bool          `codec:"enforce_execution_type"`
 	Priority             int32         `codec:"priority"`
 	Locality             Locality      `codec:"locality"`
+	// Feeders, on a reduce ask, are the map outputs it will fetch: the
+	// scheduler places it near their center of gravity (cogrs.go).
+	Feeders []Feeder `codec:"feeders,omitempty"`
 }
 
 // AMAskID is the ask ID of an app's AM container.
@@ -230,7 +233,7 @@ func (a *Ask) Validate() error {
 	if err := ValidateContainerResources(a.Resources); err != nil {
 		return fmt.Errorf("ask %d: %w", a.AskID, err)
 	}
-	return nil
+	return a.validateFeeders()
 }
 
 // ValidateContainerResources checks a container's size: no negative or

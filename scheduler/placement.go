@@ -197,16 +197,19 @@ func demandPending(apps []*App) bool {
 
 // pass is the working state of one scheduling pass.
 type pass struct {
-	tree     *tree
-	nodes    []*candidate
-	rackOf   map[string]string
-	cluster  Resources
-	now      time.Time
-	waits    *LocalityWaits
-	cfg      SchedulerConfig
-	missed   []askKey
-	heap     *nodeHeap
-	reserved map[string]string // node → the starved app its preempted room is for
+	tree    *tree
+	nodes   []*candidate
+	rackOf  map[string]string
+	cluster Resources
+	now     time.Time
+	waits   *LocalityWaits
+	cfg     SchedulerConfig
+	missed  []askKey
+	heap    *nodeHeap
+	// gravities caches the center of gravity of each reduce ask of the
+	// pass (see cogrs.go).
+	gravities map[askKey]Locality
+	reserved  map[string]string // node → the starved app its preempted room is for
 }
 
 // reservations maps each node with containers being preempted to the app
@@ -305,13 +308,19 @@ func (s *pass) tryApp(leaf *qnode, a *appNode) (Placement, bool) {
 	if ask != nil {
 		loc = ask.Locality
 		key = askKey{a.app.ID, ask.AskID}
+		if len(ask.Feeders) > 0 {
+			loc = s.gravity(key, ask.Feeders)
+		}
 		level := levelAny
 		if len(loc.Nodes) > 0 || len(loc.Racks) > 0 {
 			level = allowedLevel(loc, s.waits.get(key, s.now), s.cfg.Locality, s.now)
 		}
-		if level == levelAny {
+		switch {
+		case level == levelAny && len(ask.Feeders) > 0:
+			n = leastWTND(s.nodes, r, ask.Feeders, s.rackOf, s.reserved, a.app.ID)
+		case level == levelAny:
 			n = s.heap.best(r, a.app.ID)
-		} else {
+		default:
 			n = pickNode(s.nodes, r, loc, level, s.rackOf, s.cfg.Placement, s.reserved, a.app.ID)
 			if n == nil && loc.Relax && s.heap.best(r, a.app.ID) != nil {
 				s.missed = append(s.missed, key) // a looser level had room: one missed opportunity
@@ -430,4 +439,18 @@ func (h *nodeHeap) update(c *candidate) {
 	default:
 		heap.Fix(h, c.index)
 	}
+}
+
+// gravity is the locality of a reduce ask with feeders: its centers of
+// gravity among the pass's nodes, computed once per pass.
+func (s *pass) gravity(key askKey, feeders []Feeder) Locality {
+	if loc, ok := s.gravities[key]; ok {
+		return loc
+	}
+	if s.gravities == nil {
+		s.gravities = map[askKey]Locality{}
+	}
+	loc := gravityLocality(feeders, s.nodes, s.rackOf)
+	s.gravities[key] = loc
+	return loc
 }
