@@ -4,8 +4,8 @@ queue "root" {
   type = "capacity"
 
   queue "prod" {
-    capacity          = 69   # percent of the parent, guaranteed
-    max_capacity      = 100  # may borrow up to all of it while dev is idle
+    capacity          = 60   # percent of the parent, guaranteed
+    max_capacity      = 100  # may borrow all the rest while it is idle
     user_limit_factor = 2    # one user may use up to twice prod's capacity
   }
 
@@ -13,11 +13,14 @@ queue "root" {
     capacity     = 30
     max_capacity = 50
 
-    queue "alice" { capacity = 50 }
-    queue "bob"   { capacity = 50 }
+    queue "alice" {
+      capacity          = 50
+      user_limit_factor = 3  # alice alone may use all dev may
+    }
+    queue "bob" { capacity = 50 }
   }
 
-  queue "default" {
-    capacity = 1             # apps submitted without a queue; siblings sum to 100
+  queue "default" {          # apps submitted without a queue
+    capacity = 10
   }
 }

@@ -156,13 +156,16 @@ func capacityUse(s *Schedulable) float64 {
 	return use
 }
 
-// UsedOf is how much of guaranteed used uses, of its dominant resource (1:
-// all of it; more while a capacity queue borrows; 0 when it guarantees
-// nothing and nothing is used).
+// UsedOf is how much of guaranteed used uses, of its dominant resource
+// among those guaranteed (1: all of it; more while a capacity queue
+// borrows). A resource guaranteed none (a small cluster's share rounded
+// down) is left out; nothing guaranteed at all is 0.
 func UsedOf(used, guaranteed Resources) float64 {
-	u := capacityUse(&Schedulable{Usage: used, Min: guaranteed})
-	if math.IsInf(u, 1) {
-		return 0
+	use := 0.0
+	for _, name := range guaranteed.Names() {
+		if g := guaranteed.Get(name); g > 0 {
+			use = math.Max(use, float64(used.Get(name))/float64(g))
+		}
 	}
-	return u
+	return use
 }

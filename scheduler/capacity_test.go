@@ -189,3 +189,24 @@ func TestCapacityValidation(t *testing.T) {
 		})
 	}
 }
+
+// A leaf whose share rounds down to nothing still gives each user one
+// container (YARN rounds the user limit up to a container): else an app
+// there could never run its AM.
+func TestUserLimitRoundsUpToOneContainer(t *testing.T) {
+	cfg := capacityTree([4]any{"a", 99.0, 0.0, 0.0}, [4]any{"b", 1.0, 0.0, 0.0})
+	f := &fakeState{nodes: []*Node{node("n1", 10*1024, 10)}, cfg: cfg, apps: []*App{userApp("B", "root.b", "bo", 1, 5)}}
+	f.apply(schedule(f))
+	if got := f.app("B").Used.Vcores; got != 1 {
+		t.Fatalf("a user in a leaf of 1%% of 10 vcores: %d vcores, want one container", got)
+	}
+}
+
+func TestUsedOfLeavesOutWhatIsNotGuaranteed(t *testing.T) {
+	if got := UsedOf(Resources{MemoryMB: 256, Vcores: 1}, Resources{MemoryMB: 1024, Vcores: 0}); got != 0.25 {
+		t.Fatalf("used of 1 GiB and no vcore guaranteed: %v, want 0.25 (memory alone)", got)
+	}
+	if got := UsedOf(Resources{MemoryMB: 2048, Vcores: 1}, Resources{MemoryMB: 1024, Vcores: 4}); got != 2 {
+		t.Fatalf("borrowing: %v, want 2 (the dominant resource)", got)
+	}
+}

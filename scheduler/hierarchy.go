@@ -204,3 +204,15 @@ func (t *tree) capacities(queues []*Queue, cluster Resources) {
 		}
 	}
 }
+
+// overUserLimit reports whether one more container of r for user would
+// take the user past a capacity leaf's user limit. A user using nothing
+// always gets one container (YARN rounds the limit up to a container): on
+// a small cluster a leaf's share of a percent can round down to nothing.
+func (q *qnode) overUserLimit(user string, r Resources) bool {
+	if q.userLimit == nil {
+		return false
+	}
+	used := q.userUsage[user]
+	return !used.IsZero() && !used.Add(r).WithinLimit(*q.userLimit)
+}

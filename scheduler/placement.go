@@ -299,7 +299,7 @@ func (s *pass) tryApp(leaf *qnode, a *appNode) (Placement, bool) {
 			return Placement{}, false
 		}
 	}
-	if leaf.userLimit != nil && !leaf.userUsage[a.app.Spec.User].Add(r).WithinLimit(*leaf.userLimit) {
+	if leaf.overUserLimit(a.app.Spec.User, r) {
 		return Placement{}, false
 	}
 	var n *candidate
