@@ -41,12 +41,7 @@ func startAMWorld(t testing.TB, n int, shape func(*Config)) *amWorld {
 func startAMWorldTLS(t testing.TB, n int, pki *testutil.PKI, shape func(*Config)) *amWorld {
 	t.Helper()
 	dir := t.TempDir()
-	standIn := filepath.Join(dir, "stand-in-am")
-	script := "#!/bin/sh\necho \"$WEFT_AM_TOKEN\" > \"" + dir + "/token-$WEFT_APP_ID.tmp\"\n" +
-		"mv \"" + dir + "/token-$WEFT_APP_ID.tmp\" \"" + dir + "/token-$WEFT_APP_ID\"\nexec sleep 600\n"
-	if err := os.WriteFile(standIn, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	standIn := writeStandInAM(t, dir)
 	srv, agents, c := clusterTLS(t, n, pki, func(cfg *Config) {
 		cfg.Executable = standIn
 		if shape != nil {
@@ -56,6 +51,20 @@ func startAMWorldTLS(t testing.TB, n int, pki *testutil.PKI, shape func(*Config)
 	w := &amWorld{t: t, srv: srv, agents: agents, c: c, tokens: dir, pki: pki}
 	w.app, w.amID, w.home, w.am = w.submitStandIn()
 	return w
+}
+
+// writeStandInAM writes, in dir, an executable that stands in for an AM:
+// it writes its AM token to dir/token-APP and sleeps, so that a test can
+// speak the AM protocol with its identity.
+func writeStandInAM(t testing.TB, dir string) string {
+	t.Helper()
+	standIn := filepath.Join(dir, "stand-in-am")
+	script := "#!/bin/sh\necho \"$WEFT_AM_TOKEN\" > \"" + dir + "/token-$WEFT_APP_ID.tmp\"\n" +
+		"mv \"" + dir + "/token-$WEFT_APP_ID.tmp\" \"" + dir + "/token-$WEFT_APP_ID\"\nexec sleep 600\n"
+	if err := os.WriteFile(standIn, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return standIn
 }
 
 // submitStandIn submits an app whose AM is a stand-in, waits for the AM to

@@ -47,12 +47,7 @@ func startFedWorld(t testing.TB, subclusters, agentsEach int, vcores int64) *fed
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Output: w, Level: level})
 	dir := t.TempDir()
-	standIn := filepath.Join(dir, "stand-in-am")
-	script := "#!/bin/sh\necho \"$WEFT_AM_TOKEN\" > \"" + dir + "/token-$WEFT_APP_ID.tmp\"\n" +
-		"mv \"" + dir + "/token-$WEFT_APP_ID.tmp\" \"" + dir + "/token-$WEFT_APP_ID\"\nexec sleep 600\n"
-	if err := os.WriteFile(standIn, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	standIn := writeStandInAM(t, dir)
 	r, err := router.New(&router.Config{NodeID: "r1", DataDir: t.TempDir(), RPCPort: -1, SerfPort: -1, BootstrapExpect: 1,
 		SerfFastGossip: true, SubclusterTimeout: 3 * time.Second, GPGInterval: time.Hour, Logger: logger.Named("r1")})
 	if err != nil {
