@@ -1,7 +1,10 @@
 // Package scheduler is weft's domain model and the home of every scheduling
 // policy: resource vectors; the queue tree and its configuration; nodes,
 // apps, asks and containers; fair-share computation by water-filling
-// (fairshare.go); FIFO/fair/DRF ordering (policy.go); the guaranteed
+// (fairshare.go); FIFO/fair/DRF ordering (policy.go); capacity queues
+// with their capacity, max capacity and user limits (capacity.go);
+// center-of-gravity reduce placement by weighted network distance
+// (cogrs.go); the guaranteed
 // scheduling pass with limits, delay scheduling and spread/binpack
 // (placement.go, hierarchy.go, locality.go); the AM limit of max_am_share
 // (amshare.go); preemption planning (preemption.go); why an app is not
