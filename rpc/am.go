@@ -35,6 +35,9 @@ type AMAllocateRequest struct {
 	Releases   []string        `codec:"releases"`
 	Promotions []string        `codec:"promotions"`
 	Progress   float32         `codec:"progress"`
+	// Counters are the app's figures as the AM has them now (SPEC §19); the
+	// servers keep the latest with the app. nil leaves them as they are.
+	Counters scheduler.Counters `codec:"counters,omitempty"`
 }
 
 // AMAllocateResponse carries containers allocated and completed since the
@@ -80,4 +83,6 @@ type AMFinishRequest struct {
 	Token       string `codec:"token"`
 	FinalState  string `codec:"final_state"`
 	Diagnostics string `codec:"diagnostics"`
+	// Counters are the app's final figures; nil leaves them as they are.
+	Counters scheduler.Counters `codec:"counters,omitempty"`
 }

@@ -134,5 +134,14 @@ func (c *AMClient) ContainerLogs(ctx context.Context, ci ContainerInfo, req Cont
 	return &resp, err
 }
 
+// ContainerOutput reads a file one of the app's completed containers left
+// in its work directory, on the container's node.
+func (c *AMClient) ContainerOutput(ctx context.Context, ci ContainerInfo, req ContainerOutputRequest) (*ContainerOutputResponse, error) {
+	req.ID, req.Token = ci.ID, c.Token
+	var resp ContainerOutputResponse
+	err := c.nodes.Call(ctx, ci.NodeAddress, "Container.Output", &req, &resp)
+	return &resp, err
+}
+
 // Close releases the client's connections.
 func (c *AMClient) Close() { c.nodes.Shutdown() }

@@ -91,6 +91,8 @@ type AppInfo struct {
 	// Spans is, when a router answered for an app that spans
 	// sub-clusters, its containers in each: the home first.
 	Spans []AppSpan `codec:"spans,omitempty" json:"spans,omitempty"`
+	// Counters are the figures the app's AM reported last (SPEC §19).
+	Counters scheduler.Counters `codec:"counters,omitempty" json:"counters,omitempty"`
 }
 
 // AppSpan is a spanning app's part in one sub-cluster.

@@ -5,11 +5,14 @@ import "github.com/weft-sched/weft/scheduler"
 // ContainerInfo is one container as `weft container list -json` shows it
 // and as AMs receive allocations.
 type ContainerInfo struct {
-	ID            string              `codec:"id" json:"id"`
-	AppID         string              `codec:"app_id" json:"app_id"`
-	Attempt       int                 `codec:"attempt" json:"attempt"`
-	NodeID        string              `codec:"node_id" json:"node_id"`
-	NodeAddress   string              `codec:"node_address" json:"node_address"`
+	ID          string `codec:"id" json:"id"`
+	AppID       string `codec:"app_id" json:"app_id"`
+	Attempt     int    `codec:"attempt" json:"attempt"`
+	NodeID      string `codec:"node_id" json:"node_id"`
+	NodeAddress string `codec:"node_address" json:"node_address"`
+	// Rack is the node's rack, where the servers know it: an AM measures
+	// network distance with it (SPEC §19).
+	Rack          string              `codec:"rack,omitempty" json:"rack,omitempty"`
 	AskID         uint64              `codec:"ask_id" json:"ask_id"`
 	ExecutionType string              `codec:"execution_type" json:"execution_type"`
 	State         string              `codec:"state" json:"state"`
@@ -135,6 +138,32 @@ type ContainerLogsRequest struct {
 	Offset int64  `codec:"offset"`
 	Limit  int    `codec:"limit"`
 	Token  string `codec:"token" json:"-"`
+}
+
+// ContainerOutputRequest reads a file a completed container left in its
+// work directory (Container.Output on agents): how a reduce task fetches
+// its partition of a map's output (SPEC §19). Path is relative to the work
+// directory and stays inside it; Token is the AM token of the container's
+// app. The directory is kept until log_retention after the container
+// completed.
+type ContainerOutputRequest struct {
+	RequestHeader
+	ID     string `codec:"id"`
+	Path   string `codec:"path"`
+	Offset int64  `codec:"offset"`
+	Limit  int    `codec:"limit"`
+	Token  string `codec:"token" json:"-"`
+}
+
+// MaxOutputPath bounds ContainerOutputRequest.Path.
+const MaxOutputPath = 255
+
+// ContainerOutputResponse holds up to Limit bytes (at most MaxLogChunk)
+// of the file from Offset, the offset after them and the file's size.
+type ContainerOutputResponse struct {
+	Data       []byte `codec:"data"`
+	NextOffset int64  `codec:"next_offset"`
+	Size       int64  `codec:"size"`
 }
 
 // ContainerLogsResponse holds up to Limit bytes and the offset after them.

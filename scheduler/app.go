@@ -58,6 +58,10 @@ type AppSpec struct {
 	AMResources   Resources `codec:"am_resources"`
 	MaxAMAttempts int       `codec:"max_am_attempts"`
 	DShell        DShell    `codec:"dshell"`
+	// MapReduce is the job of the built-in MapReduce AM (AMType
+	// "mapreduce"); nil for every other app, so their records are byte for
+	// byte what they were before it existed.
+	MapReduce *MapReduce `codec:"mapreduce,omitempty"`
 }
 
 // DShell is the work of the built-in distributed-shell AM: run Command in
@@ -84,6 +88,13 @@ type DShell struct {
 	RelaxLocality *bool `codec:"relax_locality,omitempty"`
 }
 
+// IsZero reports whether d says nothing: the dshell part of an app of
+// another AM type.
+func (d *DShell) IsZero() bool {
+	return d.NumContainers == 0 && len(d.Command) == 0 && len(d.Env) == 0 && len(d.Nodes) == 0 && len(d.Racks) == 0 &&
+		d.RelaxLocality == nil && !d.PromoteOpportunisticAfterStart && !d.EnforceExecutionType
+}
+
 // Locality is the locality of the ask for the containers.
 func (d *DShell) Locality() Locality {
 	return Locality{Nodes: d.Nodes, Racks: d.Racks, Relax: d.RelaxLocality == nil || *d.RelaxLocality}
@@ -99,6 +110,15 @@ func (s *AppSpec) SetDefaults() {
 	}
 	if s.MaxAMAttempts == 0 {
 		s.MaxAMAttempts = DefaultMaxAMAttempts
+	}
+	if s.AMType == AMTypeMapReduce {
+		if s.MapReduce != nil {
+			s.MapReduce.setDefaults()
+		}
+		if s.Name == "" {
+			s.Name = "mapreduce"
+		}
+		return
 	}
 	if s.DShell.ExecutionType == "" {
 		s.DShell.ExecutionType = Guaranteed
@@ -118,8 +138,8 @@ func (s *AppSpec) Validate() error {
 	if len(s.Name) > MaxAppNameLength {
 		add("name: longer than %d characters", MaxAppNameLength)
 	}
-	if s.AMType != AMTypeDShell {
-		add("am_type: %q is not a known application master (want %q)", s.AMType, AMTypeDShell)
+	if s.AMType != AMTypeDShell && s.AMType != AMTypeMapReduce {
+		add("am_type: %q is not a known application master (want %q or %q)", s.AMType, AMTypeDShell, AMTypeMapReduce)
 	}
 	if err := s.AMResources.Validate(); err != nil {
 		add("am_resources: %v", err)
@@ -128,6 +148,25 @@ func (s *AppSpec) Validate() error {
 	}
 	if s.MaxAMAttempts < 1 || s.MaxAMAttempts > MaxAMAttemptsLimit {
 		add("max_am_attempts: must be between 1 and %d, not %d", MaxAMAttemptsLimit, s.MaxAMAttempts)
+	}
+	if s.AMType == AMTypeMapReduce {
+		switch {
+		case s.MapReduce == nil:
+			add("mapreduce: a mapreduce app needs its job (splits, map, reduce, reducers, output)")
+		case !s.DShell.IsZero():
+			add("dshell: a mapreduce app runs no shell command; give the job in mapreduce")
+		default:
+			if err := s.MapReduce.Validate(); err != nil {
+				add("%v", err)
+			}
+		}
+		if len(errs) > 0 {
+			return errors.New(strings.Join(errs, "; "))
+		}
+		return nil
+	}
+	if s.MapReduce != nil {
+		add("mapreduce: only a mapreduce app (am_type %q) has a job", AMTypeMapReduce)
 	}
 	d := s.DShell
 	if d.NumContainers < 1 || d.NumContainers > MaxNumContainers {
