@@ -411,7 +411,7 @@ func (a *Agent) loadResponse() wrpc.AgentLoadResponse {
 
 // launchAM starts an app's AM in the container the leader placed here.
 func (a *Agent) launchAM(l wrpc.AMLaunch) {
-	if l.AMType != scheduler.AMTypeDShell {
+	if l.AMType != scheduler.AMTypeDShell && l.AMType != scheduler.AMTypeMapReduce {
 		a.logger.Error("unknown AM type; cannot launch", "app", l.Container.AppID, "am_type", l.AMType)
 		return
 	}
@@ -423,7 +423,7 @@ func (a *Agent) launchAM(l wrpc.AMLaunch) {
 	if tc := a.config.TLS; tc != nil {
 		env[wrpc.EnvCACert], env[wrpc.EnvRegion] = tc.CAFile(), tc.Region()
 	}
-	a.mgr.start(l.Container, wrpc.LaunchSpec{Command: []string{a.config.Executable, "am", "dshell"}, Env: env})
+	a.mgr.start(l.Container, wrpc.LaunchSpec{Command: []string{a.config.Executable, "am", l.AMType}, Env: env})
 }
 
 // leaveTimeout bounds the final report and deregistration of Leave.

@@ -109,9 +109,14 @@ func (c *AMClient) Allocate(ctx context.Context, req AMAllocateRequest, maxWait 
 
 // Finish ends the app as FINISHED or FAILED.
 func (c *AMClient) Finish(ctx context.Context, finalState, diagnostics string) error {
+	return c.FinishWith(ctx, AMFinishRequest{FinalState: finalState, Diagnostics: diagnostics})
+}
+
+// FinishWith is Finish with the rest of req (the app's final counters).
+func (c *AMClient) FinishWith(ctx context.Context, req AMFinishRequest) error {
+	req.AppID, req.Attempt, req.Token = c.AppID, c.Attempt, c.Token
 	var resp WriteResponse
-	return c.amrm.Call(ctx, "AM.Finish", &AMFinishRequest{AppID: c.AppID, Attempt: c.Attempt, Token: c.Token,
-		FinalState: finalState, Diagnostics: diagnostics}, &resp)
+	return c.amrm.Call(ctx, "AM.Finish", &req, &resp)
 }
 
 // StartContainer asks the container's node to run launch in it.

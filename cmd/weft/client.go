@@ -57,6 +57,13 @@ func (l *commaList) Set(s string) error {
 	return nil
 }
 
+// repeated is a repeatable flag whose every use is one value, commas and
+// all (-feed).
+type repeated []string
+
+func (l *repeated) String() string     { return strings.Join(*l, " ") }
+func (l *repeated) Set(s string) error { *l = append(*l, s); return nil }
+
 func (c *clientFlags) register(fs *flag.FlagSet) {
 	addr := os.Getenv("WEFT_ADDR")
 	if addr == "" {

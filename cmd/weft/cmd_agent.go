@@ -61,7 +61,10 @@ func runAgent(args []string) error {
 
 // runAM runs a built-in application master inside its container.
 func runAM(args []string) error {
-	return subcommand("am", args, map[string]func([]string) error{scheduler.AMTypeDShell: runAMDShell})
+	return subcommand("am", args, map[string]func([]string) error{
+		scheduler.AMTypeDShell: runAMDShell, scheduler.AMTypeMapReduce: runAMMapReduce,
+		"map-task": runMapTask, "reduce-task": runReduceTask,
+	})
 }
 
 func runAMDShell(args []string) error {

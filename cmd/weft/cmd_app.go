@@ -26,7 +26,7 @@ func runApp(args []string) error {
 	})
 }
 
-const submitUsage = "weft app submit [flags] -- CMD ARGS… | weft app submit -spec FILE [flags]"
+const submitUsage = "weft app submit [flags] -- CMD ARGS… | weft app submit [-type mapreduce] -spec FILE [flags]"
 
 func runAppSubmit(args []string) error {
 	spec, cf, wait, err := parseSubmit(args)
@@ -53,7 +53,7 @@ func runAppSubmit(args []string) error {
 // the validated spec to submit, the client flags and -wait; it contacts
 // no server.
 func parseSubmit(args []string) (spec scheduler.AppSpec, cf *clientFlags, wait bool, err error) {
-	var specFile, containerType string
+	var specFile, containerType, amType string
 	var memMB, vcores, amMemMB, amVcores int64
 	var prio int
 	var relax bool
@@ -61,6 +61,7 @@ func parseSubmit(args []string) (spec scheduler.AppSpec, cf *clientFlags, wait b
 	fs := newFlagSet("app submit")
 	cf.register(fs)
 	fs.StringVar(&specFile, "spec", "", "app spec `FILE` (HCL or JSON); flags given as well override the file")
+	fs.StringVar(&amType, "type", "", "application master: dshell (the default), or mapreduce for a -spec file's mapreduce job")
 	fs.StringVar(&spec.Name, "name", "", "app `NAME` (default: the command)")
 	fs.StringVar(&spec.Queue, "queue", "", "leaf `QUEUE` (default root.default)")
 	fs.StringVar(&spec.User, "user", "", "submitting `USER` (default: you)")
@@ -110,7 +111,13 @@ func parseSubmit(args []string) (spec scheduler.AppSpec, cf *clientFlags, wait b
 			return spec, nil, false, fmt.Errorf("%v; nothing was submitted", err)
 		}
 		spec = mergeSpec(file, spec, set)
+		if err := checkSubmitType(amType, spec.AMType, set); err != nil {
+			return spec, nil, false, err
+		}
 	} else {
+		if amType == scheduler.AMTypeMapReduce {
+			return spec, nil, false, usagef("-type mapreduce: give the job in a -spec file's mapreduce block (see examples/wordcount)")
+		}
 		if len(pos) == 0 {
 			return spec, nil, false, usagef("usage: %s", submitUsage)
 		}
@@ -125,6 +132,31 @@ func parseSubmit(args []string) (spec scheduler.AppSpec, cf *clientFlags, wait b
 		return spec, nil, false, usagef("invalid app: %v", err)
 	}
 	return spec, cf, wait, nil
+}
+
+// dshellFlags are the flags that describe a dshell app's containers.
+var dshellFlags = []string{"num-containers", "container-type", "memory-mb", "vcores", "promote-opportunistic-after-start",
+	"enforce-execution-type", "nodes", "racks", "relax-locality"}
+
+// checkSubmitType checks -type against the spec file's AM type, and that
+// no dshell flag is given for a mapreduce job.
+func checkSubmitType(flagType, fileType string, set map[string]bool) error {
+	switch {
+	case flagType != "" && flagType != scheduler.AMTypeDShell && flagType != scheduler.AMTypeMapReduce:
+		return usagef("-type: %q is not dshell or mapreduce", flagType)
+	case flagType == scheduler.AMTypeMapReduce && fileType != scheduler.AMTypeMapReduce:
+		return usagef("-type mapreduce: the -spec file has no mapreduce block")
+	case flagType == scheduler.AMTypeDShell && fileType != scheduler.AMTypeDShell:
+		return usagef("-type dshell: the -spec file holds a %s job", fileType)
+	}
+	if fileType == scheduler.AMTypeMapReduce {
+		for _, f := range dshellFlags {
+			if set[f] {
+				return usagef("-%s: a mapreduce job sizes and places its tasks in its spec (map_resources, split nodes); the flag is for dshell apps", f)
+			}
+		}
+	}
+	return nil
 }
 
 // mergeSpec is a -spec file with the flags given on the command line (set)

@@ -16,13 +16,14 @@ import (
 func runDev(args []string) error {
 	fs := newFlagSet("dev")
 	var bind, logLevel, resources string
-	var rpcPort, serfPort, httpPort, agents int
+	var rpcPort, serfPort, httpPort, agents, racks int
 	var insecure, logJSON bool
 	fs.StringVar(&bind, "bind", "127.0.0.1", "`IP` to listen on")
 	fs.IntVar(&rpcPort, "rpc-port", server.DefaultRPCPort, "`PORT` for the server's RPC")
 	fs.IntVar(&serfPort, "serf-port", server.DefaultSerfPort, "`PORT` for the server's serf gossip")
 	fs.IntVar(&httpPort, "http-port", config.DefaultServerHTTPPort, "`PORT` for the server's HTTP API and web UI (0: off)")
 	fs.IntVar(&agents, "agents", 3, "how many agents (`N`) run beside the server")
+	fs.IntVar(&racks, "racks", 1, "spread the agents over `N` racks, /rack-1 to /rack-N, round robin")
 	fs.StringVar(&resources, "resources", "memory_mb=4096,vcores=4", "capacity of each agent")
 	fs.StringVar(&logLevel, "log-level", "warn", "log `LEVEL`")
 	fs.BoolVar(&logJSON, "log-json", false, "write logs as JSON objects, one a line")
@@ -33,6 +34,9 @@ func runDev(args []string) error {
 	}
 	if len(pos) > 0 {
 		return usagef("weft dev takes no arguments, got %q", pos[0])
+	}
+	if racks < 1 || racks > 64 {
+		return usagef("-racks: must be between 1 and 64, not %d", racks)
 	}
 	if agents < 0 || agents > 64 {
 		return usagef("-agents must be between 0 and 64")
@@ -94,7 +98,7 @@ func runDev(args []string) error {
 	}
 	for i := 1; i <= agents; i++ {
 		a, err := agent.New(&agent.Config{
-			NodeID: fmt.Sprintf("dev-agent-%d", i), DataDir: filepath.Join(dir, fmt.Sprintf("agent-%d", i)),
+			NodeID: fmt.Sprintf("dev-agent-%d", i), DataDir: filepath.Join(dir, fmt.Sprintf("agent-%d", i)), Rack: devRack(i, racks),
 			BindAddr: bind, RPCPort: -1, SerfPort: -1, Join: []string{srv.SerfAddr()}, Resources: res,
 			OpportunisticQueueLength: -1, SerfFastGossip: true, Build: version, Logger: logger,
 			// Containers run as whoever runs weft dev (its data dir is
@@ -134,4 +138,13 @@ Stop with Ctrl-C.
 		fmt.Fprintln(stdout, "\nYou run weft dev as root, so its containers run as root: anyone who can reach "+addr+" runs commands as root here. Run it as an ordinary user.")
 	}
 	return waitForSignalOrStop(logger, stopAll, stopAll, srv.Halted(), srv.HaltError)
+}
+
+// devRack is the rack of dev agent i (1-based) among racks: the agents'
+// default rack when there is one rack, else /rack-1 to /rack-N in turn.
+func devRack(i, racks int) string {
+	if racks == 1 {
+		return ""
+	}
+	return fmt.Sprintf("/rack-%d", (i-1)%racks+1)
 }

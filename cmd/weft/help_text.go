@@ -169,7 +169,30 @@ var helps = map[string]helpEntry{
 		usage:    []string{"weft am TYPE"},
 		summary:  "run a built-in application master (used by agents)",
 		desc:     "The built-in application masters. Agents start them inside AM containers; there is no need to run one by hand.",
-		examples: []string{"# what an agent runs in an app's AM container", "weft am dshell"},
+		examples: []string{"# what an agent runs in an app's AM container", "weft am dshell", "weft am mapreduce"},
+	},
+	"am mapreduce": {
+		usage:   []string{"weft am mapreduce"},
+		summary: "the MapReduce AM: runs a job's maps near their splits and its reduces at their centers of gravity",
+		desc: "Runs the MapReduce application master of the app its container belongs to (SPEC §19): a map task per split, asked for on the split's nodes and racks; " +
+			"once every map is done, a reduce task per partition, asked for with the bytes each node holds for it (or anywhere, with reduce_placement = \"any\"). " +
+			"A reduce that cannot fetch a map's output has the map run again. The job's counters go to the servers; weft app status shows them.",
+		examples: []string{"# started by an agent for an app submitted with -type mapreduce", "weft am mapreduce"},
+	},
+	"am map-task": {
+		usage:   []string{"weft am map-task -split FILE -reducers R -- COMMAND [ARG...]"},
+		summary: "one map of a MapReduce job (run by the MapReduce AM in a container)",
+		desc: "Runs COMMAND with the split on stdin and hashes each `key<TAB>value` line of its stdout into one of R partitions, " +
+			"each sorted by key, in mapout/ of the container's work directory, with mapout/index.json written last.",
+		examples: []string{"# what the MapReduce AM starts in a map container", "weft am map-task -split /data/in/part-0 -reducers 4 -- awk '{for (i = 1; i <= NF; i++) print $i \"\\t1\"}'"},
+	},
+	"am reduce-task": {
+		usage:   []string{"weft am reduce-task -partition R -output DIR -feed MAP,CONTAINER,ADDRESS... -- COMMAND [ARG...]"},
+		summary: "one reduce of a MapReduce job (run by the MapReduce AM in a container)",
+		desc: "Fetches partition R of each map's output from the map's agent (Container.Output, with the AM token in WEFT_AM_TOKEN), " +
+			"merges them by key into COMMAND's stdin and writes its stdout to DIR/part-r-NNNNN. " +
+			"When a map's output cannot be fetched, it names the map in fetch-failures.json and exits 75.",
+		examples: []string{"# what the MapReduce AM starts in a reduce container", "weft am reduce-task -partition 0 -output /data/out -feed 0,c-12-3,10.0.0.11:8049 -- sort"},
 	},
 	"am dshell": {
 		usage:    []string{"weft am dshell"},
@@ -185,17 +208,19 @@ var helps = map[string]helpEntry{
 		examples: []string{"weft app submit -num-containers 2 -wait -- echo hi", "weft app list -state RUNNING", "weft app logs -f app-7"},
 	},
 	"app submit": {
-		usage:   []string{"weft app submit [flags] -- CMD ARGS...", "weft app submit -spec FILE [flags]"},
-		summary: "submit an app that runs a command in containers",
+		usage:   []string{"weft app submit [flags] -- CMD ARGS...", "weft app submit -spec FILE [flags]", "weft app submit -type mapreduce -spec JOB.hcl [flags]"},
+		summary: "submit an app that runs a command in containers, or a MapReduce job",
 		desc: "Submits an app whose built-in AM runs CMD in -num-containers containers, or the app a -spec file " +
 			"(HCL or JSON) describes; flags given with -spec override the file. -nodes and -racks ask for the " +
 			"containers on those nodes or racks; delay scheduling relaxes that unless -relax-locality=false. " +
+			"-type mapreduce submits the MapReduce job of a -spec file's mapreduce block (splits, map, reduce, reducers, output; docs/mapreduce.md). " +
 			"Prints the app's ID; with -wait, follows it to its end and exits 1 unless it FINISHED.",
 		examples: []string{
 			"weft app submit -num-containers 4 -memory-mb 256 -wait -- sh -c 'echo hello from $WEFT_CONTAINER_ID'",
 			"weft app submit -queue analytics -container-type OPPORTUNISTIC -- ./crunch.sh",
 			"weft app submit -num-containers 2 -nodes node-1,node-2 -relax-locality=false -- hostname",
 			"weft app submit -spec examples/app.hcl -priority 5",
+			"weft app submit -type mapreduce -spec examples/wordcount/job.hcl -wait",
 		},
 	},
 	"app list": {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2/gohcl"
@@ -17,6 +18,27 @@ type appFile struct {
 	MaxAMAttempts int              `hcl:"max_am_attempts,optional"`
 	AMResources   map[string]int64 `hcl:"am_resources,optional"`
 	DShell        *dshellBlock     `hcl:"dshell,block"`
+	MapReduce     *mapreduceBlock  `hcl:"mapreduce,block"`
+}
+
+// mapreduceBlock is a MapReduce job (SPEC §19). Relative paths are taken
+// from the spec file's directory.
+type mapreduceBlock struct {
+	Map             []string          `hcl:"map"`
+	Reduce          []string          `hcl:"reduce"`
+	Reducers        int               `hcl:"reducers"`
+	Output          string            `hcl:"output"`
+	MapResources    map[string]int64  `hcl:"map_resources,optional"`
+	ReduceResources map[string]int64  `hcl:"reduce_resources,optional"`
+	ReducePlacement string            `hcl:"reduce_placement,optional"`
+	Env             map[string]string `hcl:"env,optional"`
+	Splits          []splitBlock      `hcl:"split,block"`
+}
+
+type splitBlock struct {
+	Path  string   `hcl:"path"`
+	Nodes []string `hcl:"nodes,optional"`
+	Racks []string `hcl:"racks,optional"`
 }
 
 type dshellBlock struct {
@@ -47,12 +69,27 @@ func ParseAppSpec(filename string, src []byte) (scheduler.AppSpec, error) {
 	at := func(field string) error {
 		return fmt.Errorf("%s: %s", filename, field)
 	}
-	if af.DShell == nil {
-		return spec, at(`the file needs a dshell block with the command, e.g. dshell { command = ["sh", "-c", "echo hi"] }`)
-	}
 	amRes, err := toResources(af.AMResources)
 	if err != nil {
 		return spec, at("am_resources: " + err.Error())
+	}
+	switch {
+	case af.DShell != nil && af.MapReduce != nil:
+		return spec, at("give a dshell block or a mapreduce block, not both")
+	case af.MapReduce != nil:
+		job, err := af.MapReduce.job(filename)
+		if err != nil {
+			return spec, at(err.Error())
+		}
+		spec = scheduler.AppSpec{Name: af.Name, Queue: af.Queue, User: af.User, Priority: af.Priority, MaxAMAttempts: af.MaxAMAttempts,
+			AMType: scheduler.AMTypeMapReduce, AMResources: amRes, MapReduce: job}
+		spec.SetDefaults()
+		if err := spec.Validate(); err != nil {
+			return spec, at(err.Error())
+		}
+		return spec, nil
+	case af.DShell == nil:
+		return spec, at(`the file needs a dshell block with the command, e.g. dshell { command = ["sh", "-c", "echo hi"] }, or a mapreduce block`)
 	}
 	res, err := toResources(af.DShell.Resources)
 	if err != nil {
@@ -91,4 +128,33 @@ func toResources(m map[string]int64) (scheduler.Resources, error) {
 		r = r.With(k, v)
 	}
 	return r, r.Validate()
+}
+
+// job is the block's job, its relative paths taken from the directory of
+// the spec file.
+func (b *mapreduceBlock) job(filename string) (*scheduler.MapReduce, error) {
+	mapRes, err := toResources(b.MapResources)
+	if err != nil {
+		return nil, fmt.Errorf("mapreduce.map_resources: %w", err)
+	}
+	reduceRes, err := toResources(b.ReduceResources)
+	if err != nil {
+		return nil, fmt.Errorf("mapreduce.reduce_resources: %w", err)
+	}
+	base, err := filepath.Abs(filepath.Dir(filename))
+	if err != nil {
+		return nil, err
+	}
+	abs := func(p string) string {
+		if p == "" || filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(base, p)
+	}
+	job := &scheduler.MapReduce{Map: b.Map, Reduce: b.Reduce, Reducers: b.Reducers, Output: abs(b.Output),
+		MapResources: mapRes, ReduceResources: reduceRes, ReducePlacement: b.ReducePlacement, Env: b.Env}
+	for _, s := range b.Splits {
+		job.Splits = append(job.Splits, scheduler.Split{Path: abs(s.Path), Nodes: s.Nodes, Racks: s.Racks})
+	}
+	return job, nil
 }
