@@ -2,6 +2,8 @@ package config
 
 import (
 	"strings"
+
+	"github.com/weft-sched/weft/scheduler"
 	"testing"
 )
 
@@ -35,5 +37,70 @@ func TestAppSpecLocality(t *testing.T) {
 	_, err = ParseAppSpec("a.hcl", []byte("dshell {\n  command = [\"true\"]\n  nodes = [\"n1\", \"../n2\"]\n}\n"))
 	if err == nil || !strings.HasPrefix(err.Error(), "a.hcl: dshell.nodes[1]: ") {
 		t.Fatalf("bad node: %v", err)
+	}
+}
+
+// A mapreduce block makes a mapreduce app: its splits in order, relative
+// paths taken from the spec file's directory, and errors naming the field.
+func TestAppSpecMapReduce(t *testing.T) {
+	src := `
+name = "wc"
+mapreduce {
+  map      = ["awk", "{ print $1 \"\\t1\" }"]
+  reduce   = ["cat"]
+  reducers = 2
+  output   = "out"
+  reduce_placement = "any"
+  map_resources = { memory_mb = 128, vcores = 1 }
+  split {
+    path  = "in/0"
+    nodes = ["n1"]
+    racks = ["/r1"]
+  }
+  split {
+    path = "/abs/1"
+  }
+}
+`
+	spec, err := ParseAppSpec("/jobs/wc/job.hcl", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := spec.MapReduce
+	switch {
+	case spec.AMType != scheduler.AMTypeMapReduce || j == nil:
+		t.Fatalf("spec %+v", spec)
+	case j.Output != "/jobs/wc/out" || len(j.Splits) != 2 || j.Splits[0].Path != "/jobs/wc/in/0" || j.Splits[1].Path != "/abs/1":
+		t.Errorf("paths: output %q, splits %+v", j.Output, j.Splits)
+	case j.Splits[0].Nodes[0] != "n1" || j.Splits[0].Racks[0] != "/r1" || j.ReducePlacement != scheduler.PlacementAny:
+		t.Errorf("job %+v", j)
+	case j.Map[1] != "{ print $1 \"\\t1\" }" || j.MapResources.MemoryMB != 128 || j.ReduceResources.MemoryMB != 256:
+		t.Errorf("map %q, resources %s / %s", j.Map, j.MapResources, j.ReduceResources)
+	}
+	for _, tc := range []struct{ src, want string }{
+		{`mapreduce {
+  map = ["cat"]
+  reduce = ["cat"]
+  reducers = 0
+  output = "/o"
+  split { path = "/i" }
+}`, "job.hcl: mapreduce.reducers: must be between 1 and 256, not 0"},
+		{`dshell { command = ["true"] }
+mapreduce {
+  map = ["cat"]
+  reduce = ["cat"]
+  reducers = 1
+  output = "/o"
+}`, "give a dshell block or a mapreduce block, not both"},
+		{`mapreduce {
+  map = ["cat"]
+  reduce = ["cat"]
+  reducers = 1
+  output = "/o"
+}`, "mapreduce.splits: give 1 to 10000 splits, not 0"},
+	} {
+		if _, err := ParseAppSpec("/jobs/job.hcl", []byte(tc.src)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v, want %q", err, tc.want)
+		}
 	}
 }
