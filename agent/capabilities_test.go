@@ -20,6 +20,7 @@ var wantCapabilities = map[string]wrpc.Capability{
 	"Container.Promote": wrpc.CapWorkload,
 	"Container.Status":  wrpc.CapWorkload,
 	"Container.Logs":    wrpc.CapWorkload,
+	"Container.Output":  wrpc.CapWorkload,
 	"Agent.Load":        wrpc.CapAgent,
 }
 

@@ -3,7 +3,10 @@
 // the node with the node secret it keeps in its data dir), runs containers
 // as process groups (launch, queue, evict, shed, kill, logs) through the pure
 // scheduler.LocalScheduler, each as the Unix account runAsPolicy picks
-// (runas.go: never root unless allow_root), hosts the AMRMProxy that allocates its AMs'
+// (runas.go: never root unless allow_root), serves the files completed
+// containers left in their work directories to their app's AM (the
+// MapReduce shuffle, output.go: never a file outside the work directory,
+// never one that is not regular), hosts the AMRMProxy that allocates its AMs'
 // opportunistic asks itself from the leader's least-loaded list (the
 // distributed scheduler, which goes on without a leader) and relays the
 // rest of the AM protocol to the servers, and launches AM containers (the

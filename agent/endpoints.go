@@ -15,8 +15,10 @@ import (
 // AM running here, Container.Start a container token of exactly that
 // container on this node, Container.Stop/Status/Logs an AM token of the
 // container's app (Logs also a container token of it, which servers mint
-// to relay reads), Container.Promote a container token of it as
-// guaranteed (only the leader mints one).
+// to relay reads), Container.Output (a completed container's files, for
+// the reduce tasks of a MapReduce job) the AM token of the container's
+// app only, Container.Promote a container token of it as guaranteed (only
+// the leader mints one).
 func (a *Agent) registerEndpoints() *wrpc.Server {
 	s := wrpc.NewServer(a.logger.Named("rpc"))
 	c, ag := &containerEndpoint{a}, &agentEndpoint{a}
@@ -28,6 +30,7 @@ func (a *Agent) registerEndpoints() *wrpc.Server {
 	wrpc.Register(s, "Container.Promote", wrpc.CapWorkload, c.Promote)
 	wrpc.Register(s, "Container.Status", wrpc.CapWorkload, c.Status)
 	wrpc.Register(s, "Container.Logs", wrpc.CapWorkload, c.Logs)
+	wrpc.Register(s, "Container.Output", wrpc.CapWorkload, c.Output)
 	wrpc.Register(s, "Agent.Load", wrpc.CapAgent, ag.Load)
 	return s
 }
@@ -157,6 +160,35 @@ func (e *containerEndpoint) Logs(ctx context.Context, args *wrpc.ContainerLogsRe
 		app = claims.AppID // a completed container the agent has forgotten
 	}
 	resp, err := e.a.mgr.logs(args, app)
+	if err != nil {
+		return err
+	}
+	*reply = *resp
+	return nil
+}
+
+// Output reads a file a completed container of the token's app left in
+// its work directory (SPEC §19): how a reduce task fetches its partition
+// of a map's output. Only the app's AM token reads it (a container token
+// is refused: no server relays output reads). The path stays inside the
+// work directory, links included, and names a regular file; a container
+// still running is a conflict. The ID is exact: it matches one container
+// or none.
+func (e *containerEndpoint) Output(ctx context.Context, args *wrpc.ContainerOutputRequest, reply *wrpc.ContainerOutputResponse) error {
+	if err := checkOutputRequest(args); err != nil {
+		return err
+	}
+	app, _ := e.a.mgr.appOf(args.ID)
+	claims, err := e.a.checkAppToken(ctx, args.Token, app, args.ID)
+	if err != nil {
+		return err
+	}
+	if claims.Kind != identity.KindAM {
+		return denied("container %s: reading its output needs its app's AM token", args.ID)
+	}
+	// A container the agent has forgotten is looked for under the token's
+	// app only.
+	resp, err := e.a.mgr.output(args, claims.AppID)
 	if err != nil {
 		return err
 	}

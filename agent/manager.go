@@ -426,14 +426,7 @@ func (m *manager) logs(req *rpc.ContainerLogsRequest, app string) (*rpc.Containe
 		// Completed containers' logs stay on disk after the agent forgets
 		// them, under the app the caller's token names.
 		var err error
-		if app == "" {
-			dir, err = m.findDir(req.ID)
-		} else if dir, err = m.containerDir(app, req.ID); err == nil {
-			if fi, serr := os.Lstat(dir); serr != nil || !fi.IsDir() {
-				err = fmt.Errorf("container %s of app %s %w on node %s", req.ID, app, rpc.ErrNotFound, m.nodeID)
-			}
-		}
-		if err != nil {
+		if dir, err = m.storedDir(app, req.ID); err != nil {
 			return nil, err
 		}
 	}

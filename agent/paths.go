@@ -23,6 +23,25 @@ func (m *manager) containerDir(appID, id string) (string, error) {
 	return filepath.Join(m.dir, appID, id), nil
 }
 
+// storedDir is the directory of a container the agent no longer holds in
+// memory (a completed one whose end the leader recorded, or one from a
+// previous run): under app's directory when the caller's token names the
+// app, else wherever findDir finds it. A container that is not there is
+// rpc.ErrNotFound.
+func (m *manager) storedDir(app, id string) (string, error) {
+	if app == "" {
+		return m.findDir(id)
+	}
+	dir, err := m.containerDir(app, id)
+	if err != nil {
+		return "", err
+	}
+	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("container %s of app %s %w on node %s", id, app, rpc.ErrNotFound, m.nodeID)
+	}
+	return dir, nil
+}
+
 // findDir finds the directory of a container the agent no longer holds in
 // memory (its logs stay on disk): the one app directory that holds exactly
 // this container ID. Nothing in id is a pattern.
