@@ -15,7 +15,7 @@ BIN     := bin/weft
 # race detector; listed by go, so a new package cannot be left out.
 RACE_PKGS = $(shell $(GO) list ./... | grep -v '/e2e')
 
-.PHONY: all build dev test lint unit e2e stress cc chromium bench fuzz clean image compose-test
+.PHONY: all build dev test lint unit e2e stress cc chromium bench mr-bench fuzz clean image compose-test
 
 all: build
 
@@ -78,7 +78,15 @@ bench:
 	  $(GO) test -run '^$$' -bench ShortTasks -benchtime 1x -timeout 30m ./agent/ && \
 	  $(GO) test -run '^$$' -bench BenchmarkSubmit -benchtime 2000x ./router/ && \
 	  $(GO) test -run '^$$' -bench BenchmarkSpanningLatency -benchtime 200x ./agent/ && \
-	  $(GO) test -run '^$$' -bench BenchmarkSpanningThroughput -benchtime 3x ./agent/ ; } | tee bench/latest.txt
+	  $(GO) test -run '^$$' -bench BenchmarkSpanningThroughput -benchtime 3x ./agent/ && \
+	  $(GO) test -run '^$$' -bench BenchmarkMapReducePlacement -benchtime 3x -timeout 30m ./e2e/ ; } | tee bench/latest.txt
+
+## mr-bench: the MapReduce experiment alone (docs/mapreduce.md): WordCount and a skewed
+## sort on three servers and six agents in two racks, reduces at their centers of gravity
+## against reduces placed anywhere; results in bench/mapreduce-placement.txt.
+mr-bench:
+	@mkdir -p bench
+	$(GO) test -run '^$$' -bench BenchmarkMapReducePlacement -benchtime 3x -timeout 30m ./e2e/ | tee bench/mapreduce-placement.txt
 
 ## fuzz: fuzz each decode path in turn, each for FUZZTIME (default 60s).
 ## FUZZ_TARGETS holds PACKAGE:FuzzName, one per line; a failing input is

@@ -33,6 +33,7 @@ type appInfo struct {
 	Diagnostics string `json:"diagnostics"`
 	AMAttempts  int    `json:"am_attempts"`
 	SubmittedAt int64  `json:"submitted_at"`
+	FinishedAt  int64  `json:"finished_at"`
 }
 
 type nodeInfo struct {
@@ -60,10 +61,11 @@ func startWorldWith(t *testing.T, extra map[string][]string) *world {
 }
 
 // startWorldOn starts n agents (a1 on 127.0.0.4, a2 on .5, ...; at most
-// three) joined to quorum q, with extra flags for some of them.
-func startWorldOn(t *testing.T, q *quorum, n int, extra map[string][]string) *world {
+// six; odd ones in /rack0, even ones in /rack1) joined to quorum q, with
+// extra flags for some of them.
+func startWorldOn(t testing.TB, q *quorum, n int, extra map[string][]string) *world {
 	q.waitForLeader("s1", 30*time.Second, "")
-	w := &world{quorum: q, agentIPs: []string{"127.0.0.4", "127.0.0.5", "127.0.0.6"}[:n], agents: map[string]*proc{}}
+	w := &world{quorum: q, agentIPs: []string{"127.0.0.4", "127.0.0.5", "127.0.0.6", "127.0.0.7", "127.0.0.8", "127.0.0.9"}[:n], agents: map[string]*proc{}}
 	rpcPort, serfPort := freePort(t, w.agentIPs...), freePort(t, w.agentIPs...)
 	for serfPort == rpcPort {
 		serfPort = freePort(t, w.agentIPs...)
@@ -323,7 +325,7 @@ func TestAgentsRunAppsThroughFailures(t *testing.T) {
 
 // amLogsOnFailure logs the tail of every dshell AM's log under the agents'
 // data dirs when the test has failed: AMs log to their container's stderr.
-func amLogsOnFailure(t *testing.T, dirs []string) {
+func amLogsOnFailure(t testing.TB, dirs []string) {
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return

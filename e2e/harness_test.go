@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 }
 
 // freePort finds a port free for TCP and UDP on every given IP.
-func freePort(t *testing.T, ips ...string) int {
+func freePort(t testing.TB, ips ...string) int {
 	t.Helper()
 	for attempt := 0; attempt < 50; attempt++ {
 		ln, err := net.Listen("tcp", net.JoinHostPort(ips[0], "0"))
@@ -82,7 +82,7 @@ func freePort(t *testing.T, ips ...string) int {
 
 // proc is one running weft process.
 type proc struct {
-	t    *testing.T
+	t    testing.TB
 	name string
 	args []string
 	cmd  *exec.Cmd
@@ -91,7 +91,7 @@ type proc struct {
 	err  error
 }
 
-func startProc(t *testing.T, name string, args ...string) *proc {
+func startProc(t testing.TB, name string, args ...string) *proc {
 	t.Helper()
 	if len(args) > 0 && (args[0] == "server" || args[0] == "agent" || args[0] == "dev" || args[0] == "router") && !slices.Contains(args, "-http-port") {
 		// A free HTTP port unless the test picks one: the default ports
@@ -167,7 +167,7 @@ func tail(b []byte, n int) []byte {
 }
 
 // cli runs a weft client command and returns stdout, stderr and the exit code.
-func cli(t *testing.T, args ...string) (string, string, int) {
+func cli(t testing.TB, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(weftBin, args...)
 	var out, errb bytes.Buffer
@@ -184,7 +184,7 @@ func cli(t *testing.T, args ...string) (string, string, int) {
 }
 
 // cliJSON runs a client command with -json and decodes its output.
-func cliJSON(t *testing.T, out any, args ...string) error {
+func cliJSON(t testing.TB, out any, args ...string) error {
 	t.Helper()
 	withJSON := append([]string(nil), args...)
 	withJSON = append(withJSON, "-json")
@@ -204,7 +204,7 @@ func cliJSON(t *testing.T, out any, args ...string) error {
 	return nil
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
 	testutil.WaitForNoError(t, timeout, what, cond)
 }

@@ -35,7 +35,7 @@ type member struct {
 
 // quorum is three `weft server` processes on 127.0.0.1/2/3.
 type quorum struct {
-	t        *testing.T
+	t        testing.TB
 	ips      []string
 	rpcPort  int
 	serfPort int
@@ -79,16 +79,16 @@ func (q *quorum) args(id string) []string {
 // startQuorum starts a secure quorum: TLS, a gossip key and ACLs, as the
 // README sets one up (SPEC §15); client commands of the test carry a
 // management token.
-func startQuorum(t *testing.T) *quorum { return startQuorumWith(t, newSecurity(t)) }
+func startQuorum(t testing.TB) *quorum { return startQuorumWith(t, newSecurity(t)) }
 
 // startOpenQuorum starts a quorum with no TLS, gossip key or ACLs (open,
 // on loopback), for the scenarios about what an open cluster must still
 // survive.
-func startOpenQuorum(t *testing.T) *quorum { return startQuorumWith(t, nil) }
+func startOpenQuorum(t testing.TB) *quorum { return startQuorumWith(t, nil) }
 
 // startQuorumWith starts a quorum secured by sec (nil: open) whose servers
 // also get serverFlags.
-func startQuorumWith(t *testing.T, sec *security, serverFlags ...string) *quorum {
+func startQuorumWith(t testing.TB, sec *security, serverFlags ...string) *quorum {
 	q := &quorum{t: t, ips: []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}, dirs: map[string]string{}, procs: map[string]*proc{},
 		sec: sec, serverFlags: serverFlags}
 	q.rpcPort = freePort(t, q.ips...)

@@ -16,7 +16,7 @@ import (
 // ACLs on and the client commands carry a management token from
 // `weft acl bootstrap`.
 type security struct {
-	t         *testing.T
+	t         testing.TB
 	pki       string
 	gossipKey string
 }
@@ -24,7 +24,7 @@ type security struct {
 // newSecurity makes the certificates and the gossip key, and points every
 // client command of the test at them (WEFT_CACERT, WEFT_CLIENT_CERT,
 // WEFT_CLIENT_KEY).
-func newSecurity(t *testing.T) *security {
+func newSecurity(t testing.TB) *security {
 	t.Helper()
 	s := &security{t: t, pki: t.TempDir()}
 	if _, errOut, code := cli(t, "tls", "ca", "create", "-dir", s.pki); code != 0 {
