@@ -109,9 +109,16 @@ func (c *AMClient) Allocate(ctx context.Context, req AMAllocateRequest, maxWait 
 
 // Finish ends the app as FINISHED or FAILED.
 func (c *AMClient) Finish(ctx context.Context, finalState, diagnostics string) error {
+	return c.FinishWith(ctx, AMFinishRequest{FinalState: finalState, Diagnostics: diagnostics})
+}
+
+// FinishWith ends the app as req says: its final state, diagnostics and
+// final counters (SPEC §19). The client fills in the app, attempt and
+// token.
+func (c *AMClient) FinishWith(ctx context.Context, req AMFinishRequest) error {
+	req.AppID, req.Attempt, req.Token = c.AppID, c.Attempt, c.Token
 	var resp WriteResponse
-	return c.amrm.Call(ctx, "AM.Finish", &AMFinishRequest{AppID: c.AppID, Attempt: c.Attempt, Token: c.Token,
-		FinalState: finalState, Diagnostics: diagnostics}, &resp)
+	return c.amrm.Call(ctx, "AM.Finish", &req, &resp)
 }
 
 // StartContainer asks the container's node to run launch in it.
