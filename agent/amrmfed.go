@@ -181,7 +181,7 @@ func (p *amrmProxy) callSpanning(ctx context.Context, sp *spanState, fwd *wrpc.A
 		}
 	}()
 
-	home := *fwd
+	home := *fwd // the app's counters too: they are the home's alone
 	home.Asks, home.Releases = nil, nil
 	reqs := map[string]*wrpc.AMAllocateRequest{}
 	req := func(sc string) *wrpc.AMAllocateRequest {

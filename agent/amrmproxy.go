@@ -15,11 +15,12 @@ import (
 // amrmProxy is the AM protocol on the agent (SPEC §8, §10): the AMs this
 // agent launched talk to it, and it splits each Allocate. Opportunistic
 // asks are allocated here by the distributed scheduler and answered at
-// once, with no server round trip; guaranteed asks, releases and
-// promotions go to the servers through the agent's retrying client (in the
-// background when the AM already has containers to start). When the
-// servers cannot be reached it still answers opportunistic asks (a partial
-// answer) and relays the releases later. With opportunistic.distributed =
+// once, with no server round trip; guaranteed asks, releases, promotions
+// and the AM's counters go to the servers through the agent's retrying
+// client (in the background when the AM already has containers to
+// start). When the servers cannot be reached it still answers
+// opportunistic asks (a partial answer) and relays the releases and
+// counters later. With opportunistic.distributed =
 // false it forwards opportunistic asks to the leader too.
 type amrmProxy struct {
 	a *Agent
@@ -53,6 +54,12 @@ type proxyAttempt struct {
 	// span is set when the agent's sub-cluster is federated: the
 	// attempt's parts in other sub-clusters (amrmfed.go).
 	span *spanState
+	// counters are the latest the AM reported (SPEC §19), and
+	// countersSent whether the servers have them: an Allocate the proxy
+	// answers alone relays them when they changed, and until the servers
+	// have them each call carries them, even if the AM's does not.
+	counters     scheduler.Counters
+	countersSent bool
 }
 
 func newAMRMProxy(a *Agent) *amrmProxy {
@@ -160,13 +167,22 @@ func (p *amrmProxy) Register(ctx context.Context, args *wrpc.AMRegisterRequest, 
 	return nil
 }
 
-// Finish relays AM.Finish and forgets the attempt.
+// Finish relays AM.Finish and forgets the attempt. Counters go to the
+// home alone; when the AM sends none, the latest it reported that the
+// servers have not got go with the end.
 func (p *amrmProxy) Finish(ctx context.Context, args *wrpc.AMFinishRequest, reply *wrpc.WriteResponse) error {
 	if err := p.checkAM(ctx, args.AppID, args.Attempt, args.Token); err != nil {
 		return err
 	}
+	if err := scheduler.ValidateCounters(args.Counters); err != nil {
+		// Refused before the app's parts elsewhere are ended for it.
+		return wrpc.Errorf(wrpc.CodeBadRequest, "%v", err)
+	}
 	p.mu.Lock()
 	at := p.attempts[attemptKey{args.AppID, args.Attempt}]
+	if at != nil && args.Counters == nil && !at.countersSent {
+		args.Counters = at.counters
+	}
 	if at != nil && len(at.releases) > 0 {
 		p.a.logger.Warn("the app finished with releases the servers never heard of; its end stops them", "app", args.AppID, "count", len(at.releases))
 	}
@@ -194,6 +210,9 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 		if err := args.Asks[i].Validate(); err != nil {
 			return wrpc.Errorf(wrpc.CodeBadRequest, "%v", err) // the whole call is refused, as the servers would
 		}
+	}
+	if err := scheduler.ValidateCounters(args.Counters); err != nil {
+		return wrpc.Errorf(wrpc.CodeBadRequest, "%v", err)
 	}
 	view := p.a.sched.view()
 	fwd := *args
@@ -242,7 +261,13 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 	}
 	fwd.Releases = append(at.releases, fwd.Releases...)
 	at.releases = nil
-	needServers := len(fwd.Asks)+len(fwd.Releases)+len(fwd.Promotions) > 0
+	if args.Counters != nil && !args.Counters.Equal(at.counters) {
+		at.counters, at.countersSent = args.Counters, false
+	}
+	if !at.countersSent && fwd.Counters == nil {
+		fwd.Counters = at.counters // the servers have not got them yet
+	}
+	needServers := len(fwd.Asks)+len(fwd.Releases)+len(fwd.Promotions) > 0 || !at.countersSent && at.counters != nil
 	var twins map[uint64]bool
 	if at.span != nil && len(at.fallback) > 0 {
 		twins = make(map[uint64]bool, len(at.fallback))
@@ -298,7 +323,7 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 	if renewed := p.takeRenewed(at); reply.AMToken == "" {
 		reply.AMToken = renewed
 	}
-	p.synced(at, args, reply)
+	p.synced(at, &fwd, reply)
 	return nil
 }
 
@@ -349,10 +374,13 @@ func (p *amrmProxy) takeRenewed(at *proxyAttempt) string {
 // relayTimeout bounds a background relay of an AM's asks and releases.
 const relayTimeout = 30 * time.Second
 
-// synced records an answer from the servers.
+// synced records an answer from the servers to req.
 func (p *amrmProxy) synced(at *proxyAttempt, req *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateResponse) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if req.Counters != nil && req.Counters.Equal(at.counters) {
+		at.countersSent = true
+	}
 	for _, c := range reply.Completed {
 		delete(at.minted, c.ID)
 	}
@@ -393,7 +421,7 @@ func (p *amrmProxy) allocateLocal(at *proxyAttempt, args *wrpc.AMAllocateRequest
 			p.a.logger.Error("cannot sign a container token; the container is not allocated", "container", id, "error", err)
 			continue
 		}
-		out = append(out, wrpc.ContainerInfo{ID: id, AppID: args.AppID, Attempt: args.Attempt, NodeID: n.NodeID, NodeAddress: n.Address,
+		out = append(out, wrpc.ContainerInfo{ID: id, AppID: args.AppID, Attempt: args.Attempt, NodeID: n.NodeID, NodeAddress: n.Address, Rack: n.Rack,
 			AskID: ask.AskID, ExecutionType: string(scheduler.Opportunistic), State: string(scheduler.ContainerAllocated),
 			Resources: ask.Resources, User: user, Token: tok, AllocatedAt: now})
 		at.minted[id] = n.Address

@@ -235,7 +235,8 @@ func TestAnAppSpansSubclustersThroughItsProxy(t *testing.T) {
 	}
 	ask := scheduler.Ask{AskID: 1, Count: 4, Resources: spanCore, ExecutionType: scheduler.Guaranteed,
 		Locality: scheduler.Locality{Nodes: []string{"sc2-n1", "sc2-n2", "sc3-n1"}}}
-	got, _ := collect(t, am, rpc.AMAllocateRequest{Asks: []scheduler.Ask{ask}}, 4, false)
+	counters := scheduler.Counters{"maps.data_local": 1, "maps.off_rack": 2}
+	got, _ := collect(t, am, rpc.AMAllocateRequest{Asks: []scheduler.Ask{ask}, Counters: counters}, 4, false)
 	by := map[string]int{}
 	for _, c := range got {
 		sc, _, _ := strings.Cut(c.ID, ".")
@@ -270,6 +271,10 @@ func TestAnAppSpansSubclustersThroughItsProxy(t *testing.T) {
 	if len(st.App.Spans) != 3 || st.App.Spans[0].Subcluster != "sc1" || !st.App.Spans[0].Home {
 		t.Fatalf("app status through the router: spans %+v, want sc1 (home), sc2, sc3", st.App.Spans)
 	}
+	// Its counters are the home's; its parts elsewhere never get any.
+	if !st.App.Counters.Equal(counters) {
+		t.Fatalf("app status through the router: counters %v, want the home's %v", st.App.Counters, counters)
+	}
 	// A release goes to the sub-cluster the ID names.
 	_, done := collect(t, am, rpc.AMAllocateRequest{Asks: []scheduler.Ask{{AskID: 1, Count: 0, Resources: spanCore,
 		ExecutionType: scheduler.Guaranteed}}, Releases: []string{inSC2.ID}}, 1, true)
@@ -287,15 +292,21 @@ func TestAnAppSpansSubclustersThroughItsProxy(t *testing.T) {
 	}
 	// The app's end ends its unmanaged AM in sc2, and with it the
 	// containers it held there.
-	if err := am.Finish(context.Background(), string(scheduler.AppFinished), "done"); err != nil {
+	final := scheduler.Counters{"maps.data_local": 1, "maps.off_rack": 3}
+	if err := am.FinishWith(context.Background(), rpc.AMFinishRequest{FinalState: string(scheduler.AppFinished), Diagnostics: "done",
+		Counters: final}); err != nil {
 		t.Fatal(err)
 	}
 	var part rpc.AppStatusResponse
 	if err := fw.subs["sc2"].c.Call(context.Background(), "App.Status", &rpc.AppRequest{AppID: app}, &part); err != nil {
 		t.Fatal(err)
 	}
-	if part.App.State != string(scheduler.AppFinished) || part.App.UnmanagedFor != "sc1" {
-		t.Fatalf("sc2's part of the finished app: %s (unmanaged for %q), want FINISHED for sc1", part.App.State, part.App.UnmanagedFor)
+	if part.App.State != string(scheduler.AppFinished) || part.App.UnmanagedFor != "sc1" || part.App.Counters != nil {
+		t.Fatalf("sc2's part of the finished app: %s (unmanaged for %q) with counters %v, want FINISHED for sc1 with none",
+			part.App.State, part.App.UnmanagedFor, part.App.Counters)
+	}
+	if err := fw.rc.Call(context.Background(), "App.Status", &rpc.AppRequest{AppID: app}, &st); err != nil || !st.App.Counters.Equal(final) {
+		t.Fatalf("the finished app through the router: counters %v (%v), want %v", st.App.Counters, err, final)
 	}
 	testutil.WaitForNoError(t, 10*time.Second, "nothing of the app left live in sc2", func() error {
 		var list rpc.ContainerListResponse

@@ -68,6 +68,12 @@ func (t *txn) applyAppRegister(req *AppRegisterRequest) error {
 // applyAppFinish ends an app and stops its live containers (an AM that
 // reports its own end keeps its container: it exits by itself).
 func (t *txn) applyAppFinish(req *AppFinishRequest) error {
+	if err := scheduler.ValidateCounters(req.Counters); err != nil {
+		return reject(ErrInvalid, "%v", err)
+	}
+	if req.Attempt == 0 && req.Counters != nil {
+		return reject(ErrInvalid, "counters come from the app's AM, not with an end by a user or the leader")
+	}
 	app, ok := t.app(req.AppID)
 	if !ok {
 		return reject(ErrNotFound, "app %s not found", req.AppID)
@@ -97,6 +103,9 @@ func (t *txn) applyAppFinish(req *AppFinishRequest) error {
 	a.FinishedAt = req.Now
 	a.AMPending = false
 	a.Asks = nil
+	if req.Counters != nil {
+		a.Counters = ownCounters(req.Counters)
+	}
 	if n := len(a.Attempts); n > 0 && req.Attempt != 0 {
 		a.Attempts[n-1].FinishedAt = req.Now
 	}

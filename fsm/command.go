@@ -43,6 +43,9 @@ const (
 	// AppSubmitUnmanagedType is an AppSubmitUnmanagedRequest: the
 	// unmanaged AM of an app spanning into this sub-cluster (SPEC §18).
 	AppSubmitUnmanagedType MessageType = 25
+	// AppCountersType is an AppCountersRequest: the counters an app's AM
+	// reported (SPEC §19).
+	AppCountersType MessageType = 26
 )
 
 // IgnoreUnknownTypeFlag marks a command that a server which does not know
@@ -106,6 +109,10 @@ type AppFinishRequest struct {
 	State       scheduler.AppState `codec:"state"`
 	Diagnostics string             `codec:"diagnostics"`
 	Now         int64              `codec:"now"`
+	// Counters, from the app's AM (Attempt set), replace the app's with
+	// its final figures as it ends; nil leaves them as they are. An end
+	// that is not the AM's carries none.
+	Counters scheduler.Counters `codec:"counters,omitempty"`
 }
 
 // AskUpdateRequest sets an attempt's outstanding guaranteed asks. Each ask's

@@ -191,6 +191,8 @@ func (f *FSM) decodeCommand(index uint64, msgType MessageType, body []byte) (fun
 		return bind(body, func(t *txn, req *GCRequest) any { return t.applyGC(req) })
 	case AppSubmitUnmanagedType:
 		return bind(body, func(t *txn, req *AppSubmitUnmanagedRequest) any { return errOrNil(t.applyAppSubmitUnmanaged(req)) })
+	case AppCountersType:
+		return bind(body, func(t *txn, req *AppCountersRequest) any { return errOrNil(t.applyAppCounters(req)) })
 	}
 	if msgType&IgnoreUnknownTypeFlag != 0 {
 		f.logger.Warn("ignoring unknown command type", "type", uint8(msgType), "index", index)

@@ -60,7 +60,9 @@ func (s *fuzzState) withSpan(tb testing.TB) *fuzzState {
 
 // spanCommands returns commands against the unmanaged AM's app of
 // withSpan: a new span, the next attempt, a retry, an older attempt, its
-// AM ending it KILLED, a report of its container.
+// AM ending it KILLED, a report of its container; then the app's counters.
+// (Commands added since the golden format-1 snapshot go here, not in
+// commands, which richState replays.)
 func (s *fuzzState) spanCommands(tb testing.TB) [][]byte {
 	bodies := []struct {
 		t    MessageType
@@ -73,6 +75,10 @@ func (s *fuzzState) spanCommands(tb testing.TB) [][]byte {
 		{AppSubmitUnmanagedType, &AppSubmitUnmanagedRequest{AppID: s.app, Home: "sc1", Subcluster: "sc2", Attempt: 2, Queue: "dev", User: "u", Now: 10}},
 		{AppFinishType, &AppFinishRequest{AppID: s.span, Attempt: 1, State: scheduler.AppKilled, Diagnostics: "home killed", Now: 10}},
 		{ContainerUpdateType, &ContainerUpdateRequest{NodeID: "n1", Updates: []ContainerStatus{{ID: s.spanC, State: scheduler.ContainerRunning, At: 10}}}},
+		// Counters (SPEC §19): new ones, a bad name, an AM's final ones.
+		{AppCountersType, &AppCountersRequest{AppID: s.app, Attempt: 1, Counters: scheduler.Counters{"maps.data_local": 3, "shuffle.bytes.rack": 1 << 40}}},
+		{AppCountersType, &AppCountersRequest{AppID: s.app, Attempt: 1, Counters: scheduler.Counters{"Bad Name": -1}}},
+		{AppFinishType, &AppFinishRequest{AppID: s.app, Attempt: 1, State: scheduler.AppFinished, Counters: scheduler.Counters{"tnd": 8}, Now: 10}},
 	}
 	var out [][]byte
 	for i, b := range bodies {
@@ -309,6 +315,7 @@ var commandBodies = map[MessageType]func() any{
 	NodeDrainType:            func() any { return new(NodeDrainRequest) },
 	GCType:                   func() any { return new(GCRequest) },
 	AppSubmitUnmanagedType:   func() any { return new(AppSubmitUnmanagedRequest) },
+	AppCountersType:          func() any { return new(AppCountersRequest) },
 }
 
 func TestCommandBodiesCoverEveryType(t *testing.T) {

@@ -112,7 +112,9 @@ func (c *AMClient) Finish(ctx context.Context, finalState, diagnostics string) e
 	return c.FinishWith(ctx, AMFinishRequest{FinalState: finalState, Diagnostics: diagnostics})
 }
 
-// FinishWith is Finish with the rest of req (the app's final counters).
+// FinishWith ends the app as req says: its final state, diagnostics and
+// final counters (SPEC §19). The client fills in the app, attempt and
+// token.
 func (c *AMClient) FinishWith(ctx context.Context, req AMFinishRequest) error {
 	req.AppID, req.Attempt, req.Token = c.AppID, c.Attempt, c.Token
 	var resp WriteResponse

@@ -37,15 +37,20 @@ type ContainerInfo struct {
 	FinishedAt  int64  `codec:"finished_at" json:"finished_at,omitempty"`
 }
 
-// NewContainerInfo describes a container; nodeAddr is its node's RPC
-// address. It carries no token.
-func NewContainerInfo(c *scheduler.Container, nodeAddr string) ContainerInfo {
-	return ContainerInfo{
-		ID: c.ID, AppID: c.AppID, Attempt: c.Attempt, NodeID: c.NodeID, NodeAddress: nodeAddr, AskID: c.AskID,
+// NewContainerInfo describes a container on node n (its RPC address and
+// rack; nil when the node is not known, which leaves both empty). It
+// carries no token.
+func NewContainerInfo(c *scheduler.Container, n *scheduler.Node) ContainerInfo {
+	info := ContainerInfo{
+		ID: c.ID, AppID: c.AppID, Attempt: c.Attempt, NodeID: c.NodeID, AskID: c.AskID,
 		ExecutionType: string(c.ExecutionType), State: string(c.State), ExitCode: c.ExitCode,
 		Reason: string(c.Reason), Diagnostics: c.Diagnostics, IsAM: c.IsAM, Resources: c.Resources,
 		AllocatedAt: c.AllocatedAt, StartedAt: c.StartedAt, FinishedAt: c.FinishedAt,
 	}
+	if n != nil {
+		info.NodeAddress, info.Rack = n.Address, n.Rack
+	}
+	return info
 }
 
 // ContainerListRequest lists containers by app, node and/or state

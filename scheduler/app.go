@@ -323,9 +323,13 @@ type App struct {
 	// Unmanaged marks an app whose AM runs in another sub-cluster of a
 	// federation (SPEC §18): its record here has no AM container, and the
 	// AMRMProxy of the AM's node asks for it. Nil for every other app.
-	Unmanaged   *Unmanaged `codec:"unmanaged,omitempty"`
-	CreateIndex uint64     `codec:"create_index"`
-	ModifyIndex uint64     `codec:"modify_index"`
+	Unmanaged *Unmanaged `codec:"unmanaged,omitempty"`
+	// Counters are the figures the app's AM reported last (SPEC §19),
+	// nil until it reports any; an ended app keeps its final ones. A
+	// stored app's map is replaced whole, never changed in place.
+	Counters    Counters `codec:"counters,omitempty"`
+	CreateIndex uint64   `codec:"create_index"`
+	ModifyIndex uint64   `codec:"modify_index"`
 }
 
 // Unmanaged is what a sub-cluster holds of an app that spans into it from

@@ -200,23 +200,38 @@ const (
 	MaxCounterNameLength = 64
 )
 
-// ValidateCounters checks counters an AM reports and names the first bad
-// one: names are 1 to MaxCounterNameLength of a-z, 0-9, '.', '_' and '-'.
+// ValidateCounters checks counters an AM reports and names a bad one:
+// names are 1 to MaxCounterNameLength of a-z, 0-9, '.', '_' and '-'. Of
+// several bad names it names the first in name order, whatever the map's
+// order, so that every server refusing them says the same (a refusal is
+// remembered, replicated, with a client's request ID).
 func ValidateCounters(c Counters) error {
 	if len(c) > MaxCounters {
 		return fmt.Errorf("counters: %d; at most %d", len(c), MaxCounters)
 	}
+	bad, why := "", ""
 	for name := range c {
-		if name == "" || len(name) > MaxCounterNameLength {
-			return fmt.Errorf("counters: name %.64q must be 1 to %d characters", name, MaxCounterNameLength)
-		}
-		for _, r := range name {
-			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-				return fmt.Errorf("counters: name %.64q may hold only a-z, 0-9, '.', '_' and '-'", name)
-			}
+		if problem := counterNameProblem(name); problem != "" && (why == "" || name < bad) {
+			bad, why = name, problem
 		}
 	}
+	if why != "" {
+		return fmt.Errorf("counters: name %.64q %s", bad, why)
+	}
 	return nil
+}
+
+// counterNameProblem says what is wrong with a counter's name, or "".
+func counterNameProblem(name string) string {
+	if name == "" || len(name) > MaxCounterNameLength {
+		return fmt.Sprintf("must be 1 to %d characters", MaxCounterNameLength)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return "may hold only a-z, 0-9, '.', '_' and '-'"
+		}
+	}
+	return ""
 }
 
 // Equal reports whether c and o hold the same figures.

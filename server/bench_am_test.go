@@ -121,12 +121,9 @@ func rescanAnswer(st *fsm.State, args *wrpc.AMAllocateRequest, reply *wrpc.AMAll
 			continue
 		}
 		index = max(index, c.ModifyIndex)
-		addr := ""
-		if n, ok := st.Node(c.NodeID); ok {
-			addr = n.Address
-		}
+		node, _ := st.Node(c.NodeID)
 		if c.CreateIndex > args.MinQueryIndex && !c.Distributed {
-			info := wrpc.NewContainerInfo(c, addr)
+			info := wrpc.NewContainerInfo(c, node)
 			info.User = app.Spec.User
 			if c.State == scheduler.ContainerAllocated {
 				tok, err := containerToken(ring, c, app.Spec.User)
@@ -138,7 +135,7 @@ func rescanAnswer(st *fsm.State, args *wrpc.AMAllocateRequest, reply *wrpc.AMAll
 			reply.Allocated = append(reply.Allocated, info)
 		}
 		if c.State == scheduler.ContainerCompleted && c.ModifyIndex > args.MinQueryIndex {
-			reply.Completed = append(reply.Completed, wrpc.NewContainerInfo(c, addr))
+			reply.Completed = append(reply.Completed, wrpc.NewContainerInfo(c, node))
 		}
 		if c.State.Live() && c.PreemptKillAt > 0 {
 			reply.PreemptionWarnings = append(reply.PreemptionWarnings, c.ID)

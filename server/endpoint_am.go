@@ -47,9 +47,10 @@ func (e *AM) Register(ctx context.Context, args *wrpc.AMRegisterRequest, reply *
 }
 
 // Allocate records the AM's guaranteed asks and releases, allocates its
-// opportunistic asks centrally, grants what it can of its promotions, then
-// returns the containers allocated to and completed for its attempt since
-// MinQueryIndex, waiting up to MaxWait when there is nothing new.
+// opportunistic asks centrally, grants what it can of its promotions,
+// keeps its counters when they changed, then returns the containers
+// allocated to and completed for its attempt since MinQueryIndex, waiting
+// up to MaxWait when there is nothing new.
 func (e *AM) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateResponse) error {
 	if done, err := e.srv.forwardWrite(ctx, "AM.Allocate", args, reply); done {
 		return err
@@ -62,6 +63,9 @@ func (e *AM) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, reply *
 			return nil
 		}
 		return err
+	}
+	if err := scheduler.ValidateCounters(args.Counters); err != nil {
+		return wrpc.Errorf(wrpc.CodeBadRequest, "%v", err)
 	}
 	reply.AMToken = e.srv.renewAMToken(st, claims)
 	if app.Unmanaged != nil {
@@ -151,6 +155,16 @@ func (e *AM) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, reply *
 		}
 		hdr.MaxWait = time.Millisecond // the promotion results are news enough
 	}
+	if args.Counters != nil && !app.State.Terminal() {
+		// An AM may send its counters with every call: only a change is
+		// written. An ended app keeps its final counters.
+		req := &fsm.AppCountersRequest{AppID: args.AppID, Attempt: args.Attempt, Counters: args.Counters}
+		if e.srv.fsm.State().AppCountersChange(req) {
+			if _, _, err := e.srv.raftApply(ctx, fsm.AppCountersType, req); err != nil {
+				return err
+			}
+		}
+	}
 	return e.srv.blockingQuery(ctx, &hdr, &wrpc.ResponseMeta{}, func(st *fsm.State) (uint64, error) {
 		return amAnswer(st, args, reply)
 	})
@@ -184,14 +198,11 @@ func amAnswer(st *fsm.State, args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocat
 		}
 		news = true
 		index = max(index, c.ModifyIndex)
-		addr := ""
-		if n, ok := st.Node(c.NodeID); ok {
-			addr = n.Address
-		}
+		node, _ := st.Node(c.NodeID) // its address, and its rack for the AM's distances
 		// Containers an AMRMProxy allocated reached the AM from it,
 		// not from here.
 		if c.CreateIndex > args.MinQueryIndex && !c.Distributed {
-			info := wrpc.NewContainerInfo(c, addr)
+			info := wrpc.NewContainerInfo(c, node)
 			info.User = app.Spec.User
 			if c.State == scheduler.ContainerAllocated { // only what is still to start needs a token
 				tok, err := containerToken(ring, c, app.Spec.User)
@@ -203,7 +214,7 @@ func amAnswer(st *fsm.State, args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocat
 			reply.Allocated = append(reply.Allocated, info)
 		}
 		if c.State == scheduler.ContainerCompleted {
-			reply.Completed = append(reply.Completed, wrpc.NewContainerInfo(c, addr))
+			reply.Completed = append(reply.Completed, wrpc.NewContainerInfo(c, node))
 		}
 	}
 	if !news {
@@ -223,7 +234,8 @@ func amAnswer(st *fsm.State, args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocat
 
 // Finish ends the app as FINISHED or FAILED; an unmanaged AM's app as
 // KILLED too (its AMRMProxy says so when the home app was killed). The
-// app's containers are stopped, but for a managed AM's own.
+// app's containers are stopped, but for a managed AM's own. Counters, if
+// sent, are recorded with the end, in the same write.
 func (e *AM) Finish(ctx context.Context, args *wrpc.AMFinishRequest, reply *wrpc.WriteResponse) error {
 	if done, err := e.srv.forwardWrite(ctx, "AM.Finish", args, reply); done {
 		return err
@@ -241,8 +253,12 @@ func (e *AM) Finish(ctx context.Context, args *wrpc.AMFinishRequest, reply *wrpc
 	default:
 		return wrpc.Errorf(wrpc.CodeBadRequest, "final_state must be FINISHED or FAILED, not %q", args.FinalState)
 	}
+	if err := scheduler.ValidateCounters(args.Counters); err != nil {
+		return wrpc.Errorf(wrpc.CodeBadRequest, "%v", err)
+	}
 	_, index, err := e.srv.raftApplyRequest(ctx, &args.RequestHeader, fsm.AppFinishType, &fsm.AppFinishRequest{
 		AppID: args.AppID, Attempt: args.Attempt, State: state, Diagnostics: args.Diagnostics, Now: e.srv.clock.Now().UnixNano(),
+		Counters: args.Counters,
 	})
 	reply.Index = index
 	return err

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -132,6 +133,9 @@ func (e *App) Status(ctx context.Context, args *wrpc.AppRequest, reply *wrpc.App
 			return 0, err
 		}
 		reply.App = appInfo(a, st, e.srv.whyPending(st))
+		// Counters in the app's status only: a list of many apps would
+		// carry up to MaxCounters of each.
+		reply.App.Counters = maps.Clone(a.Counters)
 		index := a.ModifyIndex
 		for _, c := range st.AppContainers(a.ID) {
 			index = max(index, c.ModifyIndex)
@@ -207,11 +211,8 @@ func (e *Container) List(ctx context.Context, args *wrpc.ContainerListRequest, r
 			if !ok {
 				continue
 			}
-			addr := ""
-			if n, ok := st.Node(c.NodeID); ok {
-				addr = n.Address
-			}
-			reply.Containers = append(reply.Containers, wrpc.NewContainerInfo(c, addr))
+			node, _ := st.Node(c.NodeID)
+			reply.Containers = append(reply.Containers, wrpc.NewContainerInfo(c, node))
 		}
 		sort.Slice(reply.Containers, func(i, j int) bool {
 			return scheduler.CompareIDs(reply.Containers[i].ID, reply.Containers[j].ID) < 0

@@ -180,7 +180,7 @@ func (e *Node) heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply
 			if !ok {
 				continue
 			}
-			info := wrpc.NewContainerInfo(c, node.Address)
+			info := wrpc.NewContainerInfo(c, node)
 			info.User = app.Spec.User
 			if ring == nil {
 				ring = keyringOf(st)
@@ -320,7 +320,7 @@ func (e *Node) Status(ctx context.Context, args *wrpc.NodeStatusRequest, reply *
 		reply.Node.EstimatedQueueWait = e.srv.queueWait(n.ID)
 		reply.Containers = reply.Containers[:0]
 		for _, c := range st.NodeLiveContainers(n.ID) {
-			reply.Containers = append(reply.Containers, wrpc.NewContainerInfo(c, n.Address))
+			reply.Containers = append(reply.Containers, wrpc.NewContainerInfo(c, n))
 		}
 		sort.Slice(reply.Containers, func(i, j int) bool {
 			return scheduler.CompareIDs(reply.Containers[i].ID, reply.Containers[j].ID) < 0

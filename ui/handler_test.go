@@ -112,3 +112,18 @@ func TestAssetsAreSelfContained(t *testing.T) {
 		}
 	}
 }
+
+// The app page shows the AM's counters (SPEC §19) in a panel of their own,
+// a row each marked data-counter for browser tests, only when there are
+// some.
+func TestAppPageHasTheCountersPanel(t *testing.T) {
+	b := body(t, get(t, Handler(), http.MethodGet, "/ui/js/pages/app.js", nil))
+	for _, want := range []string{
+		"hasCounters(app) ? panel(`Counters (",
+		"rowData: (c) => ({ counter: c.name })",
+	} {
+		if !strings.Contains(b, want) {
+			t.Errorf("app.js lacks %q", want)
+		}
+	}
+}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/user"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -325,6 +328,44 @@ func printApp(a rpc.AppInfo) {
 		fmt.Fprintf(w, "Preempted\t%s: %s (for %s)\n", p.ContainerID, p.Reason, p.ForApp)
 	}
 	w.Flush()
+	printCounters(a.Counters)
+}
+
+// printCounters prints an app's counters (SPEC §19), if it has any: by
+// name (so those sharing a first dot-separated part stand together),
+// values aligned on the right with thousands separated.
+func printCounters(c scheduler.Counters) {
+	if len(c) == 0 {
+		return
+	}
+	names := slices.Sorted(maps.Keys(c))
+	values := make([]string, len(names))
+	nameWidth, valueWidth := 0, 0
+	for i, name := range names {
+		values[i] = thousands(c[name])
+		nameWidth, valueWidth = max(nameWidth, len(name)), max(valueWidth, len(values[i]))
+	}
+	fmt.Fprintln(stdout, "Counters:")
+	for i, name := range names {
+		fmt.Fprintf(stdout, "  %-*s  %*s\n", nameWidth, name, valueWidth, values[i])
+	}
+}
+
+// thousands writes n with a comma between each group of three digits.
+func thousands(n int64) string {
+	digits := strconv.FormatInt(n, 10)
+	sign := ""
+	if n < 0 {
+		sign, digits = "-", digits[1:]
+	}
+	var b strings.Builder
+	for i, d := range digits {
+		if i > 0 && (len(digits)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(d)
+	}
+	return sign + b.String()
 }
 
 // explainAppNotFound adds to a not-found answer for an app that it may

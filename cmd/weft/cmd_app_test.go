@@ -1,11 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
 )
 
 func TestSubmitLocalityFlags(t *testing.T) {
@@ -63,6 +68,52 @@ func TestSubmitLocalityFlagsAreChecked(t *testing.T) {
 		code, _, errOut := runCaptured(t, args...)
 		if code != 2 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("weft %v: exit %d, stderr %q; want exit 2 and one line with %q", args, code, errOut, tc.want)
+		}
+	}
+}
+
+// printAppOutput is what `weft app status` prints for a.
+func printAppOutput(t *testing.T, a rpc.AppInfo) string {
+	t.Helper()
+	var out bytes.Buffer
+	old := stdout
+	stdout = &out
+	defer func() { stdout = old }()
+	printApp(a)
+	return out.String()
+}
+
+// The counters come after the rest, sorted by name, names aligned on the
+// left and values on the right with thousands separated; an app without
+// counters prints exactly what it did before.
+func TestAppStatusPrintsCounters(t *testing.T) {
+	a := rpc.AppInfo{ID: "app-7", Name: "wordcount", Queue: "root.default", User: "alice", State: "RUNNING",
+		SubmittedAt: time.Date(2026, 11, 28, 4, 0, 0, 0, time.UTC).UnixNano()}
+	plain := printAppOutput(t, a)
+	if strings.Contains(plain, "Counters") {
+		t.Fatalf("an app without counters prints a counters section:\n%s", plain)
+	}
+	a.Counters = scheduler.Counters{"shuffle.bytes.off_rack": 1234567, "maps.data_local": 12, "maps.off_rack": 0, "wtnd": -1500}
+	got := printAppOutput(t, a)
+	rest, counters, ok := strings.Cut(got, "Counters:\n")
+	if !ok || rest != plain {
+		t.Fatalf("output with counters:\n%s\nwant the output without them, then the counters section:\n%s", got, plain)
+	}
+	want := "" +
+		"  maps.data_local                12\n" +
+		"  maps.off_rack                   0\n" +
+		"  shuffle.bytes.off_rack  1,234,567\n" +
+		"  wtnd                       -1,500\n"
+	if counters != want {
+		t.Fatalf("counters section:\n%s\nwant:\n%s", counters, want)
+	}
+}
+
+func TestThousands(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", -1000: "-1,000", 123456: "123,456",
+		-9223372036854775808: "-9,223,372,036,854,775,808"} {
+		if got := thousands(n); got != want {
+			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
 		}
 	}
 }

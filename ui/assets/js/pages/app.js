@@ -1,5 +1,6 @@
 // app.js: one app — its state and why it waits, a timeline of its
-// containers and events, AM attempts, containers, preemptions and logs.
+// containers and events, its AM's counters, AM attempts, containers,
+// preemptions and logs.
 
 import { asList, asObject, request, watch } from "../api.js";
 import { h, link, replace, s } from "../dom.js";
@@ -64,6 +65,7 @@ export function render(main, ctx) {
       app.diagnostics && !app.why_pending ? h("div.note", { class: `note ${app.state === "FAILED" ? "note-bad" : ""}` }, h("strong", "Diagnostics: "), app.diagnostics) : null,
       app.spans && app.spans.length ? panel(`Sub-clusters (${app.spans.length})`, spansTable(app)) : null,
       panel("Timeline", timeline(app, cs)),
+      hasCounters(app) ? panel(`Counters (${Object.keys(app.counters).length})`, countersTable(app)) : null,
       h("div.grid-2",
         panel(`AM attempts (${(app.attempts || []).length})`, attemptsTable(app)),
         panel(`Preemptions (${(app.preemptions || []).length})`, preemptionsTable(app))),
@@ -172,6 +174,20 @@ function spansTable(app) {
     { key: "completed", label: "Done", num: true, render: (p) => String((p.containers || {}).completed || 0) },
     { key: "allocated", label: "Allocated", num: true, render: (p) => String((p.containers || {}).allocated || 0) },
   ], app.spans, {}, { cls: "compact", rowData: (p) => ({ subcluster: p.subcluster }) });
+}
+
+function hasCounters(app) {
+  return !!app.counters && Object.keys(app.counters).length > 0;
+}
+
+/** countersTable lists the figures the app's AM reported (SPEC §19), by name. */
+function countersTable(app) {
+  const rows = Object.entries(app.counters).map(([name, value]) => ({ name, value }))
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return table([
+    { key: "name", label: "Counter", cls: "mono" },
+    { key: "value", label: "Value", num: true, render: (c) => c.value.toLocaleString("en-US") },
+  ], rows, {}, { cls: "compact", rowData: (c) => ({ counter: c.name }) });
 }
 
 function attemptsTable(app) {
