@@ -39,6 +39,8 @@ const (
 	CounterMapsOffRack    = "maps.off_rack"
 	CounterMapsAnywhere   = "maps.anywhere" // splits that name no node or rack
 	CounterMapsLostRerun  = "maps.rerun_lost_output"
+	CounterMaps           = "maps.total"
+	CounterReduces        = "reduces.total"
 	CounterMapsDone       = "maps.done"
 	CounterReducesDone    = "reduces.done"
 	CounterMapInputBytes  = "map.input_bytes"
@@ -215,7 +217,12 @@ func (d *MapReduce) plan(job scheduler.MapReduce) {
 			d.byRack[r] = append(d.byRack[r], i)
 		}
 	}
-	d.counters[CounterMapsDone], d.counters[CounterReducesDone] = 0, 0
+	// Zero counters are reported too: "0 off-rack" is an outcome.
+	for _, name := range []string{CounterMapsDone, CounterReducesDone, CounterMapsDataLocal, CounterMapsRackLocal,
+		CounterMapsOffRack, CounterShuffleNode, CounterShuffleRack, CounterShuffleOffRack} {
+		d.counters[name] = 0
+	}
+	d.counters[CounterMaps], d.counters[CounterReduces] = int64(len(d.maps)), int64(len(d.reduces))
 }
 
 // asks returns the asks whose counts (or feeders) changed since they were

@@ -9,7 +9,18 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
+
+// thousands is n as the UI writes it: 1,030,492.
+func thousands(n int64) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
 
 // mrApp is what app status -json says of a MapReduce job.
 type mrApp struct {
@@ -93,6 +104,85 @@ func TestMapReduceWordCount(t *testing.T) {
 		if frac := float64(c["shuffle.bytes.off_rack"]) / float64(shuffled(c)); frac > 0.3 {
 			t.Errorf("CoGRS moved %.0f%% of the shuffle across racks; /rack1 holds a quarter of the data", 100*frac)
 		}
+	})
+
+	t.Run("the web UI shows the job", func(t *testing.T) {
+		w.t = t
+		b := startBrowser(t, w.httpURL("s1"))
+		b.open("/ui/")
+		if _, err := eval[bool](b, fmt.Sprintf(`(localStorage.setItem("weft.token", %q), true)`, os.Getenv("WEFT_TOKEN"))); err != nil {
+			t.Fatal(err)
+		}
+		b.open("/ui/apps/" + cog.ID)
+		b.run(chromedp.WaitVisible(`[data-fact="map-locality"]`))
+		facts, err := eval[map[string]string](b, `Object.fromEntries([...document.querySelectorAll("[data-fact]")].map((f) => [f.dataset.fact, f.querySelector("dd").innerText]))`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := cog.Counters
+		wantLocality := fmt.Sprintf("%d data-local · %d rack-local · %d off-rack", c["maps.data_local"], c["maps.rack_local"], c["maps.off_rack"])
+		if facts["maps"] != "12 of 12 done" || facts["map-locality"] != wantLocality || !strings.HasPrefix(facts["shuffle"], thousands(shuffled(c))) {
+			t.Errorf("the app page shows %q; want 12 maps done, locality %q, shuffle %d bytes", facts, wantLocality, shuffled(c))
+		}
+		rows, err := eval[int](b, `document.querySelectorAll("tr[data-counter]").length`)
+		if err != nil || rows != len(c) {
+			t.Errorf("the counters table has %d rows (%v); the job has %d counters", rows, err, len(c))
+		}
+		b.shot("app-mapreduce", 1366, 768)
+	})
+
+	t.Run("capacity queues lend idle capacity and take it back as tasks finish", func(t *testing.T) {
+		w.t = t
+		if out, errOut, code := cli(t, "queue", "apply", "-address", w.any(), "../examples/capacity-queues.hcl"); code != 0 {
+			t.Fatalf("queue apply: %s %s", out, errOut)
+		}
+		defer func() { // the next job runs in root.default, which has 10% here
+			if out, errOut, code := cli(t, "queue", "apply", "-address", w.any(), "../examples/queues.hcl"); code != 0 {
+				t.Fatalf("queue apply: %s %s", out, errOut)
+			}
+		}()
+		// 24 vcores in all; every container takes one. root.dev.alice's
+		// capacity is 15% (3.6 vcores); alone she may borrow up to her
+		// user limit, 45% (10 containers with her AM).
+		dev := w.submit("-queue", "root.dev.alice", "-num-containers", "8", "--", "sleep", "3")
+		peakDev, devAtArrival := 0, 0
+		waitFor(t, time.Minute, "alice to borrow beyond her capacity", func() error {
+			devAtArrival = countTasks(w.containers(dev), "RUNNING", "")
+			peakDev = max(peakDev, devAtArrival)
+			if devAtArrival < 8 {
+				return fmt.Errorf("%d of alice's tasks running", devAtArrival)
+			}
+			return nil
+		})
+		// root.prod (60%) wants 20 tasks, more than the room alice leaves
+		// (24 less her AM, her 8 tasks and prod's AM): it gets them all
+		// only as her tasks finish and their room comes back, none
+		// preempted.
+		prod := w.submit("-queue", "root.prod", "-num-containers", "20", "--", "sleep", "5")
+		room := 24 - 1 - devAtArrival - 1
+		peakProd := 0
+		waitFor(t, time.Minute, "prod to run all 20 tasks", func() error {
+			peakDev = max(peakDev, countTasks(w.containers(dev), "RUNNING", ""))
+			peakProd = max(peakProd, countTasks(w.containers(prod), "RUNNING", ""))
+			if peakProd < 20 {
+				return fmt.Errorf("%d of prod's tasks running", peakProd)
+			}
+			return nil
+		})
+		if room >= 20 {
+			t.Fatalf("alice ran %d tasks when prod arrived: the room left (%d) proves nothing", devAtArrival, room)
+		}
+		for _, id := range []string{dev, prod} {
+			if a := w.waitApp(id, 2*time.Minute); a.State != "FINISHED" {
+				t.Fatalf("app %s: %+v", id, a)
+			}
+			for _, c := range tasks(w.containers(id)) {
+				if !exitedZero(c) {
+					t.Errorf("app %s: container %+v did not exit 0: capacity queues never preempt", id, c)
+				}
+			}
+		}
+		t.Logf("alice's tasks peaked at %d (capacity 3.6 vcores); prod arrived to room for %d and ran all 20 as hers finished", peakDev, room)
 	})
 
 	t.Run("a lost node's finished maps run again", func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weft-sched/weft/am"
 	"github.com/weft-sched/weft/internal/config"
 	"github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
@@ -328,7 +329,44 @@ func printApp(a rpc.AppInfo) {
 		fmt.Fprintf(w, "Preempted\t%s: %s (for %s)\n", p.ContainerID, p.Reason, p.ForApp)
 	}
 	w.Flush()
+	printJobSummary(a.Counters)
 	printCounters(a.Counters)
+}
+
+// printJobSummary prints what a MapReduce job's counters say (SPEC §19),
+// when they are a MapReduce job's: progress, map locality, the shuffle by
+// distance and the network distance of the reduces.
+func printJobSummary(c scheduler.Counters) {
+	if _, ok := c[am.CounterMaps]; !ok {
+		return
+	}
+	pct := func(n, of int64) string {
+		if of == 0 {
+			return ""
+		}
+		return fmt.Sprintf(" (%.0f%%)", 100*float64(n)/float64(of))
+	}
+	fmt.Fprintf(stdout, "%-14s%d of %d maps and %d of %d reduces done", "Job",
+		c[am.CounterMapsDone], c[am.CounterMaps], c[am.CounterReducesDone], c[am.CounterReduces])
+	if ms, ok := c[am.CounterJobMS]; ok {
+		fmt.Fprintf(stdout, " in %s (maps %s)", time.Duration(ms)*time.Millisecond, time.Duration(c[am.CounterMapPhaseMS])*time.Millisecond)
+	}
+	fmt.Fprintln(stdout)
+	fmt.Fprintf(stdout, "%-14s%d data-local, %d rack-local, %d off-rack", "Maps",
+		c[am.CounterMapsDataLocal], c[am.CounterMapsRackLocal], c[am.CounterMapsOffRack])
+	if n := c[am.CounterMapsAnywhere]; n > 0 {
+		fmt.Fprintf(stdout, ", %d naming no node", n)
+	}
+	if n := c[am.CounterMapsLostRerun]; n > 0 {
+		fmt.Fprintf(stdout, "; %d run again for lost output", n)
+	}
+	fmt.Fprintln(stdout)
+	node, rack, off := c[am.CounterShuffleNode], c[am.CounterShuffleRack], c[am.CounterShuffleOffRack]
+	total := node + rack + off
+	fmt.Fprintf(stdout, "%-14s%s bytes: %s node-local%s, %s rack-local%s, %s off-rack%s\n", "Shuffle", thousands(total),
+		thousands(node), pct(node, total), thousands(rack), pct(rack, total), thousands(off), pct(off, total))
+	fmt.Fprintf(stdout, "%-14sTND %s, WTND %s (bytes × distance; 0 same node, 2 same rack, 4 across racks)\n", "Distance",
+		thousands(c[am.CounterShuffleTND]), thousands(c[am.CounterShuffleWTND]))
 }
 
 // printCounters prints an app's counters (SPEC §19), if it has any: by

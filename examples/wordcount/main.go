@@ -164,7 +164,9 @@ func generate(o options) error {
 					b.WriteByte(' ')
 				}
 			}
-			b.WriteByte('\n')
+			if data := b.Bytes(); len(data) > 0 && data[len(data)-1] == ' ' {
+				data[len(data)-1] = '\n' // every line ends, and no line is empty
+			}
 			if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
 				return err
 			}

@@ -65,6 +65,7 @@ export function render(main, ctx) {
       app.diagnostics && !app.why_pending ? h("div.note", { class: `note ${app.state === "FAILED" ? "note-bad" : ""}` }, h("strong", "Diagnostics: "), app.diagnostics) : null,
       app.spans && app.spans.length ? panel(`Sub-clusters (${app.spans.length})`, spansTable(app)) : null,
       panel("Timeline", timeline(app, cs)),
+      isJob(app) ? panel("MapReduce job", jobFacts(app.counters)) : null,
       hasCounters(app) ? panel(`Counters (${Object.keys(app.counters).length})`, countersTable(app)) : null,
       h("div.grid-2",
         panel(`AM attempts (${(app.attempts || []).length})`, attemptsTable(app)),
@@ -178,6 +179,29 @@ function spansTable(app) {
 
 function hasCounters(app) {
   return !!app.counters && Object.keys(app.counters).length > 0;
+}
+
+/** isJob says whether the app's counters are a MapReduce job's (SPEC §19). */
+function isJob(app) {
+  return hasCounters(app) && "maps.total" in app.counters;
+}
+
+/** jobFacts sums up a MapReduce job's counters: progress, where its maps
+ * ran against their splits, and how far its shuffle went. */
+function jobFacts(c) {
+  const n = (name) => c[name] || 0;
+  const num = (v) => v.toLocaleString("en-US");
+  const shuffle = n("shuffle.bytes.node_local") + n("shuffle.bytes.rack_local") + n("shuffle.bytes.off_rack");
+  const share = (v) => (shuffle ? ` (${Math.round((100 * v) / shuffle)}%)` : "");
+  const item = (k, v, fact) => h("div.fact", { dataset: { fact } }, h("dt", k), h("dd", v));
+  return h("dl.facts",
+    item("Maps", `${num(n("maps.done"))} of ${num(n("maps.total"))} done`, "maps"),
+    item("Reduces", `${num(n("reduces.done"))} of ${num(n("reduces.total"))} done`, "reduces"),
+    item("Map locality", `${num(n("maps.data_local"))} data-local · ${num(n("maps.rack_local"))} rack-local · ${num(n("maps.off_rack"))} off-rack`, "map-locality"),
+    n("maps.rerun_lost_output") ? item("Maps run again", `${num(n("maps.rerun_lost_output"))} (output lost)`, "maps-rerun") : null,
+    item("Shuffle", `${num(shuffle)} bytes`, "shuffle"),
+    item("By distance", `${num(n("shuffle.bytes.node_local"))} node${share(n("shuffle.bytes.node_local"))} · ${num(n("shuffle.bytes.rack_local"))} rack${share(n("shuffle.bytes.rack_local"))} · ${num(n("shuffle.bytes.off_rack"))} off-rack${share(n("shuffle.bytes.off_rack"))}`, "shuffle-distance"),
+    item("TND / WTND", `${num(n("shuffle.tnd"))} / ${num(n("shuffle.wtnd"))}`, "wtnd"));
 }
 
 /** countersTable lists the figures the app's AM reported (SPEC §19), by name. */
