@@ -1,0 +1,149 @@
+package am
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+	wrpc "github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
+)
+
+// testJob is an AM planned for four splits: two on n1 (rack /r1), one on
+// n2 (/r1) and one naming nothing; two reduces.
+func testJob(t *testing.T, placement string) *MapReduce {
+	t.Helper()
+	d := NewMapReduce(wrpc.NewAMClient("app-1", 1, "tok", "127.0.0.1:1"), hclog.NewNullLogger(), "/bin/weft")
+	t.Cleanup(d.client.Close)
+	d.plan(scheduler.MapReduce{
+		Splits: []scheduler.Split{
+			{Path: "/in/0", Nodes: []string{"n1"}, Racks: []string{"/r1"}},
+			{Path: "/in/1", Nodes: []string{"n1"}, Racks: []string{"/r1"}},
+			{Path: "/in/2", Nodes: []string{"n2"}},
+			{Path: "/in/3"},
+		},
+		Map: []string{"cat"}, Reduce: []string{"cat"}, Reducers: 2, Output: "/out",
+		MapResources: scheduler.Resources{MemoryMB: 256, Vcores: 1}, ReduceResources: scheduler.Resources{MemoryMB: 512, Vcores: 1},
+		ReducePlacement: placement,
+	})
+	return d
+}
+
+// Splits of one locality share one map ask, counting what is pending;
+// an ask is sent again only when it changed or got containers; reduce
+// asks wait for every map and then carry the bytes per node as feeders.
+func TestMapReduceAsks(t *testing.T) {
+	d := testJob(t, scheduler.PlacementCenterOfGravity)
+	asks := d.asks()
+	want := []scheduler.Ask{
+		{AskID: mapAskBase, Count: 2, Locality: scheduler.Locality{Nodes: []string{"n1"}, Racks: []string{"/r1"}, Relax: true}},
+		{AskID: mapAskBase + 1, Count: 1, Locality: scheduler.Locality{Nodes: []string{"n2"}, Relax: true}},
+		{AskID: mapAskBase + 2, Count: 1, Locality: scheduler.Locality{Relax: true}},
+	}
+	if len(asks) != len(want) {
+		t.Fatalf("first asks %+v: want the three map asks and no reduce ask", asks)
+	}
+	for i, a := range asks {
+		if a.AskID != want[i].AskID || a.Count != want[i].Count || !reflect.DeepEqual(a.Locality, want[i].Locality) ||
+			a.Resources.MemoryMB != 256 || a.Feeders != nil {
+			t.Errorf("ask %d: %+v, want %+v", i, a, want[i])
+		}
+	}
+	for _, a := range asks {
+		d.sent[a.AskID] = a
+	}
+	if again := d.asks(); len(again) != 0 {
+		t.Errorf("nothing changed, yet asks %+v were sent again", again)
+	}
+	// Every map done: n1 holds 30 and 10 bytes of partitions 0 and 1, n2 5
+	// and 0, the split naming nothing ran on n3 (7 and 1).
+	done := func(i int, node string, sizes ...int64) {
+		d.maps[i].state, d.maps[i].sizes = taskDone, sizes
+		d.maps[i].container = wrpc.ContainerInfo{ID: "c-" + node, NodeID: node, NodeAddress: node + ":1"}
+	}
+	done(0, "n1", 20, 4)
+	done(1, "n1", 10, 6)
+	done(2, "n2", 5, 0)
+	done(3, "n3", 7, 1)
+	asks = d.asks()
+	byID := map[uint64]scheduler.Ask{}
+	for _, a := range asks {
+		byID[a.AskID] = a
+	}
+	r0, r1 := byID[reduceAskBase], byID[reduceAskBase+1]
+	wantR0 := []scheduler.Feeder{{Node: "n1", Bytes: 30}, {Node: "n3", Bytes: 7}, {Node: "n2", Bytes: 5}}
+	wantR1 := []scheduler.Feeder{{Node: "n1", Bytes: 10}, {Node: "n3", Bytes: 1}}
+	if r0.Count != 1 || !reflect.DeepEqual(r0.Feeders, wantR0) || r1.Count != 1 || !reflect.DeepEqual(r1.Feeders, wantR1) ||
+		r0.Resources.MemoryMB != 512 {
+		t.Errorf("reduce asks %+v and %+v: want one each, feeders %v and %v (largest first, none of 0 bytes)", r0, r1, wantR0, wantR1)
+	}
+	for _, a := range []scheduler.Ask{r0, r1} {
+		if err := a.Validate(); err != nil {
+			t.Errorf("the servers would refuse reduce ask %d: %v", a.AskID, err)
+		}
+	}
+	if a := byID[mapAskBase]; a.Count != 0 {
+		t.Errorf("map ask with every map done: %+v, want count 0 to take it back", a)
+	}
+	anywhere := testJob(t, scheduler.PlacementAny)
+	for i := range anywhere.maps {
+		anywhere.maps[i].state, anywhere.maps[i].sizes = taskDone, []int64{1, 1}
+	}
+	for _, a := range anywhere.asks() {
+		if a.AskID >= reduceAskBase && (a.Feeders != nil || a.Count != 1) {
+			t.Errorf("reduce_placement any: ask %+v, want one anywhere without feeders", a)
+		}
+	}
+}
+
+// A container is given to a split held on its node, else on its rack,
+// else one of the ask it came from, else any pending; the locality counter
+// says which.
+func TestMapReducePicksTheNearestSplit(t *testing.T) {
+	d := testJob(t, scheduler.PlacementCenterOfGravity)
+	pick := func(node, rack string, ask uint64) (int, string) {
+		i, loc := d.pickSplit(wrpc.ContainerInfo{NodeID: node, Rack: rack, AskID: ask})
+		if i >= 0 {
+			d.maps[i].state = taskRunning
+		}
+		return i, loc
+	}
+	if i, loc := pick("n2", "/r1", mapAskBase); i != 2 || loc != CounterMapsDataLocal {
+		t.Errorf("a container on n2 from n1's ask: split %d (%s), want n2's split 2, data-local", i, loc)
+	}
+	if i, loc := pick("n5", "/r1", mapAskBase+2); i != 0 || loc != CounterMapsRackLocal {
+		t.Errorf("a container on n5 in /r1: split %d (%s), want split 0, rack-local", i, loc)
+	}
+	if i, loc := pick("n6", "/r9", mapAskBase+2); i != 3 || loc != CounterMapsAnywhere {
+		t.Errorf("a container on n6 from the ask for anywhere: split %d (%s), want split 3", i, loc)
+	}
+	if i, loc := pick("n6", "/r9", mapAskBase+2); i != 1 || loc != CounterMapsOffRack {
+		t.Errorf("the last container: split %d (%s), want split 1, off-rack", i, loc)
+	}
+	if i, _ := pick("n1", "/r1", mapAskBase); i != -1 {
+		t.Errorf("with nothing pending a container was given split %d", i)
+	}
+}
+
+// A reduce's shuffle is counted by distance from each map's node to the
+// reduce's, with its TND and WTND (ND 0 / 2 / 4).
+func TestMapReduceCountsTheShuffle(t *testing.T) {
+	d := testJob(t, scheduler.PlacementCenterOfGravity)
+	d.rackOf = map[string]string{"n1": "/r1", "n2": "/r1", "n3": "/r2"}
+	for i, n := range []string{"n1", "n1", "n2", "n3"} {
+		d.maps[i].state, d.maps[i].sizes = taskDone, []int64{0, 0}
+		d.maps[i].container = wrpc.ContainerInfo{ID: "c-" + n, NodeID: n}
+	}
+	d.reduces[0].feeds = []Feed{{Map: 0}, {Map: 1}, {Map: 2}, {Map: 3}}
+	d.reduces[0].feedNodes = []string{"n1", "n1", "n2", "n3"}
+	d.countShuffle(0, wrpc.ContainerInfo{NodeID: "n1"}, []int64{100, 50, 30, 20})
+	c := d.counters
+	if c[CounterShuffleNode] != 150 || c[CounterShuffleRack] != 30 || c[CounterShuffleOffRack] != 20 {
+		t.Errorf("shuffle by distance %d/%d/%d, want 150 node-local, 30 rack-local, 20 off-rack",
+			c[CounterShuffleNode], c[CounterShuffleRack], c[CounterShuffleOffRack])
+	}
+	// Feeders by node: n1 150 (ND 0), n2 30 (ND 2), n3 20 (ND 4).
+	if c[ReduceCounter(0, "tnd")] != 6 || c[ReduceCounter(0, "wtnd")] != 2*30+4*20 || c[CounterShuffleWTND] != 140 {
+		t.Errorf("TND %d, WTND %d (total %d); want 6 and 140", c[ReduceCounter(0, "tnd")], c[ReduceCounter(0, "wtnd")], c[CounterShuffleWTND])
+	}
+}
