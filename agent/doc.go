@@ -9,8 +9,9 @@
 // never one that is not regular), hosts the AMRMProxy that allocates its AMs'
 // opportunistic asks itself from the leader's least-loaded list (the
 // distributed scheduler, which goes on without a leader) and relays the
-// rest of the AM protocol to the servers, and launches AM containers (the
-// built-in AMs live in package am). When its sub-cluster belongs to a
+// rest of the AM protocol to the servers, and launches AM containers
+// (`weft am dshell` or `weft am mapreduce`: the built-in AMs live in
+// package am). When its sub-cluster belongs to a
 // federation (the servers say so in every heartbeat), the AMRMProxy also
 // splits its AMs' guaranteed asks among sub-clusters by the queue's
 // AMRMProxy policy and speaks for each app, through an unmanaged AM the

@@ -276,7 +276,7 @@ func (a *api) submit(q *request) error {
 	if err != nil {
 		return err
 	}
-	spec, err := config.ParseAppSpec("request body", src)
+	spec, err := config.ParseAppSpecBody("request body", src)
 	if err != nil {
 		return badRequest("%v; nothing was submitted", err)
 	}

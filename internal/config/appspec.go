@@ -55,8 +55,25 @@ type dshellBlock struct {
 }
 
 // ParseAppSpec reads an app spec file (HCL or JSON); errors carry the
-// file and line, and the spec is validated after defaults are applied.
+// file and line, and the spec is validated after defaults are applied. A
+// mapreduce job's relative paths are taken from the file's directory.
 func ParseAppSpec(filename string, src []byte) (scheduler.AppSpec, error) {
+	base, err := filepath.Abs(filepath.Dir(filename))
+	if err != nil {
+		return scheduler.AppSpec{}, err
+	}
+	return parseAppSpec(filename, base, src)
+}
+
+// ParseAppSpecBody reads an app spec sent over the network (the HTTP
+// API's body), named name in errors. A mapreduce job's paths must be
+// absolute: the body has no directory of its own, and the server's is
+// not the submitter's.
+func ParseAppSpecBody(name string, src []byte) (scheduler.AppSpec, error) {
+	return parseAppSpec(name, "", src)
+}
+
+func parseAppSpec(filename, base string, src []byte) (scheduler.AppSpec, error) {
 	var spec scheduler.AppSpec
 	f, diags := parseFile(filename, src)
 	if diags.HasErrors() {
@@ -77,7 +94,7 @@ func ParseAppSpec(filename string, src []byte) (scheduler.AppSpec, error) {
 	case af.DShell != nil && af.MapReduce != nil:
 		return spec, at("give a dshell block or a mapreduce block, not both")
 	case af.MapReduce != nil:
-		job, err := af.MapReduce.job(filename)
+		job, err := af.MapReduce.job(base)
 		if err != nil {
 			return spec, at(err.Error())
 		}
@@ -130,9 +147,9 @@ func toResources(m map[string]int64) (scheduler.Resources, error) {
 	return r, r.Validate()
 }
 
-// job is the block's job, its relative paths taken from the directory of
-// the spec file.
-func (b *mapreduceBlock) job(filename string) (*scheduler.MapReduce, error) {
+// job is the block's job, its relative paths taken from base (left
+// relative, to be refused, when base is "").
+func (b *mapreduceBlock) job(base string) (*scheduler.MapReduce, error) {
 	mapRes, err := toResources(b.MapResources)
 	if err != nil {
 		return nil, fmt.Errorf("mapreduce.map_resources: %w", err)
@@ -141,12 +158,8 @@ func (b *mapreduceBlock) job(filename string) (*scheduler.MapReduce, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mapreduce.reduce_resources: %w", err)
 	}
-	base, err := filepath.Abs(filepath.Dir(filename))
-	if err != nil {
-		return nil, err
-	}
 	abs := func(p string) string {
-		if p == "" || filepath.IsAbs(p) {
+		if p == "" || base == "" || filepath.IsAbs(p) {
 			return p
 		}
 		return filepath.Join(base, p)

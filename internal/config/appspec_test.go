@@ -104,3 +104,17 @@ mapreduce {
 		}
 	}
 }
+
+// Over the network a job's relative paths are refused, never taken from
+// the server's directory.
+func TestAppSpecBodyRefusesRelativeJobPaths(t *testing.T) {
+	src := `{"mapreduce": {"map": ["cat"], "reduce": ["cat"], "reducers": 1, "output": "/o", "split": [{"path": "in/0"}]}}`
+	_, err := ParseAppSpecBody("request body", []byte(src))
+	if err == nil || !strings.Contains(err.Error(), `mapreduce.splits[0].path: "in/0" must be an absolute path`) {
+		t.Fatalf("a relative split path over the network: %v", err)
+	}
+	spec, err := ParseAppSpecBody("request body", []byte(strings.Replace(src, "in/0", "/in/0", 1)))
+	if err != nil || spec.MapReduce.Splits[0].Path != "/in/0" {
+		t.Fatalf("an absolute one: %v, %+v", err, spec.MapReduce)
+	}
+}
