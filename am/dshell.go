@@ -2,7 +2,6 @@ package am
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -85,21 +84,14 @@ func (d *DShell) Run(ctx context.Context) error {
 			}
 		}
 		promotions, wait := d.duePromotions(time.Now())
-		resp, err := d.client.Allocate(ctx, wrpc.AMAllocateRequest{
+		resp, err := allocate(ctx, d.client, d.logger, wrpc.AMAllocateRequest{
 			Asks:       []scheduler.Ask{taskAsk(d.spec, want)},
 			Releases:   releases,
 			Promotions: promotions,
 			Progress:   d.progress(),
 		}, wait)
 		if err != nil {
-			if errors.Is(err, wrpc.ErrStale) || ctx.Err() != nil {
-				return err
-			}
-			d.logger.Warn("allocate failed; retrying", "error", err)
-			if !sleep(ctx, time.Second) {
-				return ctx.Err()
-			}
-			continue
+			return err
 		}
 		releases = nil
 		if scheduler.AppState(resp.AppState).Terminal() {
@@ -203,16 +195,6 @@ func (d *DShell) startFailed(ctx context.Context, i int, c wrpc.ContainerInfo, w
 	sleep(ctx, time.Duration(t.startFailures)*200*time.Millisecond)
 }
 
-// sleep waits d; it reports false if ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	select {
-	case <-time.After(d):
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // duePromotions returns the promotions to ask for now, and how long the
 // next Allocate may block: no longer than until the next one is due.
 func (d *DShell) duePromotions(now time.Time) ([]string, time.Duration) {
@@ -314,15 +296,7 @@ func (d *DShell) finish(ctx context.Context) error {
 		diag = fmt.Sprintf("%d of %d containers failed: %s", len(failed), len(d.tasks), strings.Join(failed, ", "))
 	}
 	d.logger.Info("finishing", "state", state, "diagnostics", diag)
-	for attempt := 0; ; attempt++ {
-		err := d.client.Finish(ctx, state, diag)
-		if err == nil || attempt == 5 || !wrpc.IsRetryable(err) {
-			return err
-		}
-		if !sleep(ctx, time.Second) {
-			return ctx.Err()
-		}
-	}
+	return finishApp(ctx, d.client, wrpc.AMFinishRequest{FinalState: state, Diagnostics: diag})
 }
 
 func fmtExit(code *int) string {
