@@ -82,13 +82,9 @@ func (e *containerEndpoint) Stop(ctx context.Context, args *wrpc.ContainerIDRequ
 	if err := checkID("id", args.ID); err != nil {
 		return err
 	}
-	app, _ := e.a.mgr.appOf(args.ID)
-	claims, err := e.a.checkAppToken(ctx, args.Token, app, args.ID)
+	app, _, err := e.amToken(ctx, args.Token, args.ID, "stopping a container")
 	if err != nil {
 		return err
-	}
-	if claims.Kind != identity.KindAM {
-		return denied("container %s: stopping a container needs its app's AM token", args.ID)
 	}
 	if app != "" {
 		e.a.mgr.stop(args.ID, scheduler.ReasonKilled)
@@ -178,13 +174,9 @@ func (e *containerEndpoint) Output(ctx context.Context, args *wrpc.ContainerOutp
 	if err := checkOutputRequest(args); err != nil {
 		return err
 	}
-	app, _ := e.a.mgr.appOf(args.ID)
-	claims, err := e.a.checkAppToken(ctx, args.Token, app, args.ID)
+	_, claims, err := e.amToken(ctx, args.Token, args.ID, "reading its output")
 	if err != nil {
 		return err
-	}
-	if claims.Kind != identity.KindAM {
-		return denied("container %s: reading its output needs its app's AM token", args.ID)
 	}
 	// A container the agent has forgotten is looked for under the token's
 	// app only.
@@ -194,6 +186,22 @@ func (e *containerEndpoint) Output(ctx context.Context, args *wrpc.ContainerOutp
 	}
 	*reply = *resp
 	return nil
+}
+
+// amToken checks that token is the AM token of container id's app (when
+// the agent still holds the container; else any app's, which the caller
+// then holds to), for what; it returns the container's app ("" when the
+// agent no longer holds it) and the token's claims.
+func (e *containerEndpoint) amToken(ctx context.Context, token, id, what string) (string, *identity.Claims, error) {
+	app, _ := e.a.mgr.appOf(id)
+	claims, err := e.a.checkAppToken(ctx, token, app, id)
+	if err != nil {
+		return "", nil, err
+	}
+	if claims.Kind != identity.KindAM {
+		return "", nil, denied("container %s: %s needs its app's AM token", id, what)
+	}
+	return app, claims, nil
 }
 
 // agentEndpoint answers questions about the node itself.
