@@ -65,8 +65,8 @@ func TestGenerateAndVerify(t *testing.T) {
 	wrong := slices.Clone(a)
 	wrong[0] = strings.Replace(wrong[0], "\t", "\t1", 1)
 	for name, parts := range map[string][][]string{
-		"a wrong count": {wrong, b},
-		"a word missing": {a[1:], b},
+		"a wrong count":    {wrong, b},
+		"a word missing":   {a[1:], b},
 		"an unsorted file": {append(slices.Clone(a[1:]), a[0]), b},
 	} {
 		write(parts)
