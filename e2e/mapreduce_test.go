@@ -183,6 +183,26 @@ func TestMapReduceWordCount(t *testing.T) {
 			}
 		}
 		t.Logf("alice's tasks peaked at %d (capacity 3.6 vcores); prod arrived to room for %d and ran all 20 as hers finished", peakDev, room)
+
+		// The queue page names each capacity queue's capacity and maximum.
+		b := startBrowser(t, w.httpURL("s1"))
+		b.open("/ui/")
+		if _, err := eval[bool](b, fmt.Sprintf(`(localStorage.setItem("weft.token", %q), true)`, os.Getenv("WEFT_TOKEN"))); err != nil {
+			t.Fatal(err)
+		}
+		b.open("/ui/queues")
+		b.run(chromedp.WaitVisible(`tr[data-queue="root.dev.alice"] [data-capacity]`))
+		shown, err := eval[map[string]string](b, `Object.fromEntries([...document.querySelectorAll("tr[data-queue]")].map((r) => [r.dataset.queue, r.querySelector("[data-capacity]")?.innerText || ""]))`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for q, want := range map[string]string{"root.prod": "capacity 60% · max 100%", "root.dev": "capacity 30% · max 50%",
+			"root.dev.alice": "capacity 50% · max 100%", "root.default": "capacity 10% · max 100%"} {
+			if !strings.HasPrefix(shown[q], want) {
+				t.Errorf("the queue page shows %s as %q, want %q…", q, shown[q], want)
+			}
+		}
+		b.shot("queues-capacity", 1366, 768)
 	})
 
 	t.Run("a lost node's finished maps run again", func(t *testing.T) {
