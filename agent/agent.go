@@ -420,10 +420,26 @@ func (a *Agent) launchAM(l wrpc.AMLaunch) {
 		wrpc.EnvAMRMAddr:   a.rpcAddr,
 		wrpc.EnvAMToken:    l.Token,
 	}
-	if tc := a.config.TLS; tc != nil {
-		env[wrpc.EnvCACert], env[wrpc.EnvRegion] = tc.CAFile(), tc.Region()
+	a.mgr.start(l.Container, a.withTLSEnv(wrpc.LaunchSpec{Command: []string{a.config.Executable, "am", l.AMType}, Env: env}))
+}
+
+// withTLSEnv is launch with, when TLS is on, this node's CA file and
+// region in its environment (rpc.EnvCACert, rpc.EnvRegion): what a
+// container dials agents with — an AM, or a reduce task fetching map
+// output. The node's own paths win over what the launch says, which was
+// written on another node.
+func (a *Agent) withTLSEnv(launch wrpc.LaunchSpec) wrpc.LaunchSpec {
+	tc := a.config.TLS
+	if tc == nil {
+		return launch
 	}
-	a.mgr.start(l.Container, wrpc.LaunchSpec{Command: []string{a.config.Executable, "am", l.AMType}, Env: env})
+	env := make(map[string]string, len(launch.Env)+2)
+	for k, v := range launch.Env {
+		env[k] = v
+	}
+	env[wrpc.EnvCACert], env[wrpc.EnvRegion] = tc.CAFile(), tc.Region()
+	launch.Env = env
+	return launch
 }
 
 // leaveTimeout bounds the final report and deregistration of Leave.

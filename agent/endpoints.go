@@ -68,7 +68,7 @@ func (e *containerEndpoint) Start(ctx context.Context, args *wrpc.ContainerStart
 	// AM containers are launched by the agent itself, on the leader's
 	// order: a client cannot claim one (and with it an AM's identity).
 	c.IsAM = false
-	resp, fresh := e.a.mgr.startByToken(c, args.Launch, claims.Expiry)
+	resp, fresh := e.a.mgr.startByToken(c, e.a.withTLSEnv(args.Launch), claims.Expiry)
 	if !fresh {
 		return denied("container %s was started on node %s before: a container token starts its container once", c.ID, e.a.config.NodeID)
 	}

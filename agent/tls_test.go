@@ -18,7 +18,9 @@ import (
 // mutual TLS on: the agents register with agent certificates, the AM
 // (which has no certificate) reaches its AMRMProxy and the other agents
 // over TLS with the CA its agent handed it, and the server relays logs
-// from the agents with its server certificate.
+// from the agents with its server certificate. Every container gets its
+// node's CA file, which a task dials agents with (a reduce fetching map
+// output).
 func TestAppRunsToCompletionOverTLS(t *testing.T) {
 	pki := testutil.NewPKI(t)
 	_, agents, c := clusterTLS(t, 2, pki, nil)
@@ -45,9 +47,8 @@ func TestAppRunsToCompletionOverTLS(t *testing.T) {
 		if err := c.Call(context.Background(), "Container.Logs", &rpc.ContainerLogsRequest{ID: ci.ID}, &logs); err != nil {
 			t.Fatal(err)
 		}
-		// Only AM containers get the CA: a task's is empty.
-		if string(logs.Data) != "ok\n" {
-			t.Fatalf("logs of %s = %q", ci.ID, logs.Data)
+		if want := "ok " + agents[0].config.TLS.CAFile() + "\n"; string(logs.Data) != want {
+			t.Fatalf("logs of %s = %q, want %q", ci.ID, logs.Data, want)
 		}
 	}
 	if tasks != 3 {

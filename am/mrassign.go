@@ -3,7 +3,6 @@ package am
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"time"
@@ -122,9 +121,9 @@ func (d *MapReduce) startReduce(ctx context.Context, r int, c wrpc.ContainerInfo
 }
 
 // taskEnv is a task's environment: the job's, its index, and for a reduce
-// what it fetches with: the AM token (the app's shuffle credential, as
-// Hadoop's job token; every task runs as the app's user) and the CA that
-// verifies the agents.
+// the AM token it fetches map output with (the app's shuffle credential,
+// as Hadoop's job token; every task runs as the app's user). Agents add
+// the CA that verifies them.
 func (d *MapReduce) taskEnv(i int, reduce bool) map[string]string {
 	env := map[string]string{wrpc.EnvTaskIndex: strconv.Itoa(i)}
 	for k, v := range d.job.Env {
@@ -132,11 +131,6 @@ func (d *MapReduce) taskEnv(i int, reduce bool) map[string]string {
 	}
 	if reduce {
 		env[wrpc.EnvAMToken] = d.client.Token
-		for _, k := range []string{wrpc.EnvCACert, wrpc.EnvRegion} {
-			if v := os.Getenv(k); v != "" {
-				env[k] = v
-			}
-		}
 	}
 	return env
 }

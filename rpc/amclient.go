@@ -23,10 +23,11 @@ const (
 	// EnvTaskIndex is set by the dshell AM: which of its num_containers
 	// tasks a container runs (0-based; a re-run keeps its task's index).
 	EnvTaskIndex = "WEFT_TASK_INDEX"
-	// EnvCACert and EnvRegion are set by an agent with TLS on: the CA file
-	// that verifies agents' certificates and their region. An AM dials
-	// agents over TLS with them, without a certificate of its own (SPEC
-	// §15). EnvCACert is also the CLI's variable for the same file.
+	// EnvCACert and EnvRegion are set in every container by an agent with
+	// TLS on: the CA file that verifies agents' certificates and their
+	// region. An AM (or a reduce task) dials agents over TLS with them,
+	// without a certificate of its own (SPEC §15). EnvCACert is also the
+	// CLI's variable for the same file.
 	EnvCACert = "WEFT_CACERT"
 	EnvRegion = "WEFT_REGION"
 )
