@@ -199,7 +199,7 @@ func (d *MapReduce) completed(ctx context.Context, c wrpc.ContainerInfo) {
 	case reason.Retryable():
 		d.logger.Info("map container was taken away; running it again", "map", ref.i, "container", c.ID, "reason", reason)
 	default:
-		d.taskFailed(what, &m.failures, exitWhy(c))
+		d.taskFailed(what, &m.failures, d.exitWhy(ctx, c))
 	}
 }
 
@@ -239,6 +239,6 @@ func (d *MapReduce) reduceCompleted(ctx context.Context, r int, c wrpc.Container
 	case reason.Retryable():
 		d.logger.Info("reduce container was taken away; running it again", "reduce", r, "container", c.ID, "reason", reason)
 	default:
-		d.taskFailed(what, &t.failures, exitWhy(c))
+		d.taskFailed(what, &t.failures, d.exitWhy(ctx, c))
 	}
 }

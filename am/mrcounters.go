@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	wrpc "github.com/weft-sched/weft/rpc"
@@ -101,10 +102,34 @@ func (d *MapReduce) readJSON(ctx context.Context, c wrpc.ContainerInfo, path str
 	return json.Unmarshal(buf, v)
 }
 
-func exitWhy(c wrpc.ContainerInfo) string {
-	why := fmt.Sprintf("%s, exit code %s", c.Reason, fmtExit(c.ExitCode))
-	if c.Diagnostics != "" {
+func (d *MapReduce) exitWhy(ctx context.Context, c wrpc.ContainerInfo) string {
+	why := fmt.Sprintf("exit code %s", fmtExit(c.ExitCode))
+	if scheduler.ExitReason(c.Reason) != scheduler.ReasonExited {
+		why = c.Reason
+	}
+	if line := d.lastStderrLine(ctx, c); line != "" {
+		return why + ": " + line
+	}
+	if c.Diagnostics != "" && c.Diagnostics != why {
 		why += ": " + c.Diagnostics
 	}
 	return why
+}
+
+// lastStderrLine is the last line a task wrote to stderr (its first 64
+// KiB), which says why it failed far better than its exit code; "" when
+// it cannot be read.
+func (d *MapReduce) lastStderrLine(ctx context.Context, c wrpc.ContainerInfo) string {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := d.client.ContainerLogs(rctx, c, wrpc.ContainerLogsRequest{Stream: wrpc.StreamStderr, Limit: 64 << 10})
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(resp.Data)), "\n")
+	line := strings.TrimSpace(lines[len(lines)-1])
+	if len(line) > 512 {
+		line = line[:512] + "…"
+	}
+	return line
 }

@@ -320,6 +320,9 @@ func (t *ReduceTask) fetchOnce(ctx context.Context, f Feed, path string) (int64,
 // writes its stdout to the output file, which appears whole or not at all.
 func (t *ReduceTask) reduce(ctx context.Context, runs []string) error {
 	final := filepath.Join(t.Output, reduceOutputName(t.Partition))
+	if err := os.MkdirAll(t.Output, 0o755); err != nil {
+		return fmt.Errorf("output: %w", err)
+	}
 	tmp, err := os.CreateTemp(t.Output, "."+reduceOutputName(t.Partition)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("output: %w", err)
