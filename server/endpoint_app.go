@@ -65,8 +65,18 @@ func checkFitsSomeNode(nodes []*scheduler.Node, spec *scheduler.AppSpec) error {
 	if largest, too := tooLarge(nodes, spec.AMResources); too {
 		return wrpc.Errorf(wrpc.CodeBadRequest, "am_resources %s is larger than every node; the largest is %s (%s)", spec.AMResources, largest.ID, largest.Capacity)
 	}
-	if largest, too := tooLarge(nodes, spec.DShell.Resources); too {
-		return wrpc.Errorf(wrpc.CodeBadRequest, "resources %s of each container are larger than every node; the largest is %s (%s)", spec.DShell.Resources, largest.ID, largest.Capacity)
+	type sized struct {
+		field string
+		res   scheduler.Resources
+	}
+	containers := []sized{{"resources", spec.DShell.Resources}}
+	if job := spec.MapReduce; job != nil {
+		containers = []sized{{"mapreduce.map_resources", job.MapResources}, {"mapreduce.reduce_resources", job.ReduceResources}}
+	}
+	for _, c := range containers {
+		if largest, too := tooLarge(nodes, c.res); too {
+			return wrpc.Errorf(wrpc.CodeBadRequest, "%s %s of each container are larger than every node; the largest is %s (%s)", c.field, c.res, largest.ID, largest.Capacity)
+		}
 	}
 	return nil
 }

@@ -69,6 +69,13 @@ func TestSubmitRefusesAnAppNoNodeCanHold(t *testing.T) {
 	if err := c.call(l, "App.Submit", &wrpc.AppSubmitRequest{Spec: spec}, &resp); !errors.Is(err, wrpc.ErrBadRequest) || !strings.Contains(err.Error(), "am_resources") {
 		t.Fatalf("submit of an AM larger than every node answered %v", err)
 	}
+	job := scheduler.AppSpec{Name: "job", User: "test", AMType: scheduler.AMTypeMapReduce, MapReduce: &scheduler.MapReduce{
+		Splits: []scheduler.Split{{Path: "/in/0"}}, Map: []string{"cat"}, Reduce: []string{"cat"}, Reducers: 1, Output: "/out",
+		ReduceResources: scheduler.Resources{MemoryMB: 6144, Vcores: 1}}}
+	if err := c.call(l, "App.Submit", &wrpc.AppSubmitRequest{Spec: job}, &resp); !errors.Is(err, wrpc.ErrBadRequest) ||
+		!strings.Contains(err.Error(), "mapreduce.reduce_resources memory_mb=6144,vcores=1 of each container are larger than every node") {
+		t.Fatalf("submit of a job whose reduces no node can hold answered %v", err)
+	}
 	spec = testSpec("nobody")
 	spec.User = ""
 	if err := c.call(l, "App.Submit", &wrpc.AppSubmitRequest{Spec: spec}, &resp); !errors.Is(err, wrpc.ErrBadRequest) || !strings.Contains(err.Error(), "user") {
