@@ -318,7 +318,8 @@ func (a *Agent) heartbeatLoop(ctx context.Context) bool {
 		a.discoverServers(servers)
 		listAt := a.sched.view().At
 		req := &wrpc.HeartbeatRequest{NodeID: a.config.NodeID, Epoch: a.epoch.Load(), Secret: a.secret, Containers: a.mgr.reports(),
-			Load: a.mgr.load(), LeastLoadedAt: listAt, SameListOK: true, WorkloadKeyID: a.keys.newestID(), Seq: a.heartbeatSeq.Add(1)}
+			Load: a.mgr.load(), LeastLoadedAt: listAt, SameListOK: true, WorkloadKeyID: a.keys.newestID(), Seq: a.heartbeatSeq.Add(1),
+			AppsToCheck: a.retention.appsToCheck(a.clock.Now())}
 		var resp wrpc.HeartbeatResponse
 		hbCtx, cancel := context.WithTimeout(ctx, a.heartbeatTimeout())
 		err := a.client.Call(hbCtx, "Node.Heartbeat", req, &resp)
@@ -350,6 +351,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context) bool {
 		a.sched.update(&resp, listAt, a.clock.Now())
 		a.rebalance(resp.QueueLimit, resp.LeastLoadedAt)
 		a.mgr.ack(resp.Acked)
+		a.retention.checked(req.AppsToCheck, resp.AppsRunning, a.clock.Now())
 		for _, id := range resp.Promote {
 			a.mgr.promote(id)
 		}

@@ -45,8 +45,37 @@ func TestCompletedContainersLogsAreRemovedAfterRetention(t *testing.T) {
 	if out, err := read(); err != nil || out != "kept\n" {
 		t.Fatalf("logs within the retention: %q, %v", out, err)
 	}
-	if n := r.sweep(start.Add(time.Hour)); n != 1 {
-		t.Fatalf("swept %d directories at the retention, want 1", n)
+	// Past its retention, the directory waits for its app's end: the
+	// servers say app-1 still runs (a reduce may yet fetch from it), then
+	// that it has ended.
+	at := start.Add(time.Hour)
+	if n := r.sweep(at); n != 0 {
+		t.Fatalf("swept %d directories of an app not known to have ended", n)
+	}
+	asked := r.appsToCheck(at)
+	if len(asked) != 1 || asked[0] != "app-1" {
+		t.Fatalf("the heartbeat asks about %v, want app-1", asked)
+	}
+	if again := r.appsToCheck(at.Add(time.Second)); len(again) != 0 {
+		t.Fatalf("asked about %v again within a sweep interval", again)
+	}
+	if n := r.checked(asked, []string{"app-1"}, at); n != 0 {
+		t.Fatalf("removed %d directories of a running app", n)
+	}
+	for range 4 { // two hours more: the servers keep saying it runs
+		at = at.Add(30 * time.Minute)
+		r.sweep(at)
+		if n := r.checked(r.appsToCheck(at), []string{"app-1"}, at); n != 0 {
+			t.Fatalf("removed %d directories of a running app", n)
+		}
+	}
+	if out, err := read(); err != nil || out != "kept\n" {
+		t.Fatalf("logs of a running app past the retention: %q, %v", out, err)
+	}
+	at = at.Add(r.sweepInterval())
+	asked = r.appsToCheck(at)
+	if n := r.checked(asked, nil, at); n != 1 {
+		t.Fatalf("removed %d directories when app-1 ended, want 1", n)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("container directory still there: %v", err)
@@ -57,7 +86,7 @@ func TestCompletedContainersLogsAreRemovedAfterRetention(t *testing.T) {
 	if _, err := read(); !errors.Is(err, rpc.ErrNotFound) {
 		t.Fatalf("logs after the retention: %v, want not found", err)
 	}
-	if n := r.sweep(start.Add(2 * time.Hour)); n != 0 {
+	if n := r.sweep(start.Add(5 * time.Hour)); n != 0 {
 		t.Fatalf("swept %d again", n)
 	}
 }
@@ -87,9 +116,20 @@ func TestRetentionKeepsLeftoversAFullRetention(t *testing.T) {
 	if _, err := os.Stat(left); err != nil {
 		t.Fatalf("a leftover went before its retention: %v", err)
 	}
+	// Past its retention it waits for its app; no server answers, so it
+	// goes a retention later: the disk stays bounded.
 	r.sweep(now.Add(24 * time.Hour))
+	if _, err := os.Stat(left); err != nil {
+		t.Fatalf("a leftover went before its app was asked about: %v", err)
+	}
+	if n := r.sweep(now.Add(48*time.Hour - time.Second)); n != 0 {
+		t.Fatalf("removed %d directories before a retention without an answer", n)
+	}
+	if n := r.sweep(now.Add(48 * time.Hour)); n != 1 {
+		t.Fatalf("removed %d directories a retention after nobody answered, want 1", n)
+	}
 	if _, err := os.Stat(left); !os.IsNotExist(err) {
-		t.Fatalf("leftover still there after its retention: %v", err)
+		t.Fatalf("leftover still there: %v", err)
 	}
 }
 
@@ -116,7 +156,12 @@ func TestRetentionLoopRunsOnTheAgentsClock(t *testing.T) {
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("removed before its retention: %v", err)
 	}
-	clk.Advance(3 * time.Second)
+	clk.Advance(3 * time.Second) // past its retention: it waits for its app
+	testutil.WaitFor(t, 5*time.Second, func() bool { return len(a.retention.appsToCheck(clk.Now())) == 1 })
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("removed before its app was known to have ended: %v", err)
+	}
+	clk.Advance(30 * time.Second) // nobody answered for a retention
 	testutil.WaitFor(t, 5*time.Second, func() bool {
 		_, err := os.Stat(dir)
 		return os.IsNotExist(err)

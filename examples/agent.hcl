@@ -26,7 +26,8 @@ allow_root  = false
 run_as_user = true
 
 # A completed container's directory and logs are removed this long after it
-# completed.
+# completed, once its app has ended (a MapReduce job's reduces read map output
+# from it while the job runs).
 log_retention = "24h"
 
 log_level = "info"

@@ -333,9 +333,17 @@ func (c *ContainerReport) decodeMsgpack(r *wireReader) error {
 // ---- HeartbeatRequest ----------------------------------------------------
 
 func (h *HeartbeatRequest) appendMsgpack(b []byte) []byte {
-	b = appendMapHeader(b, 16)
+	if len(h.AppsToCheck) == 0 {
+		b = appendMapHeader(b, 16)
+	} else {
+		b = appendMapHeader(b, 17)
+	}
 	b = appendStr(b, "allow_stale")
 	b = appendBool(b, h.AllowStale)
+	if len(h.AppsToCheck) > 0 { // omitempty
+		b = appendStr(b, "apps_to_check")
+		b = appendStrings(b, h.AppsToCheck)
+	}
 	b = appendStr(b, "auth_token")
 	b = appendStr(b, h.AuthToken)
 	b = appendStr(b, "containers")
@@ -378,6 +386,8 @@ func (h *HeartbeatRequest) appendMsgpack(b []byte) []byte {
 func (h *HeartbeatRequest) decodeMsgpack(r *wireReader) error {
 	return r.wireStruct(func(k []byte) (ok bool, err error) {
 		switch string(k) {
+		case "apps_to_check":
+			h.AppsToCheck, err = r.strings()
 		case "containers":
 			h.Containers, err = decodeContainerReports(r)
 		case "epoch":
@@ -425,13 +435,20 @@ func decodeContainerReports(r *wireReader) ([]ContainerReport, error) {
 // ---- HeartbeatResponse ---------------------------------------------------
 
 func (h *HeartbeatResponse) appendMsgpack(b []byte) []byte {
-	if h.Federation == nil {
-		b = appendMapHeader(b, 14)
-	} else {
-		b = appendMapHeader(b, 15)
+	fields := 14
+	if h.Federation != nil {
+		fields++
 	}
+	if len(h.AppsRunning) > 0 {
+		fields++
+	}
+	b = appendMapHeader(b, fields)
 	b = appendStr(b, "acked")
 	b = appendStrings(b, h.Acked)
+	if len(h.AppsRunning) > 0 { // omitempty
+		b = appendStr(b, "apps_running")
+		b = appendStrings(b, h.AppsRunning)
+	}
 	b = appendStr(b, "centralized")
 	b = appendBool(b, h.Centralized)
 	b = appendStr(b, "demote")
@@ -496,6 +513,8 @@ func (h *HeartbeatResponse) decodeMsgpack(r *wireReader) error {
 		switch string(k) {
 		case "acked":
 			h.Acked, err = r.strings()
+		case "apps_running":
+			h.AppsRunning, err = r.strings()
 		case "centralized":
 			h.Centralized, err = r.bool()
 		case "demote":

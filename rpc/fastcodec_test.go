@@ -35,8 +35,14 @@ func fill(rng *rand.Rand, v reflect.Value, depth int) {
 		fill(rng, v.Elem(), depth)
 	case reflect.Struct:
 		for i := range v.NumField() {
-			if v.Type().Field(i).IsExported() {
-				fill(rng, v.Field(i), depth)
+			f := v.Type().Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			fill(rng, v.Field(i), depth)
+			// An empty slice left out (omitempty) comes back nil.
+			if fv := v.Field(i); fv.Kind() == reflect.Slice && fv.Len() == 0 && strings.Contains(f.Tag.Get("codec"), "omitempty") {
+				fv.Set(reflect.Zero(fv.Type()))
 			}
 		}
 	case reflect.String:

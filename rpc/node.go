@@ -109,7 +109,14 @@ type HeartbeatRequest struct {
 	// up and moved to another server) would otherwise report containers
 	// started since as gone, and have them recorded lost.
 	Seq uint64 `codec:"seq"`
+	// AppsToCheck asks which of these apps still run: the agent keeps
+	// their completed containers' directories past log_retention until
+	// they end (at most MaxAppsToCheck; omitted when none).
+	AppsToCheck []string `codec:"apps_to_check,omitempty"`
 }
+
+// MaxAppsToCheck bounds HeartbeatRequest.AppsToCheck.
+const MaxAppsToCheck = 256
 
 // MaxHeartbeatBatch bounds the heartbeats of one Node.HeartbeatBatch.
 const MaxHeartbeatBatch = 256
@@ -272,6 +279,9 @@ type HeartbeatResponse struct {
 	// opportunistic (it was told of a promotion that never happened).
 	Promote []string `codec:"promote"`
 	Demote  []string `codec:"demote"`
+	// AppsRunning is, of the request's AppsToCheck, the apps that have not
+	// ended; the others have (or are unknown).
+	AppsRunning []string `codec:"apps_running,omitempty"`
 	// WorkloadKeys, when not empty, replaces the agent's workload keys:
 	// the servers' set changed since the request's WorkloadKeyID.
 	WorkloadKeys []WorkloadKey `codec:"workload_keys"`

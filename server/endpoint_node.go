@@ -125,6 +125,9 @@ func (e *Node) heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply
 		// every container). The agent (or the forwarding follower) retries.
 		return wrpc.ErrNotReady
 	}
+	if n := len(args.AppsToCheck); n > wrpc.MaxAppsToCheck {
+		return wrpc.Errorf(wrpc.CodeBadRequest, "apps_to_check: %d apps; at most %d", n, wrpc.MaxAppsToCheck)
+	}
 	st := e.srv.fsm.State()
 	node, ok := st.Node(args.NodeID)
 	if ok {
@@ -145,6 +148,11 @@ func (e *Node) heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply
 			args.Seq, args.NodeID, args.Epoch)
 	}
 
+	for _, id := range args.AppsToCheck {
+		if app, known := st.App(id); known && !app.State.Terminal() {
+			reply.AppsRunning = append(reply.AppsRunning, id)
+		}
+	}
 	records, refused := newOpportunistic(st, args)
 	updates := containerUpdates(st, args, now)
 	if len(records)+len(updates) > 0 {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -193,5 +194,49 @@ func TestForwardedBlockingQueryOutlivesTheHoldTime(t *testing.T) {
 	// not when the follower's hold did: a lower bound the server keeps.
 	if waited := time.Since(start); waited < req.MaxWait || again.App.ID != sub.AppID || again.Index != first.Index {
 		t.Fatalf("answered after %s (asked to wait %s), at index %d (was %d)", waited, req.MaxWait, again.Index, first.Index)
+	}
+}
+
+// An agent keeping completed containers' directories until their apps end
+// asks with its heartbeats which apps still run: the answer names those
+// that have not ended, through a follower too, and more than
+// MaxAppsToCheck apps are refused, naming the field.
+func TestHeartbeatSaysWhichAppsStillRun(t *testing.T) {
+	c := startThree(t)
+	l := c.leader()
+	var reg wrpc.NodeRegisterResponse
+	if err := c.call(l, "Node.Register", &wrpc.NodeRegisterRequest{ID: "n1", Address: "127.0.0.1:1",
+		Capacity: scheduler.Resources{MemoryMB: 4096, Vcores: 4}, Secret: nodeSecret("n1")}, &reg); err != nil {
+		t.Fatal(err)
+	}
+	var running, killed wrpc.AppSubmitResponse
+	for _, r := range []*wrpc.AppSubmitResponse{&running, &killed} {
+		if err := c.call(l, "App.Submit", &wrpc.AppSubmitRequest{Spec: testSpec("app")}, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.call(l, "App.Kill", &wrpc.AppRequest{AppID: killed.AppID}, &wrpc.WriteResponse{}); err != nil {
+		t.Fatal(err)
+	}
+	seq := uint64(0)
+	beat := func(s *Server, apps []string) (*wrpc.HeartbeatResponse, error) {
+		seq++
+		var hb wrpc.HeartbeatResponse
+		err := c.call(s, "Node.Heartbeat", &wrpc.HeartbeatRequest{NodeID: "n1", Epoch: reg.Epoch, Secret: nodeSecret("n1"), Seq: seq,
+			AppsToCheck: apps}, &hb)
+		return &hb, err
+	}
+	for _, s := range []*Server{l, c.follower()} {
+		hb, err := beat(s, []string{running.AppID, killed.AppID, "app-404"})
+		if err != nil || len(hb.AppsRunning) != 1 || hb.AppsRunning[0] != running.AppID {
+			t.Fatalf("apps running %v (%v, %+v), want only %s", hb.AppsRunning, err, hb, running.AppID)
+		}
+	}
+	many := make([]string, wrpc.MaxAppsToCheck+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("app-%d", i)
+	}
+	if _, err := beat(l, many); !errors.Is(err, wrpc.ErrBadRequest) || !strings.Contains(err.Error(), "apps_to_check") {
+		t.Fatalf("a heartbeat asking about %d apps answered %v", len(many), err)
 	}
 }

@@ -29,7 +29,7 @@ type Agent struct {
 	RunAsUser                bool             `hcl:"run_as_user,optional" flag:"run-as-user" help:"when the agent runs as root, run each container as its submitting user's Unix account where that account exists here"`
 	LogLevel                 string           `hcl:"log_level,optional" flag:"log-level" help:"log level: trace, debug, info, warn or error"`
 	LogJSON                  bool             `hcl:"log_json,optional" flag:"log-json" help:"write logs as JSON objects, one a line"`
-	LogRetention             string           `hcl:"log_retention,optional" flag:"log-retention" help:"how long a completed container's directory and logs stay on this node, e.g. 24h or 30m"`
+	LogRetention             string           `hcl:"log_retention,optional" flag:"log-retention" help:"how long a completed container's directory and logs stay on this node (and at least while its app runs), e.g. 24h or 30m"`
 	Region                   string           `hcl:"region,optional" flag:"region" help:"region this agent belongs to; certificates name it (agent.REGION.weft)"`
 	Encrypt                  string           `hcl:"encrypt,optional" flag:"encrypt" help:"gossip encryption key (base64 of 32 bytes, from 'weft operator keygen')"`
 	Insecure                 bool             `hcl:"insecure,optional" flag:"insecure" help:"run without TLS or a gossip key on a non-loopback address (anyone who reaches it can run commands)"`
