@@ -91,6 +91,24 @@ func pickNode(nodes []*candidate, r Resources, loc Locality, level int, rackOf m
 	return best
 }
 
+// namedNode returns, of the nodes loc names, the one the placement policy
+// prefers that has room for r, or nil. It looks the names up (the pass's
+// nodes are sorted by ID) instead of scanning every node.
+func (s *pass) namedNode(loc Locality, r Resources, app string) *candidate {
+	var buf [8]*candidate
+	named := buf[:0]
+	for _, id := range loc.Nodes {
+		i := sort.Search(len(s.nodes), func(i int) bool { return s.nodes[i].node.ID >= id })
+		if i < len(s.nodes) && s.nodes[i].node.ID == id {
+			named = append(named, s.nodes[i])
+		}
+	}
+	if len(named) == 0 {
+		return nil
+	}
+	return pickNode(named, r, loc, levelNode, s.rackOf, s.cfg.Placement, s.reserved, app)
+}
+
 // DominantShare is the largest component of used as a fraction of total
 // (seed 004); resources absent from total are ignored. It does not
 // allocate: it sits on the scheduler's hot path.
@@ -318,8 +336,18 @@ func (s *pass) tryApp(leaf *qnode, a *appNode) (Placement, bool) {
 		switch {
 		case level == levelAny && len(ask.Feeders) > 0:
 			n = leastWTND(s.nodes, r, ask.Feeders, s.rackOf, s.reserved, a.app.ID)
-		case level == levelAny:
-			n = s.heap.best(r, a.app.ID)
+		case level == levelAny || level == levelRack:
+			// Relaxed means it may go further, not that it must: a named
+			// node with room comes first (a map on its split's node).
+			n = s.namedNode(loc, r, a.app.ID)
+			if n == nil && level == levelAny {
+				n = s.heap.best(r, a.app.ID)
+			} else if n == nil {
+				n = pickNode(s.nodes, r, loc, level, s.rackOf, s.cfg.Placement, s.reserved, a.app.ID)
+				if n == nil && loc.Relax && s.heap.best(r, a.app.ID) != nil {
+					s.missed = append(s.missed, key)
+				}
+			}
 		default:
 			n = pickNode(s.nodes, r, loc, level, s.rackOf, s.cfg.Placement, s.reserved, a.app.ID)
 			if n == nil && loc.Relax && s.heap.best(r, a.app.ID) != nil {

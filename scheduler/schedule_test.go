@@ -271,6 +271,37 @@ func TestDelaySchedulingRelaxesLocality(t *testing.T) {
 	}
 }
 
+// A relaxed ask takes a node it names when one has room, even when it may
+// already go anywhere (no delay configured, or its delays passed): relaxed
+// is leave to go further, not an order to. With the named nodes full it
+// goes elsewhere at once.
+func TestRelaxedLocalityStillPrefersTheNamedNodes(t *testing.T) {
+	r := Resources{MemoryMB: 1024, Vcores: 1}
+	cfg := leaves(PolicyFIFO, "q") // no locality delays
+	nodes := []*Node{node("n1", 4096, 4), node("n2", 4096, 4), node("n3", 4096, 4), node("n4", 4096, 4)}
+	app := runningApp("a", "root.q", 1, 3, r)
+	app.Asks[0].Locality = Locality{Nodes: []string{"n3", "n4", "gone"}, Relax: true}
+	f := &fakeState{nodes: nodes, cfg: cfg, apps: []*App{app}}
+	got := map[string]int{}
+	for _, p := range schedule(f) {
+		got[p.NodeID]++
+	}
+	if got["n3"]+got["n4"] != 3 || got["n3"] == 0 || got["n4"] == 0 {
+		t.Fatalf("placed %v, want all three on the named n3 and n4, spread between them", got)
+	}
+	nodes[2].AllocatedGuaranteed, nodes[3].AllocatedGuaranteed = nodes[2].Capacity, nodes[3].Capacity
+	app = runningApp("b", "root.q", 1, 2, r)
+	app.Asks[0].Locality = Locality{Nodes: []string{"n3", "n4"}, Relax: true}
+	f.apps = []*App{app}
+	got = map[string]int{}
+	for _, p := range schedule(f) {
+		got[p.NodeID]++
+	}
+	if got["n1"]+got["n2"] != 2 {
+		t.Fatalf("with the named nodes full: placed %v, want both elsewhere at once", got)
+	}
+}
+
 func TestSpreadAndBinpack(t *testing.T) {
 	r := Resources{MemoryMB: 1024, Vcores: 1}
 	for _, c := range []struct {
