@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/hashicorp/serf/serf"
 	"github.com/weft-sched/weft/internal/clock"
 	"github.com/weft-sched/weft/internal/gossip"
+	"github.com/weft-sched/weft/internal/identity"
 	"github.com/weft-sched/weft/internal/metrics"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
@@ -95,7 +98,6 @@ func New(config *Config) (*Agent, error) {
 		// (allow half a second) and its node has not reported yet (up to
 		// a heartbeat interval when heartbeats are lazy).
 		sched: newDistScheduler(config.HeartbeatInterval+500*time.Millisecond, config.Clock.Now()),
-		keys:  newWorkloadKeys(),
 	}
 	a.client.Spread = true // a cluster's agents spread over its servers
 	// A server that answers slowly is waited for, for as long as a
@@ -118,6 +120,11 @@ func New(config *Config) (*Agent, error) {
 		return nil, err
 	}
 	a.secret = secret
+	nodeKey, err := loadNodeKey(config.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	a.keys = newWorkloadKeys(config.NodeID, nodeKey)
 	if created {
 		a.logger.Info("created this node's secret; it proves to the servers that this agent is the node", "file", filepath.Join(config.DataDir, nodeSecretFile))
 	}
@@ -258,16 +265,20 @@ func (a *Agent) register(ctx context.Context) bool {
 	backoff := 200 * time.Millisecond
 	// One request: a registration retried after a lost answer gets the
 	// epoch of the first, not another one.
+	mintKey, _ := identity.NodePublicKey(a.keys.nodeKey)
 	req := &wrpc.NodeRegisterRequest{ID: a.config.NodeID, Address: a.rpcAddr, Rack: a.config.Rack, Capacity: a.config.Resources,
-		Secret: a.secret}
+		Secret: a.secret, MintKey: mintKey, JoinToken: a.config.JoinToken}
 	for {
+		if req.JoinToken == "" && a.config.JoinTokenFile != "" {
+			req.JoinToken = a.readJoinTokenFile()
+		}
 		if a.discoverServers(nil) {
 			var resp wrpc.NodeRegisterResponse
 			callCtx, cancel := context.WithTimeout(ctx, registerTimeout)
 			err := a.client.Call(callCtx, "Node.Register", req, &resp)
 			cancel()
 			if err == nil {
-				a.setKeys(resp.WorkloadKeys)
+				a.setKeys(resp.WorkloadKeys, resp.MintCert)
 				a.fed.set(resp.Federation)
 				a.epoch.Store(resp.Epoch)
 				a.mgr.reopen()
@@ -278,12 +289,15 @@ func (a *Agent) register(ctx context.Context) bool {
 				return false
 			}
 			if errors.Is(err, wrpc.ErrPermissionDenied) {
-				a.logger.Error("the servers refuse this node's secret; retrying", "error", err)
+				a.logger.Error("the servers refuse this node; retrying", "error", err)
 			} else {
 				a.logger.Warn("registration failed; retrying", "error", err)
 			}
 			if !wrpc.IsRetryable(err) {
 				req.RequestID = "" // refused: the next attempt is a new request
+				if a.config.JoinToken == "" {
+					req.JoinToken = "" // read the file again: an operator may have written a new one
+				}
 			}
 		}
 		if !a.sleep(ctx, backoff) {
@@ -291,6 +305,24 @@ func (a *Agent) register(ctx context.Context) bool {
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
+}
+
+// maxJoinTokenFile bounds what is read of join_token_file.
+const maxJoinTokenFile = 4 << 10
+
+// readJoinTokenFile returns the join token in join_token_file, "" if it
+// holds none (yet).
+func (a *Agent) readJoinTokenFile() string {
+	f, err := os.Open(a.config.JoinTokenFile)
+	if err != nil {
+		if !os.IsNotExist(err) {
+			a.logger.Warn("cannot read join_token_file", "file", a.config.JoinTokenFile, "error", err)
+		}
+		return ""
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, maxJoinTokenFile))
+	return strings.TrimSpace(string(b))
 }
 
 // heartbeatTimeout bounds one heartbeat, across every server tried: well
@@ -317,9 +349,10 @@ func (a *Agent) heartbeatLoop(ctx context.Context) bool {
 		}
 		a.discoverServers(servers)
 		listAt := a.sched.view().At
+		_, certExpiry := a.keys.minter()
 		req := &wrpc.HeartbeatRequest{NodeID: a.config.NodeID, Epoch: a.epoch.Load(), Secret: a.secret, Containers: a.mgr.reports(),
 			Load: a.mgr.load(), LeastLoadedAt: listAt, SameListOK: true, WorkloadKeyID: a.keys.newestID(), Seq: a.heartbeatSeq.Add(1),
-			AppsToCheck: a.retention.appsToCheck(a.clock.Now())}
+			AppsToCheck: a.retention.appsToCheck(a.clock.Now()), MintCertExpiry: certExpiry}
 		var resp wrpc.HeartbeatResponse
 		hbCtx, cancel := context.WithTimeout(ctx, a.heartbeatTimeout())
 		err := a.client.Call(hbCtx, "Node.Heartbeat", req, &resp)
@@ -347,7 +380,8 @@ func (a *Agent) heartbeatLoop(ctx context.Context) bool {
 		}
 		servers = resp.Servers
 		a.fed.set(resp.Federation)
-		a.setKeys(resp.WorkloadKeys)
+		a.setKeys(resp.WorkloadKeys, resp.MintCert)
+		a.mgr.recorded(resp.Recorded)
 		a.sched.update(&resp, listAt, a.clock.Now())
 		a.rebalance(resp.QueueLimit, resp.LeastLoadedAt)
 		a.mgr.ack(resp.Acked)
@@ -367,10 +401,14 @@ func (a *Agent) heartbeatLoop(ctx context.Context) bool {
 	}
 }
 
-// setKeys takes the workload keys the servers sent (none: unchanged).
-func (a *Agent) setKeys(keys []wrpc.WorkloadKey) {
+// setKeys takes the workload keys and the node certificate the servers
+// sent (none: unchanged).
+func (a *Agent) setKeys(keys []wrpc.WorkloadKey, cert string) {
 	if err := a.keys.set(keys); err != nil {
 		a.logger.Error("the servers sent unusable workload keys; keeping the previous ones", "error", err)
+	}
+	if err := a.keys.setCert(cert); err != nil {
+		a.logger.Error("the servers sent an unusable certificate of this node's key; keeping the previous one", "error", err)
 	}
 }
 

@@ -397,34 +397,45 @@ func (p *amrmProxy) synced(at *proxyAttempt, req *wrpc.AMAllocateRequest, reply 
 // allocateLocal allocates an opportunistic ask from the distributed
 // scheduler's room. IDs embed this node and its registration epoch, so
 // they never collide with anyone's; each container gets a container token
-// signed with the servers' active key, which its node verifies. p.mu must
-// be held.
+// this node signs with its own key (certified by the servers), which the
+// container's node verifies and the servers check when its node reports
+// it. p.mu must be held.
 func (p *amrmProxy) allocateLocal(at *proxyAttempt, args *wrpc.AMAllocateRequest, ask scheduler.Ask) []wrpc.ContainerInfo {
-	ring, _ := p.a.keys.current()
-	if ring.ActiveID() == 0 {
-		return nil // no keys yet: nothing this proxy allocates could start
-	}
 	clockNow := p.a.clock.Now()
+	now := clockNow.UnixNano()
+	signer, certExpiry := p.a.keys.minter()
+	if signer == nil || now >= certExpiry {
+		return nil // not certified (yet): nothing this proxy allocates could start
+	}
 	nodes := p.a.sched.allocate(ask, clockNow)
 	if len(nodes) == 0 {
 		return nil
 	}
-	now := clockNow.UnixNano()
 	prefix := scheduler.AgentContainerIDPrefix + p.a.config.NodeID + "-" + strconv.FormatUint(p.a.epoch.Load(), 10) + "-"
 	// The app's user is the one the leader gave this node's AM container.
 	user := p.a.mgr.amUser(args.AppID, args.Attempt)
+	// A token lives a container token's life, or to its certificate's
+	// end and a container token's life more, whichever is sooner.
+	expiry := min(now+int64(identity.ContainerTokenLifetime), certExpiry+int64(identity.ContainerTokenLifetime))
 	out := make([]wrpc.ContainerInfo, 0, len(nodes))
+	claims := make([]identity.Claims, 0, len(nodes))
 	for _, n := range nodes {
 		id := prefix + strconv.FormatUint(p.a.seq.Add(1), 10)
-		tok, err := p.a.mintContainerToken(ring, args.AppID, args.Attempt, id, n.NodeID, user, ask.Resources, now)
-		if err != nil {
-			p.a.logger.Error("cannot sign a container token; the container is not allocated", "container", id, "error", err)
-			continue
-		}
+		c := containerClaims(args.AppID, args.Attempt, id, n.NodeID, user, ask.Resources, now)
+		c.Expiry = expiry
+		claims = append(claims, c)
 		out = append(out, wrpc.ContainerInfo{ID: id, AppID: args.AppID, Attempt: args.Attempt, NodeID: n.NodeID, NodeAddress: n.Address, Rack: n.Rack,
 			AskID: ask.AskID, ExecutionType: string(scheduler.Opportunistic), State: string(scheduler.ContainerAllocated),
-			Resources: ask.Resources, User: user, Token: tok, AllocatedAt: now})
-		at.minted[id] = n.Address
+			Resources: ask.Resources, User: user, AllocatedAt: now})
+	}
+	toks, err := signer.SignBatch(claims, now)
+	if err != nil {
+		p.a.logger.Error("cannot sign container tokens; the containers are not allocated", "count", len(out), "error", err)
+		return nil
+	}
+	for i := range out {
+		out[i].Token = toks[i]
+		at.minted[out[i].ID] = out[i].NodeAddress
 	}
 	return out
 }

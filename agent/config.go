@@ -52,6 +52,14 @@ type Config struct {
 	// RunAsUser runs each container as its app user's Unix account, where
 	// that account exists on this host, when the agent runs as root.
 	RunAsUser bool
+	// JoinToken is the node-join token the agent registers a new node
+	// with (with ACLs on, the servers need one for a name they do not
+	// know, or whose secret an operator reset).
+	JoinToken string
+	// JoinTokenFile, when JoinToken is empty, holds the join token: read
+	// at each registration attempt, so one written there after the agent
+	// started (once an operator made it) is taken up.
+	JoinTokenFile string
 	// Executable is the weft binary AM containers run ("weft am dshell").
 	// Default: this process's executable.
 	Executable        string

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -14,39 +15,74 @@ import (
 	"github.com/weft-sched/weft/scheduler"
 )
 
-// Workload identity on the agent (SPEC §15): the node secret that proves
-// to the servers that this agent is the node it registered as, and the
-// workload keys learned from the servers, with which the agent verifies
-// container and AM tokens (and its AMRMProxy signs the container tokens of
-// what it allocates).
+// Workload identity on the agent: the node secret that proves to the
+// servers that this agent is the node it registered as; the servers'
+// public keys, with which the agent verifies container and AM tokens; and
+// the node's own key, which the servers certify and with which its
+// AMRMProxy signs the tokens of the opportunistic containers it allocates.
 
-// nodeSecretFile holds the node secret in the data dir.
-const nodeSecretFile = "node-secret"
+// Files in the data dir: the node secret (which proves to the servers that
+// this agent is the node it registered as) and the node key (with which
+// its AMRMProxy signs the tokens of the containers it allocates).
+const (
+	nodeSecretFile = "node-secret"
+	nodeKeyFile    = "node-key"
+)
 
 // loadNodeSecret returns the node secret kept in dir, creating one (mode
 // 0600) the first time. An agent whose secret is lost (its data dir wiped)
 // cannot register under its old name until an operator resets the node's
 // secret on the servers (`weft node reset-secret`).
 func loadNodeSecret(dir string) (secret string, created bool, err error) {
-	path := filepath.Join(dir, nodeSecretFile)
+	s, created, err := loadSecretFile(filepath.Join(dir, nodeSecretFile), identity.NewNodeSecret, identity.ValidateNodeSecret)
+	if err != nil {
+		return "", false, fmt.Errorf("%w (delete it only if the node must register as new: see `weft node reset-secret`)", err)
+	}
+	return s, created, nil
+}
+
+// loadNodeKey returns the node key kept in dir, creating one (mode 0600)
+// the first time. A new key is registered with the node secret at the
+// next registration, so losing it costs nothing but that.
+func loadNodeKey(dir string) ([]byte, error) {
+	newKey := func() (string, error) {
+		k, err := identity.NewNodeKey()
+		return hex.EncodeToString(k), err
+	}
+	validate := func(s string) error {
+		if b, err := hex.DecodeString(s); err != nil || len(b) != identity.NodeKeySize {
+			return fmt.Errorf("a node key is %d hex digits", 2*identity.NodeKeySize)
+		}
+		return nil
+	}
+	s, _, err := loadSecretFile(filepath.Join(dir, nodeKeyFile), newKey, validate)
+	if err != nil {
+		return nil, fmt.Errorf("%w (delete it and restart the agent to make a new one)", err)
+	}
+	return hex.DecodeString(s)
+}
+
+// loadSecretFile reads the secret in path, or makes one and writes it
+// there (mode 0600, atomically) when there is none.
+func loadSecretFile(path string, make func() (string, error), validate func(string) error) (secret string, created bool, err error) {
 	b, err := os.ReadFile(path)
 	if err == nil {
 		s := strings.TrimSpace(string(b))
-		if err := identity.ValidateNodeSecret(s); err != nil {
-			return "", false, fmt.Errorf("%s: %w (delete it only if the node must register as new: see `weft node reset-secret`)", path, err)
+		if err := validate(s); err != nil {
+			return "", false, fmt.Errorf("%s: %w", path, err)
 		}
 		return s, false, nil
 	}
 	if !os.IsNotExist(err) {
-		return "", false, fmt.Errorf("read the node secret: %w", err)
+		return "", false, fmt.Errorf("read %s: %w", path, err)
 	}
-	if secret, err = identity.NewNodeSecret(); err != nil {
+	if secret, err = make(); err != nil {
 		return "", false, err
 	}
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
-		return "", false, fmt.Errorf("write the node secret: %w", err)
+		return "", false, fmt.Errorf("write %s: %w", path, err)
 	}
 	_, err = f.WriteString(secret + "\n")
 	if err == nil {
@@ -60,82 +96,134 @@ func loadNodeSecret(dir string) (secret string, created bool, err error) {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return "", false, fmt.Errorf("write the node secret: %w", err)
+		return "", false, fmt.Errorf("write %s: %w", path, err)
 	}
 	return secret, true, nil
 }
 
-// workloadKeys is what the agent holds of the servers' workload keys.
+// workloadKeys is what the agent holds of the servers' workload keys (the
+// public halves) and its own node's certified minting key.
 type workloadKeys struct {
-	mu      sync.Mutex
-	ring    *identity.Keyring
-	newest  uint32
-	changed chan struct{} // closed when the keys are replaced
+	node    string
+	nodeKey []byte
+
+	mu       sync.Mutex
+	verifier *identity.Verifier
+	signer   *identity.NodeSigner // nil until the servers certify the key
+	cert     string               // the certificate signer holds
+	changed  chan struct{}        // closed when the keys are replaced
+	// waiting counts verifyToken calls waiting for a key not learned yet.
+	waiting int
 }
 
-func newWorkloadKeys() *workloadKeys { return &workloadKeys{changed: make(chan struct{})} }
+func newWorkloadKeys(node string, nodeKey []byte) *workloadKeys {
+	return &workloadKeys{node: node, nodeKey: nodeKey, changed: make(chan struct{})}
+}
 
-// current returns the keyring, and a channel closed when it is replaced.
-func (k *workloadKeys) current() (*identity.Keyring, <-chan struct{}) {
+// current returns the verifier, and a channel closed when it is replaced.
+func (k *workloadKeys) current() (*identity.Verifier, <-chan struct{}) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.ring, k.changed
+	return k.verifier, k.changed
 }
 
 // newestID returns the newest key the agent holds (0: none).
 func (k *workloadKeys) newestID() uint32 {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.newest
+	return k.verifier.NewestID()
 }
 
-// set replaces the keys with the servers' set; the newest is the active
-// one. An empty set changes nothing.
+// minter returns what signs this node's opportunistic container tokens
+// (nil: nothing yet), and when its certificate ends (Unix ns; 0: none).
+func (k *workloadKeys) minter() (*identity.NodeSigner, int64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.signer == nil {
+		return nil, 0
+	}
+	return k.signer, k.signer.Expiry()
+}
+
+// set replaces the public keys with the servers' set. An empty set
+// changes nothing.
 func (k *workloadKeys) set(keys []wrpc.WorkloadKey) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	ks := make([]identity.Key, len(keys))
-	var newest uint32
+	pub := make([]identity.PublicKey, len(keys))
 	for i, w := range keys {
-		ks[i] = identity.Key{ID: w.ID, Secret: w.Secret}
-		newest = max(newest, w.ID)
+		pub[i] = identity.PublicKey{ID: w.ID, Key: w.PublicKey}
 	}
-	ring, err := identity.NewKeyring(ks, newest)
+	v, err := identity.NewVerifier(pub)
 	if err != nil {
 		return err
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.ring, k.newest = ring, newest
+	k.verifier = v
 	close(k.changed)
 	k.changed = make(chan struct{})
 	return nil
 }
 
-// verifyToken checks a workload token with the agent's keys. A token
-// signed by a key the agent has not learned yet (a rotation its heartbeat
-// has not brought) waits for the keys to change, up to a heartbeat
-// timeout; no caller can make the agent ask the servers sooner.
-func (a *Agent) verifyToken(ctx context.Context, token string) (*identity.Claims, error) {
-	var timeout <-chan struct{}
-	for {
-		ring, changed := a.keys.current()
-		claims, err := ring.Verify(token, a.clock.Now().UnixNano())
-		if !errors.Is(err, identity.ErrUnknownKey) {
-			return claims, err
-		}
-		if timeout == nil {
-			wait, cancel := context.WithTimeout(ctx, a.heartbeatTimeout())
-			defer cancel()
-			timeout = wait.Done()
-		}
-		select {
-		case <-changed:
-		case <-timeout:
-			return nil, err
-		}
+// setCert takes the certificate the servers made of the node's key ("":
+// unchanged). Set the keys it was signed with first.
+func (k *workloadKeys) setCert(cert string) error {
+	if cert == "" {
+		return nil
 	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	s, err := identity.NewNodeSigner(k.node, k.nodeKey, cert, k.verifier)
+	if err != nil {
+		return err
+	}
+	k.signer, k.cert = s, cert
+	return nil
+}
+
+// maxKeyWaiters bounds the calls that wait for a key the agent has not
+// learned yet; more fail at once.
+const maxKeyWaiters = 32
+
+// verifyToken checks a workload token with the agent's keys. Only a token
+// signed by a key newer than every key the agent holds may be one of a
+// rotation its next heartbeat brings: such a call waits for the keys to
+// change, up to two heartbeat intervals, and at most maxKeyWaiters calls
+// wait at once. Any other token of an unknown key fails at once: no
+// caller can make the agent hold calls, or ask the servers sooner.
+func (a *Agent) verifyToken(ctx context.Context, token string) (*identity.Claims, error) {
+	v, changed := a.keys.current()
+	claims, err := v.Verify(token, a.clock.Now().UnixNano())
+	if !errors.Is(err, identity.ErrUnknownKey) {
+		return claims, err
+	}
+	if id, ok := identity.KeyIDOf(token); !ok || id <= v.NewestID() {
+		return nil, err
+	}
+	k := a.keys
+	k.mu.Lock()
+	if k.waiting >= maxKeyWaiters {
+		k.mu.Unlock()
+		return nil, err
+	}
+	k.waiting++
+	k.mu.Unlock()
+	defer func() {
+		k.mu.Lock()
+		k.waiting--
+		k.mu.Unlock()
+	}()
+	wait, cancel := context.WithTimeout(ctx, min(a.heartbeatTimeout(), 2*a.config.HeartbeatInterval))
+	defer cancel()
+	select {
+	case <-changed:
+	case <-wait.Done():
+		return nil, err
+	}
+	v, _ = a.keys.current()
+	return v.Verify(token, a.clock.Now().UnixNano())
 }
 
 // denied is a permission error about a token.
@@ -189,9 +277,9 @@ func (a *Agent) checkAppToken(ctx context.Context, token, app, id string) (*iden
 	return claims, nil
 }
 
-// mintContainerToken signs the token of a container this agent's
-// AMRMProxy allocated on node (at now, Unix ns).
-func (a *Agent) mintContainerToken(ring *identity.Keyring, app string, attempt int, id, node, user string, res scheduler.Resources, now int64) (string, error) {
-	return ring.Sign(identity.Claims{Kind: identity.KindContainer, AppID: app, Attempt: attempt, ContainerID: id, NodeID: node,
-		Resources: res, ExecutionType: scheduler.Opportunistic, User: user, Expiry: now + int64(identity.ContainerTokenLifetime)})
+// containerClaims are the claims of the token of an opportunistic
+// container this agent's AMRMProxy allocates on node at now (Unix ns).
+func containerClaims(app string, attempt int, id, node, user string, res scheduler.Resources, now int64) identity.Claims {
+	return identity.Claims{Kind: identity.KindContainer, AppID: app, Attempt: attempt, ContainerID: id, NodeID: node,
+		Resources: res, ExecutionType: scheduler.Opportunistic, User: user, Expiry: now + int64(identity.ContainerTokenLifetime)}
 }

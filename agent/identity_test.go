@@ -13,6 +13,7 @@ import (
 	"github.com/weft-sched/weft/internal/testutil"
 	"github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
+	"github.com/weft-sched/weft/server"
 )
 
 // guaranteedContainer asks the leader for one guaranteed container and
@@ -56,7 +57,7 @@ func TestContainerStartNeedsItsContainerToken(t *testing.T) {
 		return &resp, err
 	}
 
-	ring, _ := node.keys.current()
+	ring := serverKeyring(t, w.srv)
 	claims := identity.Claims{Kind: identity.KindContainer, AppID: ci.AppID, Attempt: ci.Attempt, ContainerID: ci.ID, NodeID: ci.NodeID,
 		Resources: ci.Resources, ExecutionType: scheduler.Guaranteed, Expiry: time.Now().Add(time.Minute).UnixNano()}
 	expired := claims
@@ -302,4 +303,20 @@ func TestNodeSecretSurvivesRestartsAndAWipedDirNeedsAReset(t *testing.T) {
 	if n, _ := srv.State().Node(cfg.NodeID); !identity.NodeSecretMatches(n.SecretHash, back.secret) || n.Status != scheduler.NodeReady {
 		t.Fatalf("node after the reset: %+v", n)
 	}
+}
+
+// serverKeyring is the servers' signing keyring (agents hold only public
+// keys): what a test signs with to play the servers.
+func serverKeyring(t testing.TB, srv *server.Server) *identity.Keyring {
+	t.Helper()
+	keys := srv.State().WorkloadKeys()
+	ks := make([]identity.Key, len(keys))
+	for i, k := range keys {
+		ks[i] = identity.Key{ID: k.ID, Secret: k.Secret}
+	}
+	r, err := identity.NewKeyring(ks, keys[len(keys)-1].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -68,6 +68,9 @@ type ctr struct {
 	startedAt  int64
 	proc       *process
 	killReason scheduler.ExitReason
+	// recorded is set once the servers hold the container: an
+	// opportunistic one's report carries its token until then.
+	recorded bool
 }
 
 func newManager(logger hclog.Logger, clk clock.Clock, nodeID, dir string, capacity scheduler.Resources, queueLimit int, killGrace time.Duration, cg *cgroups, changed func()) *manager {
@@ -317,11 +320,30 @@ func (m *manager) reports() []rpc.ContainerReport {
 	defer m.mu.Unlock()
 	out := make([]rpc.ContainerReport, 0, len(m.byID))
 	for _, c := range m.byID {
-		out = append(out, rpc.ContainerReport{ID: c.info.ID, AppID: c.info.AppID, Attempt: c.info.Attempt, AskID: c.info.AskID,
+		r := rpc.ContainerReport{ID: c.info.ID, AppID: c.info.AppID, Attempt: c.info.Attempt, AskID: c.info.AskID,
 			Resources: c.info.Resources, ExecutionType: c.info.ExecutionType, State: c.state, ExitCode: c.exitCode,
-			Reason: c.reason, Diagnostics: c.diag, AllocatedAt: c.info.AllocatedAt, StartedAt: c.startedAt, At: c.at})
+			Reason: c.reason, Diagnostics: c.diag, AllocatedAt: c.info.AllocatedAt, StartedAt: c.startedAt, At: c.at}
+		if !c.recorded && c.info.ExecutionType == string(scheduler.Opportunistic) {
+			r.Token = c.info.Token // proves which AMRMProxy allocated it
+		}
+		out = append(out, r)
 	}
 	return out
+}
+
+// recorded notes the containers the servers said they hold: their reports
+// no longer carry tokens.
+func (m *manager) recorded(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, id := range ids {
+		if c, ok := m.byID[id]; ok {
+			c.recorded = true
+		}
+	}
 }
 
 // ack forgets completed containers the leader has recorded.

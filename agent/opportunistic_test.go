@@ -306,8 +306,7 @@ func TestUnrecordedPromotionIsUndone(t *testing.T) {
 			t.Fatalf("a refused promotion changed the container to %q", got)
 		}
 	}
-	ring, _ := w.home.keys.current()
-	leaked, err := ring.Sign(identity.Claims{Kind: identity.KindContainer, AppID: w.app, Attempt: 1, ContainerID: c.ID, NodeID: c.NodeID,
+	leaked, err := serverKeyring(t, w.srv).Sign(identity.Claims{Kind: identity.KindContainer, AppID: w.app, Attempt: 1, ContainerID: c.ID, NodeID: c.NodeID,
 		Resources: c.Resources, ExecutionType: scheduler.Guaranteed, Expiry: time.Now().Add(time.Minute).UnixNano()})
 	if err != nil {
 		t.Fatal(err)

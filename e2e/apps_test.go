@@ -84,6 +84,7 @@ func startWorldOn(t testing.TB, q *quorum, n int, extra map[string][]string) *wo
 			"-allow-root"}
 		if q.sec != nil {
 			args = append(args, "-config", q.sec.config("agent", id))
+			q.sec.join(strings.Join([]string{q.rpcAddr("s1"), q.rpcAddr("s2"), q.rpcAddr("s3")}, ","), id)
 		}
 		w.agents[id] = startProc(t, id, append(args, extra[id]...)...)
 	}

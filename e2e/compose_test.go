@@ -83,6 +83,17 @@ func TestComposeClusterSurvivesALeaderKill(t *testing.T) {
 	if _, errOut, code := cli(t, "members", "-address", all, "-token", ""); code == 0 {
 		t.Fatalf("the cluster answered a request without a token: ACLs are off (%s)", errOut)
 	}
+	// The agents register once a node-join token is where their config
+	// says (deploy/agent.hcl): the operator introduces them.
+	var join struct {
+		Token string `json:"token"`
+	}
+	waitFor(t, time.Minute, "a node-join token", func() error {
+		return cliJSON(t, &join, "node", "join-token", "create", "-address", all)
+	})
+	if err := os.WriteFile(filepath.Join(secrets, "join-token"), []byte(join.Token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, time.Minute, "three agents READY", func() error {
 		var nodes []struct {
 			Status string `json:"status"`

@@ -54,12 +54,14 @@ func TestSecureFederation(t *testing.T) {
 			"-rpc-port", strconv.Itoa(arpc), "-serf-port", strconv.Itoa(aserf), "-join", net.JoinHostPort(sip, strconv.Itoa(sserf)),
 			"-resources", "memory_mb=2048,vcores=4", "-allow-root", "-config", sec.config("agent", id+"-a1"))
 	}
-	// Every sub-cluster RUNNING at the router before the ACLs are made:
-	// a change through a router reaches the sub-clusters it knows.
+	// Every sub-cluster known at the router before the ACLs are made: a
+	// change through a router reaches the sub-clusters it knows. They are
+	// NEW, with no node: their agents register only once introduced with
+	// a join token, which needs a token to make.
 	for id, p := range servers {
-		waitFor(t, 60*time.Second, id+" RUNNING at the router", func() error {
+		waitFor(t, 60*time.Second, id+" known at the router", func() error {
 			b, err := os.ReadFile(p.log)
-			if err == nil && !regexp.MustCompile(`hold this sub-cluster: .*subcluster=`+id+` state=RUNNING`).Match(b) {
+			if err == nil && !regexp.MustCompile(`hold this sub-cluster: .*subcluster=`+id+` state=(NEW|RUNNING)`).Match(b) {
 				err = fmt.Errorf("not yet")
 			}
 			return err
@@ -71,6 +73,9 @@ func TestSecureFederation(t *testing.T) {
 		t.Fatalf("federation subclusters without a token: exit %d, %q", code, errOut)
 	}
 	sec.bootstrap(router)
+	for id, addr := range addrs {
+		sec.join(addr, id+"-a1") // each sub-cluster introduces its own agent
+	}
 	for id, addr := range addrs {
 		if out, errOut, code := cli(t, "acl", "token", "self", "-address", addr); code != 0 || !strings.Contains(out, "bootstrap") {
 			t.Fatalf("the token bootstrapped through the router, at %s: exit %d\n%s%s", id, code, out, errOut)

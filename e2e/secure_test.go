@@ -58,6 +58,11 @@ func (s *security) config(role, name string) string {
 	if role == "server" || role == "router" {
 		body += "acl {\n  enabled = true\n}\n"
 	}
+	if role == "agent" {
+		// With ACLs on, a new node registers only with a join token: the
+		// agent reads this file at each attempt until join writes it.
+		body += fmt.Sprintf("join_token_file = %q\n", s.joinTokenFile(name))
+	}
 	path := filepath.Join(s.t.TempDir(), name+".hcl")
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		s.t.Fatal(err)
@@ -83,4 +88,32 @@ func (s *security) bootstrap(addr string) {
 		s.t.Fatal("bootstrap answered no secret")
 	}
 	s.t.Setenv("WEFT_TOKEN", tok.SecretID)
+}
+
+// joinTokenFile is where agent name's config file says its join token is.
+func (s *security) joinTokenFile(name string) string {
+	return filepath.Join(s.pki, "join-token-"+name)
+}
+
+// join makes a node-join token through addr (a server of the agents'
+// cluster, with the management token bootstrap gave) and writes it where
+// the named agents' configs look for it, as an operator introducing new
+// nodes would.
+func (s *security) join(addr string, agents ...string) {
+	s.t.Helper()
+	var tok struct {
+		Token string `json:"token"`
+	}
+	waitFor(s.t, 30*time.Second, "a node-join token", func() error {
+		out, errOut, code := cli(s.t, "node", "join-token", "create", "-json", "-ttl", "2h", "-address", addr)
+		if code != 0 {
+			return fmt.Errorf("exit %d: %s", code, strings.TrimSpace(errOut))
+		}
+		return json.Unmarshal([]byte(out), &tok)
+	})
+	for _, name := range agents {
+		if err := os.WriteFile(s.joinTokenFile(name), []byte(tok.Token+"\n"), 0o600); err != nil {
+			s.t.Fatal(err)
+		}
+	}
 }

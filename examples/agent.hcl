@@ -38,6 +38,12 @@ region  = "global"
 encrypt = "cg8StVXbQJ0gPvMd9o7yrg6rA0Z2dTjCbG4JkJoRuFI=" # weft operator keygen
 # insecure = false                # true: allow running off loopback without TLS or a gossip key
 
+# With ACLs on, the servers register a node they do not know only with a
+# node-join token (weft node join-token create): give it here, in
+# WEFT_JOIN_TOKEN, or in a file read at each registration attempt.
+# join_token      = "..."
+join_token_file = "/etc/weft/join-token"
+
 tls {
   ca_file   = "/etc/weft/tls/weft-agent-ca.pem"
   cert_file = "/etc/weft/tls/global-agent-weft.pem"

@@ -64,7 +64,8 @@ type QueueConfigApplyRequest struct {
 // NodeRegisterRequest registers (or re-registers) an agent. The result is
 // the node's new epoch (uint64). SecretHash is the SHA-256 of the node
 // secret the agent presented: a node that has one is re-registered only
-// with the same; one that has none takes this one.
+// with the same; one that has none takes this one. MintKey is the node's
+// public minting key (empty: it has none).
 type NodeRegisterRequest struct {
 	ID         string              `codec:"id"`
 	Address    string              `codec:"address"`
@@ -72,6 +73,7 @@ type NodeRegisterRequest struct {
 	Capacity   scheduler.Resources `codec:"capacity"`
 	Now        int64               `codec:"now"`
 	SecretHash []byte              `codec:"secret_hash"`
+	MintKey    []byte              `codec:"mint_key,omitempty"`
 }
 
 // NodeStatusRequest changes a node's status (for example to DOWN). It

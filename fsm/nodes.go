@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"crypto/sha256"
 
 	"github.com/weft-sched/weft/scheduler"
@@ -20,6 +21,9 @@ func (t *txn) applyNodeRegister(req *NodeRegisterRequest) (uint64, error) {
 	}
 	if n := len(req.SecretHash); n != 0 && n != sha256.Size {
 		return 0, reject(ErrInvalid, "node %s: secret_hash is %d bytes, want %d", req.ID, n, sha256.Size)
+	}
+	if n := len(req.MintKey); n != 0 && n != ed25519.PublicKeySize {
+		return 0, reject(ErrInvalid, "node %s: mint_key is %d bytes, want %d", req.ID, n, ed25519.PublicKeySize)
 	}
 	epoch := uint64(1)
 	if old, ok := t.node(req.ID); ok {
@@ -41,6 +45,7 @@ func (t *txn) applyNodeRegister(req *NodeRegisterRequest) (uint64, error) {
 		Epoch:        epoch,
 		RegisteredAt: req.Now,
 		SecretHash:   req.SecretHash,
+		MintKey:      req.MintKey,
 	}
 	if old, ok := t.node(req.ID); ok && old.Status == scheduler.NodeDraining {
 		// An agent that restarts keeps its operator's drain.

@@ -67,23 +67,29 @@ func newTestAPI(t *testing.T, o apiOpts) *testAPI {
 	}
 	t.Cleanup(func() { srv.Shutdown() })
 	ta := &testAPI{t: t, srv: srv}
-	for i := 1; i <= o.agents; i++ {
-		a, err := agent.New(&agent.Config{NodeID: fmt.Sprintf("n%d", i), DataDir: t.TempDir(), RPCPort: -1, SerfPort: -1,
-			Join: []string{srv.SerfAddr()}, Resources: scheduler.Resources{MemoryMB: 2048, Vcores: 4},
-			OpportunisticQueueLength: -1, SerfFastGossip: true, Executable: weftBin, KillGrace: time.Second,
-			AllowRoot: true, Logger: logger.Named(fmt.Sprintf("n%d", i))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { a.Shutdown() })
-		ta.agents = append(ta.agents, a)
-	}
+	var joinToken string
 	if o.acl {
 		var resp rpc.ACLTokenResponse
 		testutil.WaitForNoError(t, 15*time.Second, "ACL bootstrap", func() error {
 			return srv.Call(context.Background(), "ACL.Bootstrap", &rpc.ACLBootstrapRequest{}, &resp)
 		})
 		ta.token = resp.Token.SecretID
+		var jt rpc.JoinTokenCreateResponse // with ACLs on, new nodes need one
+		testutil.WaitForNoError(t, 15*time.Second, "a node-join token", func() error {
+			return srv.Call(context.Background(), "Node.JoinTokenCreate", &rpc.JoinTokenCreateRequest{RequestHeader: rpc.RequestHeader{AuthToken: ta.token}}, &jt)
+		})
+		joinToken = jt.Token
+	}
+	for i := 1; i <= o.agents; i++ {
+		a, err := agent.New(&agent.Config{NodeID: fmt.Sprintf("n%d", i), DataDir: t.TempDir(), RPCPort: -1, SerfPort: -1,
+			Join: []string{srv.SerfAddr()}, Resources: scheduler.Resources{MemoryMB: 2048, Vcores: 4},
+			OpportunisticQueueLength: -1, SerfFastGossip: true, Executable: weftBin, KillGrace: time.Second,
+			AllowRoot: true, JoinToken: joinToken, Logger: logger.Named(fmt.Sprintf("n%d", i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Shutdown() })
+		ta.agents = append(ta.agents, a)
 	}
 	ta.api = newAPI(srv, logger.Named("http"), o.limits)
 	ta.api.metrics = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "weft_up 1\n") })

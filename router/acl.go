@@ -9,7 +9,6 @@ import (
 
 	"github.com/weft-sched/weft/router/fedstate"
 	wrpc "github.com/weft-sched/weft/rpc"
-	"github.com/weft-sched/weft/scheduler/federation"
 )
 
 // ACLs through the routers. Routers hold no ACL store: the sub-clusters
@@ -108,7 +107,8 @@ func (r *Router) authorize(ctx context.Context, method string, c wrpc.Capability
 	return ctx, nil
 }
 
-// checkToken asks RUNNING sub-clusters, in turn until one answers,
+// checkToken asks the reachable sub-clusters (NEW, RUNNING or UNHEALTHY:
+// their ACLs do not depend on their nodes), in turn until one answers,
 // whether secret grants c (on queue, for the queue capabilities).
 func (r *Router) checkToken(ctx context.Context, secret string, c wrpc.Capability, queue string) error {
 	if !r.config.ACLEnabled {
@@ -120,7 +120,7 @@ func (r *Router) checkToken(ctx context.Context, secret string, c wrpc.Capabilit
 	}
 	var tried []string
 	for _, sc := range r.fsm.State().Subclusters() {
-		if sc.State != federation.StateRunning {
+		if !sc.State.Reachable() {
 			continue
 		}
 		err := r.askGrant(ctx, sc, secret, c, queue)
@@ -136,7 +136,7 @@ func (r *Router) checkToken(ctx context.Context, secret string, c wrpc.Capabilit
 		tried = append(tried, fmt.Sprintf("%s (%s)", sc.ID, firstLine(err.Error())))
 	}
 	if len(tried) == 0 {
-		return wrpc.Errorf(wrpc.CodeUnavailable, "no RUNNING sub-cluster to check the token against: the routers hold no ACLs of their own")
+		return wrpc.Errorf(wrpc.CodeUnavailable, "no reachable sub-cluster to check the token against: the routers hold no ACLs of their own")
 	}
 	return wrpc.Errorf(wrpc.CodeUnavailable, "no sub-cluster answered to check the token: %v", tried)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/weft-sched/weft/internal/config"
+	"github.com/weft-sched/weft/internal/identity"
 	"github.com/weft-sched/weft/internal/testutil"
 	"github.com/weft-sched/weft/router/fedstate"
 	wrpc "github.com/weft-sched/weft/rpc"
@@ -40,7 +41,8 @@ func subcluster(t testing.TB, c *routers, id string, r *Router, vcores int64, qu
 	var reg wrpc.NodeRegisterResponse
 	testutil.WaitForNoError(t, 10*time.Second, "registering a node", func() error {
 		return c.call2(srv.RPCAddr(), "Node.Register", &wrpc.NodeRegisterRequest{ID: id + "-n1", Address: "127.0.0.1:1",
-			Capacity: scheduler.Resources{MemoryMB: vcores * 1024, Vcores: vcores}, Secret: hex.EncodeToString(sum[:])}, &reg)
+			Capacity: scheduler.Resources{MemoryMB: vcores * 1024, Vcores: vcores}, Secret: hex.EncodeToString(sum[:]),
+			JoinToken: joinToken(srv)}, &reg)
 	})
 	if queues != "" {
 		qc, err := config.ParseQueueConfig("queues.hcl", []byte(queues))
@@ -250,4 +252,24 @@ func TestARetriedSubmissionNeverGoesTwice(t *testing.T) {
 	if h.Home != "sc1" || h.State != fedstate.HomeSubmitted || len(h.Tries) != 1 || h.Tries[0].Outcome != fedstate.OutcomeFenced {
 		t.Fatalf("after the fence: %+v, want SUBMITTED at sc1 after sc2 was fenced", h)
 	}
+}
+
+// joinToken is a node-join token of srv's cluster (what an operator makes
+// with `weft node join-token create`), signed with its keys; "" before it
+// has any.
+func joinToken(srv *server.Server) string {
+	keys := srv.State().WorkloadKeys()
+	if len(keys) == 0 {
+		return ""
+	}
+	ks := make([]identity.Key, len(keys))
+	for i, k := range keys {
+		ks[i] = identity.Key{ID: k.ID, Secret: k.Secret}
+	}
+	ring, err := identity.NewKeyring(ks, keys[len(keys)-1].ID)
+	if err != nil {
+		return ""
+	}
+	tok, _ := ring.Sign(identity.Claims{Kind: identity.KindJoin, Expiry: time.Now().Add(time.Hour).UnixNano()})
+	return tok
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/weft-sched/weft/router/fedstate"
 	wrpc "github.com/weft-sched/weft/rpc"
-	"github.com/weft-sched/weft/scheduler/federation"
 )
 
 // How a router reaches sub-clusters for the client API (SPEC §18): one
@@ -94,12 +93,13 @@ func (r *Router) callSubcluster(ctx context.Context, sc *fedstate.Subcluster, wh
 	return err
 }
 
-// askOne asks the RUNNING sub-clusters in turn until one answers: for
-// what every sub-cluster holds alike (the ACLs the routers write to all).
+// askOne asks the reachable sub-clusters in turn until one answers: for
+// what every sub-cluster holds alike (the ACLs the routers write to all),
+// which a sub-cluster without nodes holds as well.
 func (r *Router) askOne(ctx context.Context, st *fedstate.State, method string, args, reply any) error {
 	var tried []string
 	for _, sc := range st.Subclusters() {
-		if sc.State != federation.StateRunning {
+		if !sc.State.Reachable() {
 			continue
 		}
 		callCtx, cancel := context.WithTimeout(ctx, fanoutTimeout)
@@ -111,7 +111,7 @@ func (r *Router) askOne(ctx context.Context, st *fedstate.State, method string, 
 		tried = append(tried, fmt.Sprintf("%s (%s)", sc.ID, firstLine(err.Error())))
 	}
 	if len(tried) == 0 {
-		return wrpc.Errorf(wrpc.CodeUnavailable, "no sub-cluster is RUNNING to answer %s", method)
+		return wrpc.Errorf(wrpc.CodeUnavailable, "no sub-cluster is reachable to answer %s", method)
 	}
 	return wrpc.Errorf(wrpc.CodeUnavailable, "no sub-cluster answered %s: %s", method, strings.Join(tried, "; "))
 }

@@ -247,7 +247,11 @@ func (l *NodeLoad) decodeMsgpack(r *wireReader) error {
 // ---- ContainerReport -----------------------------------------------------
 
 func (c *ContainerReport) appendMsgpack(b []byte) []byte {
-	b = appendMapHeader(b, 13)
+	if c.Token == "" {
+		b = appendMapHeader(b, 13)
+	} else {
+		b = appendMapHeader(b, 14)
+	}
 	b = appendStr(b, "allocated_at")
 	b = appendInt(b, c.AllocatedAt)
 	b = appendStr(b, "app_id")
@@ -277,7 +281,12 @@ func (c *ContainerReport) appendMsgpack(b []byte) []byte {
 	b = appendStr(b, "started_at")
 	b = appendInt(b, c.StartedAt)
 	b = appendStr(b, "state")
-	return appendStr(b, string(c.State))
+	b = appendStr(b, string(c.State))
+	if c.Token != "" { // omitempty
+		b = appendStr(b, "token")
+		b = appendStr(b, c.Token)
+	}
+	return b
 }
 
 func (c *ContainerReport) decodeMsgpack(r *wireReader) error {
@@ -323,6 +332,8 @@ func (c *ContainerReport) decodeMsgpack(r *wireReader) error {
 		case "state":
 			s, err = r.str()
 			c.State = scheduler.ContainerState(s)
+		case "token":
+			c.Token, err = r.str()
 		default:
 			return false, nil
 		}
@@ -334,9 +345,9 @@ func (c *ContainerReport) decodeMsgpack(r *wireReader) error {
 
 func (h *HeartbeatRequest) appendMsgpack(b []byte) []byte {
 	if len(h.AppsToCheck) == 0 {
-		b = appendMapHeader(b, 16)
-	} else {
 		b = appendMapHeader(b, 17)
+	} else {
+		b = appendMapHeader(b, 18)
 	}
 	b = appendStr(b, "allow_stale")
 	b = appendBool(b, h.AllowStale)
@@ -365,6 +376,8 @@ func (h *HeartbeatRequest) appendMsgpack(b []byte) []byte {
 	b = appendInt(b, int64(h.MaxWait))
 	b = appendStr(b, "min_query_index")
 	b = appendUint(b, h.MinQueryIndex)
+	b = appendStr(b, "mint_cert_expiry")
+	b = appendInt(b, h.MintCertExpiry)
 	b = appendStr(b, "node_id")
 	b = appendStr(b, h.NodeID)
 	b = appendStr(b, "region")
@@ -396,6 +409,8 @@ func (h *HeartbeatRequest) decodeMsgpack(r *wireReader) error {
 			h.LeastLoadedAt, err = r.int()
 		case "load":
 			err = h.Load.decodeMsgpack(r)
+		case "mint_cert_expiry":
+			h.MintCertExpiry, err = r.int()
 		case "node_id":
 			h.NodeID, err = r.str()
 		case "same_list_ok":
@@ -442,6 +457,12 @@ func (h *HeartbeatResponse) appendMsgpack(b []byte) []byte {
 	if len(h.AppsRunning) > 0 {
 		fields++
 	}
+	if h.MintCert != "" {
+		fields++
+	}
+	if len(h.Recorded) > 0 {
+		fields++
+	}
 	b = appendMapHeader(b, fields)
 	b = appendStr(b, "acked")
 	b = appendStrings(b, h.Acked)
@@ -484,12 +505,20 @@ func (h *HeartbeatResponse) appendMsgpack(b []byte) []byte {
 	b = appendInt(b, h.LeastLoadedAt)
 	b = appendStr(b, "least_loaded_same")
 	b = appendBool(b, h.LeastLoadedSame)
+	if h.MintCert != "" { // omitempty
+		b = appendStr(b, "mint_cert")
+		b = appendStr(b, h.MintCert)
+	}
 	b = appendStr(b, "promote")
 	b = appendStrings(b, h.Promote)
 	b = appendStr(b, "queue_limit")
 	b = appendInt(b, int64(h.QueueLimit))
 	b = appendStr(b, "re_register")
 	b = appendBool(b, h.ReRegister)
+	if len(h.Recorded) > 0 { // omitempty
+		b = appendStr(b, "recorded")
+		b = appendStrings(b, h.Recorded)
+	}
 	b = appendStr(b, "servers")
 	b = appendStrings(b, h.Servers)
 	b = appendStr(b, "workload_keys")
@@ -501,8 +530,8 @@ func (h *HeartbeatResponse) appendMsgpack(b []byte) []byte {
 		b = appendMapHeader(b, 2)
 		b = appendStr(b, "id")
 		b = appendUint(b, uint64(k.ID))
-		b = appendStr(b, "secret")
-		b = appendBin(b, k.Secret)
+		b = appendStr(b, "public_key")
+		b = appendBin(b, k.PublicKey)
 	}
 	return b
 }
@@ -536,6 +565,8 @@ func (h *HeartbeatResponse) decodeMsgpack(r *wireReader) error {
 			h.LeastLoadedAt, err = r.int()
 		case "least_loaded_same":
 			h.LeastLoadedSame, err = r.bool()
+		case "mint_cert":
+			h.MintCert, err = r.str()
 		case "promote":
 			h.Promote, err = r.strings()
 		case "queue_limit":
@@ -543,6 +574,8 @@ func (h *HeartbeatResponse) decodeMsgpack(r *wireReader) error {
 			h.QueueLimit = int(v)
 		case "re_register":
 			h.ReRegister, err = r.bool()
+		case "recorded":
+			h.Recorded, err = r.strings()
 		case "servers":
 			h.Servers, err = r.strings()
 		case "workload_keys":
@@ -602,8 +635,8 @@ func decodeWorkloadKeys(r *wireReader) ([]WorkloadKey, error) {
 				var v uint64
 				v, err = r.uintOf(32)
 				k.ID = uint32(v)
-			case "secret":
-				k.Secret, err = r.bin()
+			case "public_key":
+				k.PublicKey, err = r.bin()
 			default:
 				return false, nil
 			}

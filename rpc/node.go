@@ -18,6 +18,14 @@ type NodeRegisterRequest struct {
 	Rack     string              `codec:"rack"`
 	Capacity scheduler.Resources `codec:"capacity"`
 	Secret   string              `codec:"secret" json:"-"`
+	// MintKey is the public half of the node's own Ed25519 key, with
+	// which its AMRMProxy signs the tokens of the opportunistic
+	// containers it allocates. The servers record it with the node
+	// secret and certify it (NodeRegisterResponse.MintCert).
+	MintKey []byte `codec:"mint_key"`
+	// JoinToken is a node-join token (`weft node join-token create`): with
+	// ACLs on, a node the servers do not know registers only with one.
+	JoinToken string `codec:"join_token" json:"-"`
 }
 
 // NodeDeregisterRequest tells the servers an agent is leaving gracefully
@@ -29,12 +37,14 @@ type NodeDeregisterRequest struct {
 	Secret string `codec:"secret" json:"-"`
 }
 
-// NodeRegisterResponse answers Node.Register. WorkloadKeys are the keys
-// the agent verifies (and its AMRMProxy signs) workload tokens with.
+// NodeRegisterResponse answers Node.Register. WorkloadKeys are the
+// servers' public keys, with which the agent verifies workload tokens;
+// MintCert certifies the node's MintKey, with which its AMRMProxy signs.
 type NodeRegisterResponse struct {
 	Epoch        uint64        `codec:"epoch"`
 	Servers      []string      `codec:"servers"`
 	WorkloadKeys []WorkloadKey `codec:"workload_keys"`
+	MintCert     string        `codec:"mint_cert"`
 	// Federation, when the agent's sub-cluster belongs to a federation,
 	// names it and its routers: the AMRMProxy splits spanning apps' asks
 	// with them (SPEC §18).
@@ -69,6 +79,10 @@ type ContainerReport struct {
 	AllocatedAt   int64                    `codec:"allocated_at"` // Unix ns
 	StartedAt     int64                    `codec:"started_at"`   // Unix ns; 0 if it never ran
 	At            int64                    `codec:"at"`           // Unix ns of the last change
+	// Token is an opportunistic container's container token, sent until
+	// the servers have recorded the container (HeartbeatResponse.Recorded):
+	// it proves which node's AMRMProxy allocated it.
+	Token string `codec:"token,omitempty" json:"-"`
 }
 
 // NodeLoad is what a heartbeat reports of the node's load (SPEC §10).
@@ -103,6 +117,9 @@ type HeartbeatRequest struct {
 	// WorkloadKeyID is the newest workload key the agent holds (0: none);
 	// the answer carries the keys only when the servers' newest differs.
 	WorkloadKeyID uint32 `codec:"workload_key_id"`
+	// MintCertExpiry is when the node's certificate ends (Unix ns; 0: it
+	// holds none): the answer carries a new one once half of it has passed.
+	MintCertExpiry int64 `codec:"mint_cert_expiry"`
 	// Seq numbers the agent's heartbeats within a registration, from 1
 	// (0: not numbered). The leader refuses a heartbeat older than one it
 	// has already applied: an attempt that reached it late (its agent gave
@@ -285,6 +302,12 @@ type HeartbeatResponse struct {
 	// WorkloadKeys, when not empty, replaces the agent's workload keys:
 	// the servers' set changed since the request's WorkloadKeyID.
 	WorkloadKeys []WorkloadKey `codec:"workload_keys"`
+	// MintCert, when set, replaces the node's certificate (its old one is
+	// past half its life, or the servers' key changed).
+	MintCert string `codec:"mint_cert,omitempty"`
+	// Recorded lists the opportunistic containers of the request that the
+	// servers hold now: the agent stops sending their tokens.
+	Recorded []string `codec:"recorded,omitempty"`
 	// Federation, when the cluster is a federation's sub-cluster, names
 	// it and the routers its leader last heard of (SPEC §18): the
 	// AMRMProxy splits spanning apps' asks with them. Servers share one

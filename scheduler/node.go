@@ -34,6 +34,11 @@ type Node struct {
 	// deregistration and re-registration of the node must present the
 	// secret. It is never shown to users.
 	SecretHash []byte `codec:"secret_hash,omitempty"`
+	// MintKey is the public half of the node's own Ed25519 key, which its
+	// AMRMProxy signs opportunistic container tokens with; the servers
+	// certify it in the node's registration and heartbeat answers. Empty
+	// for a node registered before nodes had keys: it mints nothing.
+	MintKey []byte `codec:"mint_key,omitempty"`
 	// AllocatedGuaranteed is what live guaranteed containers hold on the
 	// node; AllocatedOpportunistic what running opportunistic ones use
 	// (queued ones hold nothing). The FSM keeps both, and the counts.

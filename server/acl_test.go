@@ -42,6 +42,7 @@ var wantCapabilities = map[string]wrpc.Capability{
 	"Node.HeartbeatBatch":           wrpc.CapServer,
 	"Node.Deregister":               wrpc.CapAgent,
 	"Node.ResetSecret":              wrpc.CapNodeWrite,
+	"Node.JoinTokenCreate":          wrpc.CapNodeWrite,
 	"Node.Drain":                    wrpc.CapNodeWrite,
 	"Node.List":                     wrpc.CapNodeRead,
 	"Node.Which":                    wrpc.CapFederation,

@@ -244,6 +244,14 @@ func TestConcurrentHeartbeatsShareEntries(t *testing.T) {
 		nodes[i] = registerFake(t, c, l, fmt.Sprintf("n%d", i), scheduler.Resources{MemoryMB: 8192, Vcores: 8})
 	}
 	waitAMPlaced(t, l, app)
+	minter := amNode(t, l, app, nodes) // the AMRMProxy that allocates the app's containers
+	reports := make([][]wrpc.ContainerReport, n)
+	for i, nd := range nodes {
+		reports[i] = []wrpc.ContainerReport{{
+			ID: fmt.Sprintf("o-%s-1-%d", minter.id, i), AppID: app, Attempt: 1, AskID: 1, Resources: scheduler.Resources{MemoryMB: 64, Vcores: 1},
+			ExecutionType: string(scheduler.Opportunistic), State: scheduler.ContainerQueued, AllocatedAt: 1}}
+		minter.mint(t, nd.id, reports[i])
+	}
 	h := newHeldProposer(l.proposeUpdates)
 	l.updates.commit.Store(ptr(proposeFunc(h.propose)))
 	before := l.raft.AppliedIndex()
@@ -253,10 +261,8 @@ func TestConcurrentHeartbeatsShareEntries(t *testing.T) {
 	beat := func(i int) {
 		defer wg.Done()
 		nd := nodes[i]
-		id := fmt.Sprintf("o-%s-1-1", nd.id)
-		req := &wrpc.HeartbeatRequest{NodeID: nd.id, Epoch: nd.epoch, Secret: nd.secret, Containers: []wrpc.ContainerReport{{
-			ID: id, AppID: app, Attempt: 1, AskID: 1, Resources: scheduler.Resources{MemoryMB: 64, Vcores: 1},
-			ExecutionType: string(scheduler.Opportunistic), State: scheduler.ContainerQueued, AllocatedAt: 1}}}
+		id := reports[i][0].ID
+		req := &wrpc.HeartbeatRequest{NodeID: nd.id, Epoch: nd.epoch, Secret: nd.secret, Containers: reports[i]}
 		var hb wrpc.HeartbeatResponse
 		if errs[i] = c.call(l, "Node.Heartbeat", req, &hb); errs[i] != nil {
 			return
@@ -323,9 +329,11 @@ func TestStaleHeartbeatIsRefused(t *testing.T) {
 	c.waitForLeader()
 	app := submit(t, c, l, "stale")
 	nd := registerFake(t, c, l, "n1", scheduler.Resources{MemoryMB: 8192, Vcores: 8})
+	waitAMPlaced(t, l, app) // on n1, whose AMRMProxy then allocates the app's containers
 	id := "o-n1-1-1"
 	queued := []wrpc.ContainerReport{{ID: id, AppID: app, Attempt: 1, AskID: 1, Resources: scheduler.Resources{MemoryMB: 64, Vcores: 1},
 		ExecutionType: string(scheduler.Opportunistic), State: scheduler.ContainerQueued, AllocatedAt: 1}}
+	nd.mint(t, nd.id, queued)
 	beat := func(seq uint64, reports []wrpc.ContainerReport) error {
 		var hb wrpc.HeartbeatResponse
 		return c.call(l, "Node.Heartbeat", &wrpc.HeartbeatRequest{NodeID: nd.id, Epoch: nd.epoch, Secret: nd.secret, Seq: seq, Containers: reports}, &hb)
@@ -357,4 +365,20 @@ func TestStaleHeartbeatIsRefused(t *testing.T) {
 	if err := beat(0, nil); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// amNode returns, of nodes, the one the app's AM was placed on.
+func amNode(t testing.TB, l *Server, app string, nodes []*fakeNode) *fakeNode {
+	t.Helper()
+	a, ok := l.State().App(app)
+	if !ok || len(a.Attempts) == 0 {
+		t.Fatalf("app %s has no AM attempt", app)
+	}
+	for _, n := range nodes {
+		if n.id == a.Attempts[len(a.Attempts)-1].NodeID {
+			return n
+		}
+	}
+	t.Fatalf("app %s's AM is on none of the test's nodes", app)
+	return nil
 }

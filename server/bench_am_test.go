@@ -126,7 +126,7 @@ func rescanAnswer(st *fsm.State, args *wrpc.AMAllocateRequest, reply *wrpc.AMAll
 			info := wrpc.NewContainerInfo(c, node)
 			info.User = app.Spec.User
 			if c.State == scheduler.ContainerAllocated {
-				tok, err := containerToken(ring, c, app.Spec.User)
+				tok, err := ring.Sign(containerClaims(c, app.Spec.User))
 				if err != nil {
 					return 0, noKey(err)
 				}
@@ -166,6 +166,20 @@ func TestAMAnswerMatchesRescan(t *testing.T) {
 		}
 		if (gi > min) != (wi > min) {
 			t.Fatalf("min %d: index %d and rescan's %d disagree on news", min, gi, wi)
+		}
+		// The tokens differ in their proofs (one answer signs its lot in a
+		// batch): each must carry the same claims; the rest must be equal.
+		ring := keyringOf(st)
+		for i := range got.Allocated {
+			if i >= len(want.Allocated) {
+				break
+			}
+			g, gerr := ring.Verify(got.Allocated[i].Token, 0)
+			w, werr := ring.Verify(want.Allocated[i].Token, 0)
+			if (gerr == nil) != (werr == nil) || gerr == nil && !reflect.DeepEqual(g, w) {
+				t.Fatalf("min %d: container %s: token claims %+v (%v), rescan %+v (%v)", min, got.Allocated[i].ID, g, gerr, w, werr)
+			}
+			got.Allocated[i].Token, want.Allocated[i].Token = "", ""
 		}
 		if !reflect.DeepEqual(got.Allocated, want.Allocated) || !reflect.DeepEqual(got.Completed, want.Completed) {
 			t.Fatalf("min %d: %d allocated, %d completed; rescan %d, %d", min, len(got.Allocated), len(got.Completed), len(want.Allocated), len(want.Completed))

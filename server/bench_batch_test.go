@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weft-sched/weft/fsm"
+	"github.com/weft-sched/weft/internal/testutil"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -30,26 +31,14 @@ func BenchmarkHeartbeatContainerChanges(b *testing.B) {
 	}
 	app := res.(string)
 	const nodes = 256
-	type node struct {
-		id, secret string
-		epoch      uint64
-	}
-	ns := make([]*node, nodes)
+	ns := make([]*fakeNode, nodes)
 	var wg sync.WaitGroup
 	for w := 0; w < 8; w++ {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
 			for i := w; i < nodes; i += 8 {
-				n := &node{id: fmt.Sprintf("n%04d", i), secret: nodeSecret(fmt.Sprint(i))}
-				var reg wrpc.NodeRegisterResponse
-				if err := c.call(l, "Node.Register", &wrpc.NodeRegisterRequest{ID: n.id, Address: "127.0.0.1:1",
-					Capacity: scheduler.Resources{MemoryMB: 1 << 20, Vcores: 1 << 10}, Secret: n.secret}, &reg); err != nil {
-					b.Error(err)
-					return
-				}
-				n.epoch = reg.Epoch
-				ns[i] = n
+				ns[i] = registerFake(b, c, l, fmt.Sprintf("n%04d", i), scheduler.Resources{MemoryMB: 1 << 20, Vcores: 1 << 10})
 			}
 		}(w)
 	}
@@ -57,6 +46,8 @@ func BenchmarkHeartbeatContainerChanges(b *testing.B) {
 	if b.Failed() {
 		return
 	}
+	testutil.WaitFor(b, 10*time.Second, func() bool { a, ok := l.State().App(app); return ok && !a.AMPending })
+	minter := amNode(b, l, app, ns) // the AMRMProxy that allocates the app's containers
 	var next atomic.Int64
 	var mu sync.Mutex
 	var lat []time.Duration
@@ -88,12 +79,20 @@ func BenchmarkHeartbeatContainerChanges(b *testing.B) {
 		n := ns[g%nodes]
 		seq := 0
 		var mine []time.Duration
+		var minted []wrpc.ContainerReport // tokens signed a batch at a time, as an AMRMProxy signs them
 		for pb.Next() {
-			seq++
-			req := &wrpc.HeartbeatRequest{NodeID: n.id, Epoch: n.epoch, Secret: n.secret, Containers: []wrpc.ContainerReport{{
-				ID: fmt.Sprintf("o-%s-%d-%d", n.id, g, seq), AppID: app, Attempt: 1, AskID: 1,
-				Resources:     scheduler.Resources{MemoryMB: 64, Vcores: 1},
-				ExecutionType: string(scheduler.Opportunistic), State: scheduler.ContainerCompleted, AllocatedAt: 1, At: 2}}}
+			if len(minted) == 0 {
+				minted = make([]wrpc.ContainerReport, 256)
+				for i := range minted {
+					seq++
+					minted[i] = wrpc.ContainerReport{ID: fmt.Sprintf("o-%s-%d-%d", minter.id, g, seq), AppID: app, Attempt: 1, AskID: 1,
+						Resources:     scheduler.Resources{MemoryMB: 64, Vcores: 1},
+						ExecutionType: string(scheduler.Opportunistic), State: scheduler.ContainerCompleted, AllocatedAt: 1, At: 2}
+				}
+				minter.mint(b, n.id, minted)
+			}
+			req := &wrpc.HeartbeatRequest{NodeID: n.id, Epoch: n.epoch, Secret: n.secret, Containers: minted[:1]}
+			minted = minted[1:]
 			var hb wrpc.HeartbeatResponse
 			start := time.Now()
 			if err := c.call(l, "Node.Heartbeat", req, &hb); err != nil {

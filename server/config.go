@@ -13,6 +13,7 @@ import (
 	"github.com/weft-sched/weft/internal/raftnode"
 	"github.com/weft-sched/weft/internal/tlsutil"
 	wrpc "github.com/weft-sched/weft/rpc"
+	"github.com/weft-sched/weft/scheduler"
 )
 
 // Config configures a Server. Zero values take the SPEC defaults.
@@ -115,7 +116,21 @@ type Config struct {
 	// NodeGCThreshold is how long a DOWN node stays in the state.
 	// Default 24 h.
 	NodeGCThreshold time.Duration
+	// MaxNodeResources caps the capacity a node may declare when it
+	// registers: memory_mb and vcores, and each extended resource (one
+	// not named may be at most DefaultMaxExtendedResource). Zero memory
+	// or vcores take DefaultMaxNodeResources'.
+	MaxNodeResources scheduler.Resources
 }
+
+// DefaultMaxNodeResources is max_node_resources unless configured: 4 TiB
+// of memory and 1,024 vcores, larger than the machines weft runs on and
+// far smaller than a node could claim to draw every placement to itself.
+var DefaultMaxNodeResources = scheduler.Resources{MemoryMB: 4 << 20, Vcores: 1024}
+
+// DefaultMaxExtendedResource caps an extended resource (gpu, ...) that
+// max_node_resources does not name.
+const DefaultMaxExtendedResource = 1024
 
 // Garbage collection defaults (SPEC §20).
 const (
@@ -232,6 +247,15 @@ func (c *Config) setDefaults() error {
 	}
 	if c.NodeGCThreshold == 0 {
 		c.NodeGCThreshold = DefaultNodeGCThreshold
+	}
+	if c.MaxNodeResources.MemoryMB == 0 {
+		c.MaxNodeResources.MemoryMB = DefaultMaxNodeResources.MemoryMB
+	}
+	if c.MaxNodeResources.Vcores == 0 {
+		c.MaxNodeResources.Vcores = DefaultMaxNodeResources.Vcores
+	}
+	if err := c.MaxNodeResources.Validate(); err != nil || c.MaxNodeResources.MemoryMB < 0 || c.MaxNodeResources.Vcores < 0 {
+		return fmt.Errorf("max_node_resources must hold positive amounts (%s)", c.MaxNodeResources)
 	}
 	if c.MaxCompletedApps < 0 || c.AppGCThreshold < 0 || c.NodeGCThreshold < 0 {
 		return errors.New("max_completed_apps, app_gc_threshold and node_gc_threshold must not be negative")

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weft-sched/weft/fsm"
+	"github.com/weft-sched/weft/internal/identity"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -192,6 +193,8 @@ func amAnswer(st *fsm.State, args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocat
 	changed := st.AppContainersChangedSince(args.AppID, args.MinQueryIndex)
 	sort.Slice(changed, func(i, j int) bool { return changed[i].ID < changed[j].ID })
 	news := false
+	var toSign []identity.Claims // of the allocations still to start
+	var signFor []int            // their places in reply.Allocated
 	for _, c := range changed {
 		if c.IsAM || c.Attempt != args.Attempt {
 			continue
@@ -205,16 +208,23 @@ func amAnswer(st *fsm.State, args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocat
 			info := wrpc.NewContainerInfo(c, node)
 			info.User = app.Spec.User
 			if c.State == scheduler.ContainerAllocated { // only what is still to start needs a token
-				tok, err := containerToken(ring, c, app.Spec.User)
-				if err != nil {
-					return 0, noKey(err)
-				}
-				info.Token = tok
+				toSign = append(toSign, containerClaims(c, app.Spec.User))
+				signFor = append(signFor, len(reply.Allocated))
 			}
 			reply.Allocated = append(reply.Allocated, info)
 		}
 		if c.State == scheduler.ContainerCompleted {
 			reply.Completed = append(reply.Completed, wrpc.NewContainerInfo(c, node))
+		}
+	}
+	if len(toSign) > 0 {
+		// One signature for the lot (identity.MaxBatch to a signature).
+		toks, err := ring.SignBatch(toSign)
+		if err != nil {
+			return 0, noKey(err)
+		}
+		for i, at := range signFor {
+			reply.Allocated[at].Token = toks[i]
 		}
 	}
 	if !news {

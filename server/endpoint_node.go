@@ -3,10 +3,12 @@ package server
 import (
 	"context"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/weft-sched/weft/fsm"
 	"github.com/weft-sched/weft/internal/identity"
+	"github.com/weft-sched/weft/internal/metrics"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -32,26 +34,48 @@ func (e *Node) Register(ctx context.Context, args *wrpc.NodeRegisterRequest, rep
 	if err := scheduler.ValidateNodeCapacity(args.Capacity); err != nil {
 		return wrpc.Errorf(wrpc.CodeBadRequest, "node %s: %v", args.ID, err)
 	}
+	if err := e.srv.checkNodeCapacity(args.ID, args.Capacity); err != nil {
+		return err
+	}
 	if err := identity.ValidateNodeSecret(args.Secret); err != nil {
 		return wrpc.Errorf(wrpc.CodeBadRequest, "node %s: %v", args.ID, err)
 	}
-	if n, ok := e.srv.fsm.State().Node(args.ID); ok {
+	if len(args.MintKey) != 0 {
+		if err := identity.ValidateNodePublicKey(args.MintKey); err != nil {
+			return wrpc.Errorf(wrpc.CodeBadRequest, "node %s: mint_key: %v", args.ID, err)
+		}
+	}
+	st := e.srv.fsm.State()
+	now := e.srv.clock.Now()
+	n, known := st.Node(args.ID)
+	if known {
 		if err := checkNodeSecret(n, args.Secret); err != nil {
 			e.srv.logger.Warn("refused a registration under a registered node's name", "node", args.ID, "error", err)
 			return err
 		}
 	}
-	now := e.srv.clock.Now()
+	if !known || len(n.SecretHash) == 0 {
+		// A name no agent holds yet: with ACLs on, only an agent the
+		// operator introduced may take it.
+		if err := e.srv.checkJoinToken(st, args.JoinToken, args.ID, now); err != nil {
+			e.srv.logger.Warn("refused the registration of a new node", "node", args.ID, "error", err)
+			return err
+		}
+	}
 	res, _, err := e.srv.raftApplyRequest(ctx, &args.RequestHeader, fsm.NodeRegisterType, &fsm.NodeRegisterRequest{
 		ID: args.ID, Address: args.Address, Rack: args.Rack, Capacity: args.Capacity, Now: now.UnixNano(),
-		SecretHash: identity.HashNodeSecret(args.Secret),
+		SecretHash: identity.HashNodeSecret(args.Secret), MintKey: args.MintKey,
 	})
 	if err != nil {
 		return err
 	}
+	st = e.srv.fsm.State()
 	reply.Epoch = res.(uint64)
 	reply.Servers = e.srv.serverAddrs()
-	reply.WorkloadKeys = wireKeys(e.srv.fsm.State())
+	reply.WorkloadKeys = wireKeys(st)
+	if n, ok := st.Node(args.ID); ok {
+		reply.MintCert = e.srv.nodeCert(st, n, now)
+	}
 	reply.Federation = e.srv.agentFed.Load()
 	e.srv.heartbeatSeen(args.ID, reply.Epoch, now, nil)
 	e.srv.logger.Info("node registered", "node", args.ID, "epoch", reply.Epoch, "capacity", args.Capacity.String(), "rack", args.Rack)
@@ -153,7 +177,8 @@ func (e *Node) heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply
 			reply.AppsRunning = append(reply.AppsRunning, id)
 		}
 	}
-	records, refused := newOpportunistic(st, args)
+	records, refused, recorded := newOpportunistic(st, args, e.srv.sigs)
+	reply.Recorded = recorded
 	updates := containerUpdates(st, args, now)
 	if len(records)+len(updates) > 0 {
 		// Batched with other heartbeats' (batch.go); answered once applied.
@@ -201,8 +226,13 @@ func (e *Node) heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply
 			reply.LaunchAMs = append(reply.LaunchAMs, wrpc.AMLaunch{Container: info, AppName: app.Spec.Name, AMType: app.Spec.AMType, Token: tok})
 		}
 	}
-	if newest := newestKeyID(st); newest != args.WorkloadKeyID {
+	newest := newestKeyID(st)
+	if newest != args.WorkloadKeyID {
 		reply.WorkloadKeys = wireKeys(st)
+	}
+	if len(node.MintKey) != 0 && (newest != args.WorkloadKeyID ||
+		time.Duration(args.MintCertExpiry-now.UnixNano()) < identity.NodeCertLifetime/2) {
+		reply.MintCert = e.srv.nodeCert(st, node, now)
 	}
 	reply.Servers = e.srv.serverAddrs()
 	e.srv.opportunisticView(st, now, args.LeastLoadedAt, args.SameListOK, reply)
@@ -210,17 +240,43 @@ func (e *Node) heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply
 	return nil
 }
 
+// maxNewRecordsPerHeartbeat bounds the opportunistic containers one
+// heartbeat may add to the replicated state; the rest wait for the next
+// heartbeat (the agent reports every container until it is recorded), so
+// an agent that reports thousands of containers at once adds them at most
+// this fast, and an honest one loses nothing.
+const maxNewRecordsPerHeartbeat = 256
+
 // newOpportunistic returns the opportunistic containers a node reports that
 // the replicated state does not hold yet (allocated by AMRMProxies, they
-// are recorded here, off the allocation path), and the live ones that can
-// never be recorded (malformed, or of an app the servers do not know),
-// which the agent must stop.
-func newOpportunistic(st *fsm.State, args *wrpc.HeartbeatRequest) (records []fsm.ContainerRecord, refused []string) {
-	for _, r := range args.Containers {
+// are recorded here, off the allocation path), the live ones that can
+// never be recorded, which the agent must stop, and the reported ones the
+// state holds (the agent stops sending their tokens).
+//
+// A container is recorded only with the container token its AMRMProxy
+// minted: signed with the key of a node the servers certified, for this
+// very container on the reporting node, by the node that runs the AM of
+// the container's app attempt (the only AMRMProxy that serves that AM).
+// A node can therefore add records only to apps whose AM it runs, and at
+// most maxNewRecordsPerHeartbeat a heartbeat.
+func newOpportunistic(st *fsm.State, args *wrpc.HeartbeatRequest, sigs *identity.SigCache) (records []fsm.ContainerRecord, refused, recorded []string) {
+	ring := keyringOf(st)
+	counts := map[metrics.ReportRefusal]int{}
+	refuse := func(r *wrpc.ContainerReport, why metrics.ReportRefusal) {
+		counts[why]++
+		if r.State.Live() {
+			refused = append(refused, r.ID)
+		}
+	}
+	for i := range args.Containers {
+		r := &args.Containers[i]
 		if r.ExecutionType != string(scheduler.Opportunistic) {
 			continue
 		}
 		if _, known := st.Container(r.ID); known {
+			if r.Token != "" {
+				recorded = append(recorded, r.ID)
+			}
 			continue
 		}
 		rec := fsm.ContainerRecord{ID: r.ID, AppID: r.AppID, Attempt: r.Attempt, AskID: r.AskID, Resources: r.Resources,
@@ -229,15 +285,56 @@ func newOpportunistic(st *fsm.State, args *wrpc.HeartbeatRequest) (records []fsm
 		if r.State == scheduler.ContainerCompleted {
 			rec.FinishedAt = r.At
 		}
-		if _, ok := st.App(r.AppID); !ok || fsm.ValidateRecord(&rec) != nil || scheduler.ValidateID("id", r.ID) != nil {
-			if r.State.Live() {
-				refused = append(refused, r.ID)
-			}
+		app, ok := st.App(r.AppID)
+		if !ok || fsm.ValidateRecord(&rec) != nil || scheduler.ValidateID("id", r.ID) != nil {
+			refuse(r, metrics.RefusedMalformed)
 			continue
 		}
+		if r.Token == "" {
+			refuse(r, metrics.RefusedNoToken)
+			continue
+		}
+		if why := checkMinted(ring, sigs, app, args.NodeID, r); why != "" {
+			refuse(r, why)
+			continue
+		}
+		if len(records) == maxNewRecordsPerHeartbeat {
+			counts[metrics.RefusedDeferred]++
+			continue // not refused: recorded from a later heartbeat
+		}
 		records = append(records, rec)
+		recorded = append(recorded, r.ID)
 	}
-	return records, refused
+	for why, n := range counts {
+		metrics.ReportsRefused(why, n)
+	}
+	return records, refused, recorded
+}
+
+// checkMinted checks the token of an opportunistic container that node
+// reports, and returns why it may not be recorded ("" if it may). The
+// token's expiry is not checked: it bounds when the container may start,
+// and one that started may be reported late (after a leaderless spell).
+func checkMinted(ring *identity.Keyring, sigs *identity.SigCache, app *scheduler.App, node string, r *wrpc.ContainerReport) metrics.ReportRefusal {
+	claims, err := ring.VerifyCached(r.Token, 0, sigs)
+	if err != nil || claims.Minter == "" || claims.Kind != identity.KindContainer ||
+		claims.ContainerID != r.ID || claims.NodeID != node || claims.AppID != r.AppID || claims.Attempt != r.Attempt ||
+		!identity.SameResources(claims.Resources, r.Resources) {
+		return metrics.RefusedBadToken
+	}
+	// IDs an AMRMProxy mints name its node: o-NODE-EPOCH-SEQ.
+	if !strings.HasPrefix(r.ID, scheduler.AgentContainerIDPrefix+claims.Minter+"-") {
+		return metrics.RefusedBadToken
+	}
+	for _, at := range app.Attempts {
+		if at.Attempt == claims.Attempt {
+			if at.NodeID != claims.Minter {
+				return metrics.RefusedNotMinter
+			}
+			return ""
+		}
+	}
+	return metrics.RefusedNotMinter
 }
 
 // strayContainers returns the live containers a node reports that the

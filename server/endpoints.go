@@ -39,6 +39,7 @@ func (s *Server) registerEndpoints() {
 	wrpc.Register(r, "Node.HeartbeatBatch", wrpc.CapServer, node.HeartbeatBatch)
 	wrpc.Register(r, "Node.Deregister", wrpc.CapAgent, node.Deregister)
 	wrpc.Register(r, "Node.ResetSecret", wrpc.CapNodeWrite, node.ResetSecret)
+	wrpc.Register(r, "Node.JoinTokenCreate", wrpc.CapNodeWrite, node.JoinTokenCreate)
 	wrpc.Register(r, "Node.Drain", wrpc.CapNodeWrite, node.Drain)
 	wrpc.Register(r, "Node.List", wrpc.CapNodeRead, node.List)
 	wrpc.Register(r, "Node.Status", wrpc.CapNodeRead, node.Status)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/weft-sched/weft/fsm"
@@ -10,10 +11,28 @@ import (
 	"github.com/weft-sched/weft/scheduler"
 )
 
-// Workload identity on servers (SPEC §15): the leader creates the
-// cluster's signing key, servers mint AM tokens (for AM launches) and
-// container tokens (for allocations handed to AMs, and to relay calls to
-// agents), verify AM tokens on the AM protocol, and check node secrets.
+// Workload identity on servers: the leader creates the cluster's signing
+// key; servers mint AM tokens (for AM launches), container tokens (for
+// allocations handed to AMs, and to relay calls to agents) and node-join
+// tokens, certify each node's own minting key, verify AM tokens on the AM
+// protocol and check node secrets. Keys are Ed25519: agents are given only
+// the public halves.
+
+// keyrings caches the keyring of each key set: deriving an Ed25519 key
+// costs tens of microseconds, and every Allocate answer signs. A key set is
+// named by its newest key record, which the FSM replaces on every change.
+var keyrings struct {
+	sync.Mutex
+	byNewest map[*fsm.WorkloadKey]*identity.Keyring
+}
+
+// maxCachedKeyrings bounds keyrings (one per key set a process has seen
+// lately; several only when a test runs several clusters in one process).
+const maxCachedKeyrings = 8
+
+// sigCacheSize bounds Server.sigs: the AM tokens of the apps running, and
+// the batches of opportunistic containers being recorded.
+const sigCacheSize = 4096
 
 // keyringOf returns the workload keyring the replicated state holds; nil
 // (which verifies nothing and signs nothing) before the first key.
@@ -22,14 +41,24 @@ func keyringOf(st *fsm.State) *identity.Keyring {
 	if len(keys) == 0 {
 		return nil
 	}
+	newest := keys[len(keys)-1]
+	keyrings.Lock()
+	defer keyrings.Unlock()
+	if r, ok := keyrings.byNewest[newest]; ok {
+		return r
+	}
 	ks := make([]identity.Key, len(keys))
 	for i, k := range keys {
 		ks[i] = identity.Key{ID: k.ID, Secret: k.Secret}
 	}
-	r, err := identity.NewKeyring(ks, keys[len(keys)-1].ID)
+	r, err := identity.NewKeyring(ks, newest.ID)
 	if err != nil {
 		return nil // the FSM's invariants make this impossible
 	}
+	if len(keyrings.byNewest) >= maxCachedKeyrings || keyrings.byNewest == nil {
+		keyrings.byNewest = make(map[*fsm.WorkloadKey]*identity.Keyring, maxCachedKeyrings)
+	}
+	keyrings.byNewest[newest] = r
 	return r
 }
 
@@ -43,14 +72,29 @@ func newestKeyID(st *fsm.State) uint32 {
 	return keys[len(keys)-1].ID
 }
 
-// wireKeys returns the workload keys as agents receive them.
+// wireKeys returns the public halves of the workload keys: what agents
+// are given. No agent ever holds a key that signs in the servers' name.
 func wireKeys(st *fsm.State) []wrpc.WorkloadKey {
-	keys := st.WorkloadKeys()
-	out := make([]wrpc.WorkloadKey, len(keys))
-	for i, k := range keys {
-		out[i] = wrpc.WorkloadKey{ID: k.ID, Secret: k.Secret}
+	pub := keyringOf(st).PublicKeys()
+	out := make([]wrpc.WorkloadKey, len(pub))
+	for i, k := range pub {
+		out[i] = wrpc.WorkloadKey{ID: k.ID, PublicKey: k.Key}
 	}
 	return out
+}
+
+// nodeCert certifies node n's minting key until NodeCertLifetime from now;
+// "" for a node that registered no key.
+func (s *Server) nodeCert(st *fsm.State, n *scheduler.Node, now time.Time) string {
+	if len(n.MintKey) == 0 {
+		return ""
+	}
+	cert, err := keyringOf(st).CertifyNode(n.ID, n.MintKey, now.Add(identity.NodeCertLifetime).UnixNano())
+	if err != nil {
+		s.logger.Warn("cannot certify a node's minting key yet", "node", n.ID, "error", err)
+		return ""
+	}
+	return cert
 }
 
 // claimsOf are the claims of a token about container c.
@@ -59,11 +103,11 @@ func claimsOf(kind identity.Kind, c *scheduler.Container, user string, expiry in
 		Resources: c.Resources, ExecutionType: c.ExecutionType, User: user, Expiry: expiry}
 }
 
-// containerToken mints the container token of an allocation: valid until
-// its start deadline (with room for clock skew), after which the servers
-// reclaim it anyway.
-func containerToken(ring *identity.Keyring, c *scheduler.Container, user string) (string, error) {
-	return ring.Sign(claimsOf(identity.KindContainer, c, user, c.AllocatedAt+int64(identity.ContainerTokenLifetime)))
+// containerClaims are the claims of an allocation's container token: valid
+// until its start deadline (with room for clock skew), after which the
+// servers reclaim it anyway.
+func containerClaims(c *scheduler.Container, user string) identity.Claims {
+	return claimsOf(identity.KindContainer, c, user, c.AllocatedAt+int64(identity.ContainerTokenLifetime))
 }
 
 // amToken mints the AM token of the AM container c of an app of user.
@@ -94,7 +138,7 @@ func noKey(err error) error {
 // container. The app is returned with ErrStale too (it may have
 // finished); the claims only when the call is allowed.
 func (s *Server) amAttempt(st *fsm.State, appID string, attempt int, token string) (*scheduler.App, *identity.Claims, error) {
-	claims, err := keyringOf(st).Verify(token, s.clock.Now().UnixNano())
+	claims, err := keyringOf(st).VerifyCached(token, s.clock.Now().UnixNano(), s.sigs)
 	if err != nil {
 		return nil, nil, wrpc.Errorf(wrpc.CodePermissionDenied, "app %s attempt %d: AM token: %v", appID, attempt, err)
 	}
@@ -210,4 +254,93 @@ func (e *Node) ResetSecret(ctx context.Context, args *wrpc.NodeResetSecretReques
 		e.srv.logger.Warn("node secret reset by an operator: the next registration under its name sets a new one", "node", args.ID)
 	}
 	return err
+}
+
+// Node-join tokens: with ACLs on, an agent registers a node name the
+// servers do not know (or whose secret an operator reset) only with a
+// join token an operator made (`weft node join-token create`, node:write).
+// A join token is signed like any workload token and kept nowhere; it is
+// valid until it expires (at most identity.MaxTokenLifetime), for any
+// number of nodes, or for the one name it was made for.
+
+// DefaultJoinTokenTTL is a join token's life unless its creator says.
+const DefaultJoinTokenTTL = time.Hour
+
+// checkJoinToken admits the first registration of node with token. With
+// ACLs off anyone may register a new node, as before.
+func (s *Server) checkJoinToken(st *fsm.State, token, node string, now time.Time) error {
+	if !s.config.ACLEnabled {
+		return nil
+	}
+	if token == "" {
+		return wrpc.Errorf(wrpc.CodePermissionDenied, "node %s is not registered: a new node needs a join token "+
+			"(an operator makes one with `weft node join-token create`; give it to the agent as join_token or -join-token)", node)
+	}
+	claims, err := keyringOf(st).Verify(token, now.UnixNano())
+	if err != nil {
+		return wrpc.Errorf(wrpc.CodePermissionDenied, "node %s: join token: %v", node, err)
+	}
+	switch {
+	case claims.Kind != identity.KindJoin:
+		return wrpc.Errorf(wrpc.CodePermissionDenied, "node %s: the join token is an %s token, not a join token", node, claims.Kind)
+	case claims.NodeID != "" && claims.NodeID != node:
+		return wrpc.Errorf(wrpc.CodePermissionDenied, "node %s: the join token is for node %s only", node, claims.NodeID)
+	}
+	return nil
+}
+
+// JoinTokenCreate makes a node-join token (`weft node join-token create`).
+// Any server answers: the token is a signature, not a write.
+func (e *Node) JoinTokenCreate(ctx context.Context, args *wrpc.JoinTokenCreateRequest, reply *wrpc.JoinTokenCreateResponse) error {
+	ttl := args.TTL
+	switch {
+	case ttl == 0:
+		ttl = DefaultJoinTokenTTL
+	case ttl < time.Minute || ttl > identity.MaxTokenLifetime:
+		return wrpc.Errorf(wrpc.CodeBadRequest, "ttl: %s is out of range; give from 1m to %s", ttl, identity.MaxTokenLifetime)
+	}
+	if args.Node != "" {
+		if err := scheduler.ValidateNodeID(args.Node); err != nil {
+			return wrpc.Errorf(wrpc.CodeBadRequest, "node: %v", err)
+		}
+	}
+	st := e.srv.fsm.State()
+	expiry := e.srv.clock.Now().Add(ttl).UnixNano()
+	tok, err := keyringOf(st).Sign(identity.Claims{Kind: identity.KindJoin, NodeID: args.Node, Expiry: expiry})
+	if err != nil {
+		return noKey(err)
+	}
+	reply.Token, reply.Node, reply.ExpiresAt = tok, args.Node, expiry
+	e.srv.logger.Info("node-join token created", "node", args.Node, "expires", time.Unix(0, expiry).UTC().Format(time.RFC3339))
+	return nil
+}
+
+// checkNodeCapacity refuses a node that declares more than
+// max_node_resources: a node that claims a thousand times a real machine
+// would draw every placement to itself.
+func (s *Server) checkNodeCapacity(node string, capacity scheduler.Resources) error {
+	limit := s.config.MaxNodeResources
+	if err := scheduler.ValidateNodeCapacity(capacity); err != nil {
+		return wrpc.Errorf(wrpc.CodeBadRequest, "node %s: %v", node, err)
+	}
+	over := func(name string, have, most int64) error {
+		return wrpc.Errorf(wrpc.CodeBadRequest, "node %s: capacity %s=%d is more than max_node_resources allows (%d); "+
+			"if the machine really is that large, raise max_node_resources on the servers", node, name, have, most)
+	}
+	if capacity.MemoryMB > limit.MemoryMB {
+		return over(scheduler.ResourceMemoryMB, capacity.MemoryMB, limit.MemoryMB)
+	}
+	if capacity.Vcores > limit.Vcores {
+		return over(scheduler.ResourceVcores, capacity.Vcores, limit.Vcores)
+	}
+	for name, v := range capacity.Extended {
+		most, ok := limit.Extended[name]
+		if !ok {
+			most = DefaultMaxExtendedResource
+		}
+		if v > most {
+			return over(name, v, most)
+		}
+	}
+	return nil
 }

@@ -27,23 +27,60 @@ type fakeNode struct {
 	id     string
 	secret string
 	epoch  uint64
+	// signer mints opportunistic container tokens as the node's AMRMProxy
+	// would, with its own certified key.
+	signer *identity.NodeSigner
 }
 
-func registerFake(t *testing.T, c *testCluster, s *Server, id string, capacity scheduler.Resources) *fakeNode {
+func registerFake(t testing.TB, c *testCluster, s *Server, id string, capacity scheduler.Resources) *fakeNode {
 	t.Helper()
 	n := &fakeNode{c: c, id: id, secret: nodeSecret(id)}
+	key, err := identity.NewNodeKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := identity.NodePublicKey(key)
 	var reg wrpc.NodeRegisterResponse
-	if err := c.call(s, "Node.Register", &wrpc.NodeRegisterRequest{ID: id, Address: "127.0.0.1:1", Capacity: capacity, Secret: n.secret}, &reg); err != nil {
+	if err := c.call(s, "Node.Register", &wrpc.NodeRegisterRequest{ID: id, Address: "127.0.0.1:1", Capacity: capacity, Secret: n.secret, MintKey: pub}, &reg); err != nil {
 		t.Fatal(err)
 	}
 	if len(reg.WorkloadKeys) == 0 {
 		t.Fatalf("registration of %s brought no workload keys", id)
 	}
 	n.epoch = reg.Epoch
+	pubs := make([]identity.PublicKey, len(reg.WorkloadKeys))
+	for i, k := range reg.WorkloadKeys {
+		pubs[i] = identity.PublicKey{ID: k.ID, Key: k.PublicKey}
+	}
+	v, err := identity.NewVerifier(pubs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.signer, err = identity.NewNodeSigner(id, key, reg.MintCert, v); err != nil {
+		t.Fatalf("registration of %s: certificate: %v", id, err)
+	}
 	return n
 }
 
-func (n *fakeNode) heartbeat(t *testing.T, s *Server, req wrpc.HeartbeatRequest) *wrpc.HeartbeatResponse {
+// mint signs, as n's AMRMProxy, the tokens of opportunistic containers of
+// app attempt 1 on node on, one per report; it fills them in.
+func (n *fakeNode) mint(t testing.TB, on string, reports []wrpc.ContainerReport) {
+	t.Helper()
+	claims := make([]identity.Claims, len(reports))
+	for i, r := range reports {
+		claims[i] = identity.Claims{Kind: identity.KindContainer, AppID: r.AppID, Attempt: r.Attempt, ContainerID: r.ID, NodeID: on,
+			Resources: r.Resources, ExecutionType: scheduler.Opportunistic, Expiry: time.Now().Add(time.Minute).UnixNano()}
+	}
+	toks, err := n.signer.SignBatch(claims, time.Now().UnixNano())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range reports {
+		reports[i].Token = toks[i]
+	}
+}
+
+func (n *fakeNode) heartbeat(t testing.TB, s *Server, req wrpc.HeartbeatRequest) *wrpc.HeartbeatResponse {
 	t.Helper()
 	req.NodeID, req.Epoch, req.Secret = n.id, n.epoch, n.secret
 	var hb wrpc.HeartbeatResponse
@@ -104,7 +141,7 @@ func TestNodeSecretProtectsARegisteredNode(t *testing.T) {
 	for _, s := range []*Server{l, c.follower()} {
 		var reg wrpc.NodeRegisterResponse
 		err := c.call(s, "Node.Register", &wrpc.NodeRegisterRequest{ID: "x", Address: "10.0.0.66:8049",
-			Capacity: scheduler.Resources{MemoryMB: 1 << 40, Vcores: 1 << 20}, Secret: thief}, &reg)
+			Capacity: scheduler.Resources{MemoryMB: 1 << 20, Vcores: 512}, Secret: thief}, &reg)
 		mustDeny(t, "re-registration with another secret", err, "node x")
 		var hb wrpc.HeartbeatResponse
 		err = c.call(s, "Node.Heartbeat", &wrpc.HeartbeatRequest{NodeID: "x", Epoch: x.epoch, Secret: thief,

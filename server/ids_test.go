@@ -28,26 +28,24 @@ func TestIDsFromOutsideAreValidatedBeforeTheyAreRecorded(t *testing.T) {
 			t.Errorf("node %q registered", id)
 		}
 	}
-	var reg wrpc.NodeRegisterResponse
-	if err := c.call(l, "Node.Register", &wrpc.NodeRegisterRequest{ID: "n1", Address: "127.0.0.1:1", Secret: nodeSecret("n1"),
-		Capacity: scheduler.Resources{MemoryMB: 4096, Vcores: 4}}, &reg); err != nil {
-		t.Fatal(err)
-	}
+	n1 := registerFake(t, c, l, "n1", scheduler.Resources{MemoryMB: 4096, Vcores: 4})
 	var sub wrpc.AppSubmitResponse
 	if err := c.call(l, "App.Submit", &wrpc.AppSubmitRequest{Spec: testSpec("ids")}, &sub); err != nil {
 		t.Fatal(err)
 	}
+	waitAMPlaced(t, l, sub.AppID)
 	report := func(id string) wrpc.ContainerReport {
 		return wrpc.ContainerReport{ID: id, AppID: sub.AppID, Attempt: 1, Resources: scheduler.Resources{MemoryMB: 128, Vcores: 1},
 			ExecutionType: string(scheduler.Opportunistic), State: scheduler.ContainerRunning}
 	}
 	bad := []string{"o-../../x", "o-*", "o-a/b", "o-n1-1-1/.."}
 	reports := []wrpc.ContainerReport{report("o-n1-1-1")}
+	n1.mint(t, "n1", reports)
 	for _, id := range bad {
 		reports = append(reports, report(id))
 	}
 	var hb wrpc.HeartbeatResponse
-	if err := c.call(l, "Node.Heartbeat", &wrpc.HeartbeatRequest{NodeID: "n1", Epoch: reg.Epoch, Secret: nodeSecret("n1"), Containers: reports}, &hb); err != nil {
+	if err := c.call(l, "Node.Heartbeat", &wrpc.HeartbeatRequest{NodeID: "n1", Epoch: n1.epoch, Secret: n1.secret, Containers: reports}, &hb); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := l.State().Container("o-n1-1-1"); !ok {

@@ -17,6 +17,7 @@ import (
 	"github.com/weft-sched/weft/internal/clock"
 	"github.com/weft-sched/weft/internal/gopool"
 	"github.com/weft-sched/weft/internal/gossip"
+	"github.com/weft-sched/weft/internal/identity"
 	"github.com/weft-sched/weft/internal/metrics"
 	"github.com/weft-sched/weft/internal/raftnode"
 	wrpc "github.com/weft-sched/weft/rpc"
@@ -78,7 +79,11 @@ type Server struct {
 	batchWorkers *gopool.Pool
 	// addrCache holds the servers' addresses heartbeats answer with.
 	addrCache atomic.Pointer[serverAddrCache]
-	board     loadBoard
+	// sigs remembers workload token signatures that verified: an AM's
+	// token is checked on every AM call, and the tokens of a batch an
+	// AMRMProxy signed share one signature.
+	sigs  *identity.SigCache
+	board loadBoard
 	// waits is the scheduling loop's delay-scheduling memory, shared with
 	// the why-pending explanations under waitsMu.
 	waitsMu sync.Mutex
@@ -126,6 +131,7 @@ func New(config *Config) (*Server, error) {
 		haltedCh:     make(chan struct{}),
 		pool:         wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleServer),
 		agentPool:    wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleAgent),
+		sigs:         identity.NewSigCache(sigCacheSize),
 	}
 	if config.SubclusterID != "" {
 		s.routerPool = wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleRouter)

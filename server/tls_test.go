@@ -194,7 +194,7 @@ func TestNodeEndpointsNeedAnAgentCertificate(t *testing.T) {
 	l, f := c.waitForLeader(), c.follower()
 	secret := strings.Repeat("5e", 32) // the node's secret: a valid one, so only the certificate decides
 	reg := func() *wrpc.NodeRegisterRequest {
-		return &wrpc.NodeRegisterRequest{ID: "n1", Address: "127.0.0.1:1", Capacity: scheduler.Resources{MemoryMB: 1 << 40, Vcores: 1 << 20}, Secret: secret}
+		return &wrpc.NodeRegisterRequest{ID: "n1", Address: "127.0.0.1:1", Capacity: scheduler.Resources{MemoryMB: 1 << 20, Vcores: 1 << 10}, Secret: secret}
 	}
 	for _, role := range []wrpc.Role{wrpc.RoleClient, wrpc.RoleRouter} {
 		for _, s := range []*Server{l, f} {

@@ -20,6 +20,8 @@ type NodeConfig struct {
 	Capacity scheduler.Resources
 	// Servers are the servers' RPC addresses.
 	Servers []string
+	// JoinToken registers the node on servers with ACLs on.
+	JoinToken string
 	// Heartbeat is the heartbeat interval.
 	Heartbeat time.Duration
 	// QueueLength is the opportunistic queue's length (0: reject what does
@@ -62,10 +64,16 @@ type Node struct {
 	mu sync.Mutex
 	// live is set once Run began: containers then complete when their time
 	// is up, not only when a heartbeat looks.
-	live       bool
-	epoch      uint64
-	seq        uint64 // the last heartbeat's HeartbeatRequest.Seq
-	keyID      uint32 // the newest workload key the servers sent
+	live  bool
+	epoch uint64
+	seq   uint64 // the last heartbeat's HeartbeatRequest.Seq
+	keyID uint32 // the newest workload key the servers sent
+	// nodeKey is the node's own key; verifier the servers' public keys;
+	// signer mints its proxy's opportunistic container tokens once the
+	// servers certified the key (nil before).
+	nodeKey    []byte
+	verifier   *identity.Verifier
+	signer     *identity.NodeSigner
 	local      *scheduler.LocalScheduler
 	containers map[string]*simContainer
 	launched   map[string]bool // AM containers handed to OnLaunchAM
@@ -89,7 +97,11 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	n := &Node{cfg: cfg, secret: secret, client: spreadClient(cfg.Servers, heartbeatTimeout(cfg.Heartbeat)),
+	nodeKey, err := identity.NewNodeKey()
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, secret: secret, nodeKey: nodeKey, client: spreadClient(cfg.Servers, heartbeatTimeout(cfg.Heartbeat)),
 		local: scheduler.NewLocalScheduler(cfg.Capacity, cfg.QueueLength), containers: map[string]*simContainer{},
 		launched: map[string]bool{}}
 	if cfg.AMRMProxy {
@@ -155,7 +167,9 @@ func (n *Node) Run(ctx context.Context) {
 }
 
 func (n *Node) register(ctx context.Context) bool {
-	req := &wrpc.NodeRegisterRequest{ID: n.cfg.ID, Address: n.Address(), Rack: n.cfg.Rack, Capacity: n.cfg.Capacity, Secret: n.secret}
+	mintKey, _ := identity.NodePublicKey(n.nodeKey)
+	req := &wrpc.NodeRegisterRequest{ID: n.cfg.ID, Address: n.Address(), Rack: n.cfg.Rack, Capacity: n.cfg.Capacity, Secret: n.secret,
+		MintKey: mintKey, JoinToken: n.cfg.JoinToken}
 	backoff := 200 * time.Millisecond
 	for {
 		var resp wrpc.NodeRegisterResponse
@@ -165,6 +179,7 @@ func (n *Node) register(ctx context.Context) bool {
 		if err == nil {
 			n.mu.Lock()
 			n.epoch = resp.Epoch
+			n.setKeysLocked(resp.WorkloadKeys, resp.MintCert)
 			n.mu.Unlock()
 			return true
 		}
@@ -201,6 +216,9 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 		n.seq++
 		req := &wrpc.HeartbeatRequest{NodeID: n.cfg.ID, Epoch: n.epoch, Secret: n.secret, Containers: n.reports(), Load: n.load(), Seq: n.seq,
 			WorkloadKeyID: n.keyID}
+		if n.signer != nil {
+			req.MintCertExpiry = n.signer.Expiry()
+		}
 		n.mu.Unlock()
 		if n.proxy != nil {
 			req.LeastLoadedAt, req.SameListOK = n.proxy.listAt(), true
@@ -229,8 +247,11 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 		}
 		n.mu.Lock()
 		n.lastOK = time.Now()
-		for _, k := range resp.WorkloadKeys {
-			n.keyID = max(n.keyID, k.ID) // as an agent, so the answers leave the keys out
+		n.setKeysLocked(resp.WorkloadKeys, resp.MintCert)
+		for _, id := range resp.Recorded {
+			if c, ok := n.containers[id]; ok {
+				c.report.Token = "" // the servers hold it: no more need to prove who minted it
+			}
 		}
 		n.mu.Unlock()
 		if len(resp.Servers) > 0 {
@@ -304,6 +325,9 @@ func (n *Node) startLocked(ci wrpc.ContainerInfo, dur time.Duration, onEnd func(
 	}
 	c := &simContainer{dur: dur, onEnd: onEnd, report: wrpc.ContainerReport{ID: ci.ID, AppID: ci.AppID, Attempt: ci.Attempt, AskID: ci.AskID,
 		Resources: ci.Resources, ExecutionType: string(et), State: scheduler.ContainerQueued, AllocatedAt: ci.AllocatedAt, At: now.UnixNano()}}
+	if et == scheduler.Opportunistic {
+		c.report.Token = ci.Token // until the servers record it
+	}
 	n.containers[ci.ID] = c
 	n.act(n.local.Submit(scheduler.LocalContainer{ID: ci.ID, Resources: ci.Resources, ExecutionType: et}), now)
 	return c.report.State
@@ -418,6 +442,36 @@ func (n *Node) completeDue(now time.Time) {
 			n.act(n.local.Finished(id), now)
 		}
 	}
+}
+
+// setKeysLocked takes the servers' public keys and the certificate of the
+// node's key from an answer, as an agent does (none: unchanged). n.mu is
+// held.
+func (n *Node) setKeysLocked(keys []wrpc.WorkloadKey, cert string) {
+	if len(keys) > 0 {
+		pub := make([]identity.PublicKey, len(keys))
+		for i, k := range keys {
+			pub[i] = identity.PublicKey{ID: k.ID, Key: k.PublicKey}
+			n.keyID = max(n.keyID, k.ID) // as an agent, so the answers leave the keys out
+		}
+		if v, err := identity.NewVerifier(pub); err == nil {
+			n.verifier = v
+		}
+	}
+	if cert != "" {
+		if s, err := identity.NewNodeSigner(n.cfg.ID, n.nodeKey, cert, n.verifier); err == nil {
+			n.signer = s
+		} else {
+			n.cfg.Logger.Warn("unusable node certificate", "node", n.cfg.ID, "error", err)
+		}
+	}
+}
+
+// minter returns what signs this node's proxy's tokens (nil: nothing yet).
+func (n *Node) minter() *identity.NodeSigner {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.signer
 }
 
 func (n *Node) reports() []wrpc.ContainerReport {

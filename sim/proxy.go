@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weft-sched/weft/internal/identity"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -140,9 +141,13 @@ func (p *Proxy) Split(args *wrpc.AMAllocateRequest) split {
 }
 
 // allocateLocal allocates an opportunistic ask from the room. IDs embed
-// this node and its registration epoch, as an agent's do. p.mu must be
-// held.
+// this node and its registration epoch, and tokens are signed with the
+// node's certified key, as an agent's are. p.mu must be held.
 func (p *Proxy) allocateLocal(at *proxyAttempt, args *wrpc.AMAllocateRequest, ask scheduler.Ask, now time.Time) []wrpc.ContainerInfo {
+	signer := p.node.minter()
+	if signer == nil || now.UnixNano() >= signer.Expiry() {
+		return nil
+	}
 	nodes := p.dist.Allocate(ask, now)
 	if len(nodes) == 0 {
 		return nil
@@ -152,13 +157,24 @@ func (p *Proxy) allocateLocal(at *proxyAttempt, args *wrpc.AMAllocateRequest, as
 	p.node.mu.Unlock()
 	prefix := scheduler.AgentContainerIDPrefix + p.node.cfg.ID + "-" + strconv.FormatUint(epoch, 10) + "-"
 	out := make([]wrpc.ContainerInfo, 0, len(nodes))
+	claims := make([]identity.Claims, 0, len(nodes))
+	expiry := min(now.Add(identity.ContainerTokenLifetime).UnixNano(), signer.Expiry()+int64(identity.ContainerTokenLifetime))
 	for _, n := range nodes {
 		p.seq++
 		id := prefix + strconv.FormatUint(p.seq, 10)
 		out = append(out, wrpc.ContainerInfo{ID: id, AppID: args.AppID, Attempt: args.Attempt, NodeID: n.NodeID, NodeAddress: n.Address,
 			AskID: ask.AskID, ExecutionType: string(scheduler.Opportunistic), State: string(scheduler.ContainerAllocated),
 			Resources: ask.Resources, AllocatedAt: now.UnixNano()})
-		at.minted[id] = nil
+		claims = append(claims, identity.Claims{Kind: identity.KindContainer, AppID: args.AppID, Attempt: args.Attempt, ContainerID: id,
+			NodeID: n.NodeID, Resources: ask.Resources, ExecutionType: scheduler.Opportunistic, Expiry: expiry})
+	}
+	toks, err := signer.SignBatch(claims, now.UnixNano())
+	if err != nil {
+		return nil
+	}
+	for i := range out {
+		out[i].Token = toks[i]
+		at.minted[out[i].ID] = nil
 	}
 	return out
 }

@@ -28,6 +28,9 @@ func runAgent(args []string) error {
 		return usagef("%v", err)
 	}
 	retention, _ := cfg.LogRetentionDuration() // checked by loadConfig
+	if cfg.JoinToken == "" {
+		cfg.JoinToken = os.Getenv("WEFT_JOIN_TOKEN")
+	}
 	logger, err := newLogger(cfg.LogLevel, cfg.LogJSON)
 	if err != nil {
 		return err
@@ -45,7 +48,7 @@ func runAgent(args []string) error {
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, BindAddr: cfg.Bind, RPCPort: cfg.RPCPort, SerfPort: cfg.SerfPort,
 		Join: cfg.Join, Resources: cfg.NodeCapacity(), Rack: cfg.Rack, OpportunisticQueueLength: cfg.OpportunisticQueueLength,
 		LazyHeartbeats: cfg.LazyHeartbeats, AllowRoot: cfg.AllowRoot, RunAsUser: cfg.RunAsUser, Encrypt: cfg.Encrypt, Build: version, Logger: logger, TLS: tc,
-		Limits: rpcLimits(cfg.Limits), LogRetention: retention,
+		Limits: rpcLimits(cfg.Limits), LogRetention: retention, JoinToken: cfg.JoinToken, JoinTokenFile: cfg.JoinTokenFile,
 	})
 	if err != nil {
 		return err

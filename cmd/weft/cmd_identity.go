@@ -1,7 +1,9 @@
 package main
 
 import (
+	"flag"
 	"fmt"
+	"time"
 
 	"github.com/weft-sched/weft/internal/identity"
 	"github.com/weft-sched/weft/rpc"
@@ -41,5 +43,37 @@ func runWorkloadKeyRotate(args []string) error {
 	}
 	fmt.Fprintf(stdout, "Workload tokens are now signed with key %d; %d keys are kept (retired keys verify their tokens for %s more)\n",
 		resp.KeyID, resp.NumKeys, identity.MaxTokenLifetime)
+	return nil
+}
+
+// runNodeJoinToken groups the node-join token commands.
+func runNodeJoinToken(args []string) error {
+	return subcommand("node join-token", args, map[string]func([]string) error{"create": runJoinTokenCreate})
+}
+
+// runJoinTokenCreate makes a node-join token: with ACLs on, what an agent
+// needs to register a node the servers do not know yet.
+func runJoinTokenCreate(args []string) error {
+	req := rpc.JoinTokenCreateRequest{}
+	cf, _, err := clientCommand("node join-token create", args, 0, "weft node join-token create [-node NODE] [-ttl 1h] [-json]", func(fs *flag.FlagSet) {
+		fs.StringVar(&req.Node, "node", "", "the one `NODE` name the token may register (default: any)")
+		fs.DurationVar(&req.TTL, "ttl", time.Hour, "how long the token is valid (`DURATION`, at most 24h)")
+	})
+	if err != nil {
+		return err
+	}
+	var resp rpc.JoinTokenCreateResponse
+	if err := cf.call("Node.JoinTokenCreate", &req, &resp); err != nil {
+		return err
+	}
+	if cf.json {
+		return printJSON(resp)
+	}
+	scope := "any new node"
+	if resp.Node != "" {
+		scope = "node " + resp.Node
+	}
+	fmt.Fprintf(stdout, "Join token for %s, valid until %s (give it to the agent as join_token, or in WEFT_JOIN_TOKEN):\n%s\n",
+		scope, time.Unix(0, resp.ExpiresAt).UTC().Format(time.RFC3339), resp.Token)
 	return nil
 }

@@ -15,6 +15,7 @@ func runNode(args []string) error {
 		"list":         runNodeList,
 		"status":       runNodeStatus,
 		"reset-secret": runNodeResetSecret,
+		"join-token":   runNodeJoinToken,
 		"drain":        runNodeDrain,
 	})
 }

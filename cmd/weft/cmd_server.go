@@ -63,6 +63,10 @@ func runServer(args []string) error {
 	if err != nil {
 		return err
 	}
+	maxNode, err := cfg.MaxNodeCapacity()
+	if err != nil {
+		return err
+	}
 	if cfg.GCPercent > 0 {
 		debug.SetGCPercent(cfg.GCPercent)
 	}
@@ -89,6 +93,7 @@ func runServer(args []string) error {
 		MaxCompletedApps: maxApps,
 		AppGCThreshold:   appGC,
 		NodeGCThreshold:  nodeGC,
+		MaxNodeResources: maxNode,
 
 		RaftSnapshotInterval:    snaps.Interval,
 		RaftSnapshotLogPercent:  snaps.LogPercent,

@@ -299,6 +299,18 @@ var helps = map[string]helpEntry{
 		desc:     "Marks a node DRAINING: it takes no new containers; those running finish, or are killed with reason drained at the deadline and their AMs ask again elsewhere. -disable makes the node READY again.",
 		examples: []string{"weft node drain -deadline 30m agent-3", "weft node drain -disable agent-3"},
 	},
+	"node join-token": {
+		usage:    []string{"weft node join-token create [-node NODE] [-ttl 1h] [-json]"},
+		summary:  "make tokens that let new agents register",
+		desc:     "With ACLs on, the servers register a node they do not know (or whose secret was reset) only with a node-join token. Needs node write.",
+		examples: []string{"weft node join-token create -ttl 2h", "weft node join-token create -node agent-7"},
+	},
+	"node join-token create": {
+		usage:    []string{"weft node join-token create [-node NODE] [-ttl 1h] [-json]"},
+		summary:  "make a node-join token",
+		desc:     "Prints a token that lets agents register new nodes until it expires (at most 24h): any name, or only NODE. Give it to the agent as join_token in its config file or in WEFT_JOIN_TOKEN. The servers keep nothing of it: it is a signature, which a workload key rotation does not end before it expires.",
+		examples: []string{"weft node join-token create -ttl 2h", "WEFT_JOIN_TOKEN=$(weft node join-token create -json | jq -r .token) weft agent -config agent.hcl"},
+	},
 	"node reset-secret": {
 		usage:    []string{"weft node reset-secret NODE"},
 		summary:  "forget a DOWN node's secret",

@@ -57,6 +57,8 @@ type Server struct {
 	MaxCompletedApps int    `hcl:"max_completed_apps,optional" flag:"max-completed-apps" help:"how many finished apps the cluster keeps; older ones are removed with their containers"`
 	AppGCThreshold   string `hcl:"app_gc_threshold,optional" flag:"app-gc-threshold" help:"how long a finished app is kept (a duration such as 24h)"`
 	NodeGCThreshold  string `hcl:"node_gc_threshold,optional" flag:"node-gc-threshold" help:"how long a DOWN node is kept (a duration such as 24h)"`
+	// MaxNodeResources caps what a node may declare when it registers.
+	MaxNodeResources map[string]int64 `hcl:"max_node_resources,optional" flag:"max-node-resources" help:"the most capacity a node may declare, e.g. memory_mb=4194304,vcores=1024,gpu=16 (unnamed: the defaults 4 TiB, 1024 vcores, 1024 of any other resource)"`
 	// GCPercent is the Go collector's target (GOGC): 0 leaves Go's default
 	// (100, or the GOGC environment variable). A server of a cluster of
 	// thousands of nodes answers thousands of heartbeats a second; each
@@ -229,8 +231,30 @@ func (c *Server) Federation() (id string, routers []string, every time.Duration,
 	return c.SubclusterID, c.Routers, every, nil
 }
 
+// MaxNodeCapacity returns max_node_resources as a vector: the amounts it
+// names, and zero (the servers' default) for memory_mb and vcores where it
+// names none.
+func (c *Server) MaxNodeCapacity() (scheduler.Resources, error) {
+	var r scheduler.Resources
+	for name, v := range c.MaxNodeResources {
+		if name != scheduler.ResourceMemoryMB && name != scheduler.ResourceVcores {
+			if err := scheduler.ValidateResourceName(name); err != nil {
+				return r, fmt.Errorf("max_node_resources (-max-node-resources): %v", err)
+			}
+		}
+		if v <= 0 {
+			return r, fmt.Errorf("max_node_resources (-max-node-resources): %s must be positive (got %d)", name, v)
+		}
+		r = r.With(name, v)
+	}
+	return r, nil
+}
+
 // Validate checks every setting and names the first bad one.
 func (c *Server) Validate() error {
+	if _, err := c.MaxNodeCapacity(); err != nil {
+		return err
+	}
 	if c.DataDir == "" {
 		return errors.New("data_dir (-data-dir) is required: where the server keeps its Raft log and snapshots")
 	}

@@ -18,11 +18,15 @@ type Kind uint8
 // Token kinds. Values are part of the token format: never renumber one.
 const (
 	// KindAM identifies an AM attempt: AM.* calls for its app, and
-	// Container.Stop, Status and Logs for its app's containers.
+	// Container.Stop, Status, Logs and Output for its app's containers.
 	KindAM Kind = 1
 	// KindContainer authorises starting exactly one container, as
 	// allocated, on its node (and reading that container's logs).
 	KindContainer Kind = 2
+	// KindJoin lets an agent register a node the servers do not know yet
+	// (`weft node join-token create`); NodeID, if set, is the only name
+	// it may register.
+	KindJoin Kind = 3
 )
 
 // String names the kind.
@@ -32,62 +36,80 @@ func (k Kind) String() string {
 		return "am"
 	case KindContainer:
 		return "container"
+	case KindJoin:
+		return "join"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
-// Claims is what a token asserts. Every field is covered by the MAC.
+// Claims is what a token asserts. Every field is covered by the signature.
 type Claims struct {
 	Kind        Kind
 	AppID       string
 	Attempt     int
 	ContainerID string
 	// NodeID is where the container runs (for an AM token: where the AM
-	// runs, the node whose AMRMProxy serves it).
+	// runs, the node whose AMRMProxy serves it; for a join token: the one
+	// node name it may register, or "" for any).
 	NodeID        string
 	Resources     scheduler.Resources
 	ExecutionType scheduler.ExecutionType
 	// User is the app's user: the account a root agent with run_as_user
-	// runs the container as (SPEC §15), so the caller cannot pick it.
+	// runs the container as, so the caller cannot pick it.
 	User string
+	// UID, if not 0, is the uid the servers gave the app's containers
+	// from the dynamic uid range.
+	UID uint32
 	// Expiry is when the token stops being valid (Unix ns): it is refused
 	// at or after it.
 	Expiry int64
-	// KeyID names the key that signed the token; Sign fills it in.
+	// KeyID names the servers' key that signed the token or, for a token
+	// a node minted, the servers' key that signed the node's certificate.
+	// The signer fills it in.
 	KeyID uint32
+	// Minter is the node whose own key signed the token ("" when the
+	// servers signed it). Only opportunistic container tokens are minted
+	// by nodes (their AMRMProxies'). The signer fills it in.
+	Minter string
+
+	// cert is the minting node's certificate, as the token carries it.
+	cert []byte
 }
 
 // MaxTokenLength bounds a token's text: longer ones are refused before any
-// decoding, and Sign refuses claims that would need more.
+// decoding, and signing refuses claims that would need more.
 const MaxTokenLength = 2048
 
-// macSize is the length of an HMAC-SHA256.
-const macSize = 32
+// tokenVersion opens every encoded body. Version 1 tokens were HMACs; no
+// verifier accepts them any more.
+const tokenVersion = 2
 
-// tokenVersion opens every encoded body.
-const tokenVersion = 1
-
-// tokenEncoding is base64url without padding, strict: one text per token.
+// tokenEncoding is base64url without padding, strict.
 var tokenEncoding = base64.RawURLEncoding.Strict()
 
 // Errors of token verification. They never carry a key or the token.
 var (
 	// ErrMalformed: the text is not a token (too long, not base64url, or
-	// a body that does not decode canonically).
+	// a body or proof that does not decode canonically).
 	ErrMalformed = errors.New("malformed token")
 	// ErrUnknownKey: the token names a key the verifier does not hold
 	// (never created, retired long ago, or not learned yet).
 	ErrUnknownKey = errors.New("token signed by an unknown key")
-	// ErrBadSignature: the MAC does not match the claims.
+	// ErrBadSignature: the signature does not match the claims.
 	ErrBadSignature = errors.New("token signature does not verify")
 	// ErrExpired: the token's expiry has passed.
 	ErrExpired = errors.New("token has expired")
 	// ErrNoSigningKey: the keyring holds no active key to sign with.
 	ErrNoSigningKey = errors.New("no active signing key")
+	// ErrNotAllowed: a node minted a token it may not mint (anything but
+	// an opportunistic container's, or past its certificate).
+	ErrNotAllowed = errors.New("token minted by a node that may not mint it")
 )
 
 func executionTypeCode(t scheduler.ExecutionType) (byte, bool) {
 	switch t {
+	case "":
+		return 0, true
 	case scheduler.Guaranteed:
 		return 1, true
 	case scheduler.Opportunistic:
@@ -98,6 +120,8 @@ func executionTypeCode(t scheduler.ExecutionType) (byte, bool) {
 
 func executionTypeOf(b byte) (scheduler.ExecutionType, bool) {
 	switch b {
+	case 0:
+		return "", true
 	case 1:
 		return scheduler.Guaranteed, true
 	case 2:
@@ -106,25 +130,46 @@ func executionTypeOf(b byte) (scheduler.ExecutionType, bool) {
 	return "", false
 }
 
-// encodeClaims is the canonical body of c: the version, the kind, the key
-// ID, the expiry, the attempt, the app, container and node IDs, the
-// execution type, then the resources with extended ones in name order and
-// zero ones left out. Equal claims always encode to the same bytes.
-func encodeClaims(c *Claims) ([]byte, error) {
-	if c.Kind != KindAM && c.Kind != KindContainer {
-		return nil, fmt.Errorf("token kind %d is not am or container", c.Kind)
+// Minter flags in a body.
+const (
+	mintedByServers = 0
+	mintedByNode    = 1
+)
+
+// checkClaims refuses claims no signer may sign.
+func checkClaims(c *Claims) error {
+	switch c.Kind {
+	case KindAM, KindContainer:
+		if c.ExecutionType == "" {
+			return fmt.Errorf("token execution_type must be GUARANTEED or OPPORTUNISTIC")
+		}
+	case KindJoin:
+	default:
+		return fmt.Errorf("token kind %d is not am, container or join", c.Kind)
 	}
-	et, ok := executionTypeCode(c.ExecutionType)
-	if !ok {
-		return nil, fmt.Errorf("token execution_type %q is not GUARANTEED or OPPORTUNISTIC", c.ExecutionType)
+	if _, ok := executionTypeCode(c.ExecutionType); !ok {
+		return fmt.Errorf("token execution_type %q is not GUARANTEED or OPPORTUNISTIC", c.ExecutionType)
 	}
 	if c.Attempt < 0 || c.Attempt > math.MaxInt32 {
-		return nil, fmt.Errorf("token attempt %d is out of range", c.Attempt)
+		return fmt.Errorf("token attempt %d is out of range", c.Attempt)
 	}
 	if c.Expiry <= 0 {
-		return nil, errors.New("token expiry must be set")
+		return errors.New("token expiry must be set")
 	}
-	b := make([]byte, 0, 128)
+	return nil
+}
+
+// encodeClaims is the canonical body of c: the version, the kind, the key
+// ID, the expiry, the attempt, the app, container and node IDs, the user,
+// the uid, the execution type, the resources with extended ones in name
+// order and zero ones left out, then who minted it (the servers, or a node
+// with its certificate). Equal claims always encode to the same bytes.
+func encodeClaims(c *Claims) ([]byte, error) {
+	if err := checkClaims(c); err != nil {
+		return nil, err
+	}
+	et, _ := executionTypeCode(c.ExecutionType)
+	b := make([]byte, 0, 160+len(c.cert))
 	b = append(b, tokenVersion, byte(c.Kind))
 	b = binary.AppendUvarint(b, uint64(c.KeyID))
 	b = binary.AppendVarint(b, c.Expiry)
@@ -132,6 +177,7 @@ func encodeClaims(c *Claims) ([]byte, error) {
 	for _, s := range []string{c.AppID, c.ContainerID, c.NodeID, c.User} {
 		b = appendString(b, s)
 	}
+	b = binary.AppendUvarint(b, uint64(c.UID))
 	b = append(b, et)
 	b = binary.AppendVarint(b, c.Resources.MemoryMB)
 	b = binary.AppendVarint(b, c.Resources.Vcores)
@@ -150,12 +196,24 @@ func encodeClaims(c *Claims) ([]byte, error) {
 		b = appendString(b, name)
 		b = binary.AppendVarint(b, c.Resources.Extended[name])
 	}
-	return b, nil
+	if c.cert == nil {
+		if c.Minter != "" {
+			return nil, errors.New("token names a minting node but carries no certificate")
+		}
+		return append(b, mintedByServers), nil
+	}
+	b = append(b, mintedByNode)
+	return appendBytes(b, c.cert), nil
 }
 
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
+}
+
+func appendBytes(b, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
 }
 
 // reader decodes a body; every read is bounded by what is left.
@@ -200,15 +258,27 @@ func (r *reader) varint() int64 {
 	return v
 }
 
-func (r *reader) string() string {
+func (r *reader) bytes() []byte {
 	n := r.uvarint()
 	if r.err != nil || n > uint64(len(r.b)) {
 		r.fail()
-		return ""
+		return nil
 	}
-	s := string(r.b[:n])
+	v := r.b[:n:n]
 	r.b = r.b[n:]
-	return s
+	return v
+}
+
+func (r *reader) string() string { return string(r.bytes()) }
+
+func (r *reader) fixed(n int) []byte {
+	if r.err != nil || len(r.b) < n {
+		r.fail()
+		return nil
+	}
+	v := r.b[:n:n]
+	r.b = r.b[n:]
+	return v
 }
 
 func (r *reader) fail() {
@@ -218,8 +288,9 @@ func (r *reader) fail() {
 	r.b = nil
 }
 
-// decodeClaims parses a body. It accepts only the canonical encoding:
-// the claims it returns encode back to exactly body.
+// decodeClaims parses a body. It accepts only the canonical encoding: the
+// claims it returns encode back to exactly body. A node's certificate is
+// parsed (Minter is its node) but not verified here.
 func decodeClaims(body []byte) (*Claims, error) {
 	r := &reader{b: body}
 	if r.byte() != tokenVersion {
@@ -230,6 +301,7 @@ func decodeClaims(body []byte) (*Claims, error) {
 	c.Expiry = r.varint()
 	attempt := r.uvarint()
 	c.AppID, c.ContainerID, c.NodeID, c.User = r.string(), r.string(), r.string(), r.string()
+	uid := r.uvarint()
 	et, etOK := executionTypeOf(r.byte())
 	c.ExecutionType = et
 	c.Resources.MemoryMB, c.Resources.Vcores = r.varint(), r.varint()
@@ -245,35 +317,30 @@ func decodeClaims(body []byte) (*Claims, error) {
 			c.Resources.Extended[name] = r.varint()
 		}
 	}
-	if r.err != nil || len(r.b) != 0 || !etOK || keyID > math.MaxUint32 || attempt > math.MaxInt32 {
+	switch r.byte() {
+	case mintedByServers:
+	case mintedByNode:
+		c.cert = r.bytes()
+		cert, err := parseNodeCert(c.cert)
+		if err != nil {
+			return nil, ErrMalformed
+		}
+		c.Minter = cert.NodeID
+		if uint64(cert.KeyID) != keyID {
+			return nil, ErrMalformed // the key ID is the certificate's
+		}
+	default:
+		r.fail()
+	}
+	if r.err != nil || len(r.b) != 0 || !etOK || keyID > math.MaxUint32 || attempt > math.MaxInt32 || uid > math.MaxUint32 {
 		return nil, ErrMalformed
 	}
-	c.KeyID, c.Attempt = uint32(keyID), int(attempt)
+	c.KeyID, c.Attempt, c.UID = uint32(keyID), int(attempt), uint32(uid)
 	again, err := encodeClaims(c)
 	if err != nil || !bytes.Equal(again, body) {
 		return nil, ErrMalformed
 	}
 	return c, nil
-}
-
-// split decodes a token's text into its body and MAC, bounded by
-// MaxTokenLength. Only the base64url alphabet is accepted.
-func split(token string) (body, mac []byte, err error) {
-	if len(token) == 0 || len(token) > MaxTokenLength {
-		return nil, nil, ErrMalformed
-	}
-	// The decoder skips '\r' and '\n': only the alphabet makes one text
-	// per token.
-	for i := 0; i < len(token); i++ {
-		if c := token[i]; !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return nil, nil, ErrMalformed
-		}
-	}
-	raw, err := tokenEncoding.DecodeString(token)
-	if err != nil || len(raw) <= macSize {
-		return nil, nil, ErrMalformed
-	}
-	return raw[:len(raw)-macSize], raw[len(raw)-macSize:], nil
 }
 
 // SameResources reports whether a and b are the same vector (a missing

@@ -79,10 +79,17 @@ func TestVerifyRefuses(t *testing.T) {
 	forged, _ := other.Sign(containerClaims)
 	fromUnknown, _ := unknown.Sign(containerClaims)
 
-	// Flip one bit of the body: the claims change, the MAC no longer fits.
-	raw, _ := tokenEncoding.DecodeString(tok)
-	raw[len(raw)-macSize-1] ^= 1 // the last extended value
-	tampered := tokenEncoding.EncodeToString(raw)
+	// Flip one bit of the body: the claims change, the signature no
+	// longer fits.
+	p, err := parseToken(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := append([]byte(nil), p.body...)
+	body[len(body)-2] ^= 1 // the last extended value
+	tampered := tokenEncoding.EncodeToString(encodeToken(body, 0, 1, nil, p.sig))
+	// Claim a batch of two for a token signed alone.
+	widened := tokenEncoding.EncodeToString(encodeToken(p.body, 0, 2, []hash{{}}, p.sig))
 
 	for _, tc := range []struct {
 		name  string
@@ -98,6 +105,7 @@ func TestVerifyRefuses(t *testing.T) {
 		{"padded", tok + "==", 0, ErrMalformed},
 		{"forged with another key", forged, 0, ErrBadSignature},
 		{"tampered body", tampered, 0, ErrBadSignature},
+		{"batch it was not signed in", widened, 0, ErrBadSignature},
 		{"unknown key", fromUnknown, 0, ErrUnknownKey},
 		{"expired", tok, containerClaims.Expiry, ErrExpired},
 	} {
@@ -117,8 +125,32 @@ func TestVerifyRefuses(t *testing.T) {
 	}
 }
 
+// Agents hold only the public keys: they verify what the servers signed,
+// and nothing they hold signs.
+func TestPublicKeysVerifyButCannotSign(t *testing.T) {
+	r := mustKeyring(t, 2, testKey(1, 1), testKey(2, 2))
+	v, err := NewVerifier(r.PublicKeys())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := r.Sign(containerClaims)
+	if c, err := v.Verify(tok, 0); err != nil || c.KeyID != 2 {
+		t.Fatalf("a verifier of the public keys: %v, %+v", err, c)
+	}
+	for _, k := range r.PublicKeys() {
+		for _, s := range []Key{testKey(1, 1), testKey(2, 2)} {
+			if bytes.Equal(k.Key, s.Secret) {
+				t.Fatalf("public key %d is a secret", k.ID)
+			}
+		}
+	}
+	if v.NewestID() != 2 || v.Len() != 2 || !v.Has(1) || v.Has(3) {
+		t.Fatalf("verifier: newest %d, %d keys", v.NewestID(), v.Len())
+	}
+}
+
 // Two encodings of the same claims cannot both verify: a body that is not
-// canonical is malformed even with a valid MAC over it.
+// canonical is malformed even with a valid signature over it.
 func TestNonCanonicalBodyIsMalformed(t *testing.T) {
 	key := testKey(1, 7)
 	r := mustKeyring(t, 1, key)
@@ -128,7 +160,13 @@ func TestNonCanonicalBodyIsMalformed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sign := func(body []byte) string { return tokenEncoding.EncodeToString(append(body, mac(key.Secret, body)...)) }
+	sign := func(body []byte) string {
+		toks, err := signBodies(r.private[1], [][]byte{body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return toks[0]
+	}
 	if _, err := r.Verify(sign(body), 0); err != nil {
 		t.Fatalf("canonical body: %v", err)
 	}
@@ -149,12 +187,20 @@ func TestNonCanonicalBodyIsMalformed(t *testing.T) {
 	if _, err := r.Verify(sign(swapped), 0); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("unsorted extended resources: %v", err)
 	}
+	// A proof whose index is not a minimal varint.
+	p, _ := parseToken(sign(body))
+	raw := appendBytes(nil, p.body)
+	raw = append(raw, 0x80, 0x00, 0x01)
+	raw = append(raw, p.sig...)
+	if _, err := r.Verify(tokenEncoding.EncodeToString(raw), 0); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("non-minimal index: %v", err)
+	}
 }
 
 func TestSignRefusesInvalidClaims(t *testing.T) {
 	r := mustKeyring(t, 1, testKey(1, 1))
 	for name, mutate := range map[string]func(*Claims){
-		"kind":           func(c *Claims) { c.Kind = 3 },
+		"kind":           func(c *Claims) { c.Kind = 9 },
 		"execution type": func(c *Claims) { c.ExecutionType = "" },
 		"attempt":        func(c *Claims) { c.Attempt = -1 },
 		"expiry":         func(c *Claims) { c.Expiry = 0 },
@@ -208,13 +254,28 @@ func TestNewKeyringValidates(t *testing.T) {
 			t.Fatalf("%s: accepted", name)
 		}
 	}
-	// The keyring keeps its own copy of the secrets.
+	// The keyring keeps its own copy of the keys.
 	k := testKey(1, 1)
 	r := mustKeyring(t, 1, k)
 	tok, _ := r.Sign(containerClaims)
 	k.Secret[0] ^= 0xff
 	if _, err := r.Verify(tok, 0); err != nil {
 		t.Fatalf("changing the caller's slice changed the keyring: %v", err)
+	}
+	pub := r.PublicKeys()
+	v, _ := NewVerifier(pub)
+	pub[0].Key[0] ^= 0xff
+	if _, err := v.Verify(tok, 0); err != nil {
+		t.Fatalf("changing the caller's slice changed the verifier: %v", err)
+	}
+	for name, keys := range map[string][]PublicKey{
+		"short key": {{ID: 1, Key: []byte("short")}},
+		"zero id":   {{ID: 0, Key: make([]byte, 32)}},
+		"duplicate": {{ID: 1, Key: make([]byte, 32)}, {ID: 1, Key: make([]byte, 32)}},
+	} {
+		if _, err := NewVerifier(keys); err == nil {
+			t.Fatalf("verifier with %s: accepted", name)
+		}
 	}
 }
 

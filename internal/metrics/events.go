@@ -66,7 +66,7 @@ var (
 // eventSeries are the series recorded as things happen.
 var eventSeries = []prometheus.Collector{
 	schedulingPass, placements, placementsRefused, planApply, preemptions, rpcRequests, rpcLatency, fsmApply, amrmAllocate,
-	snapshotLogBytes, snapshotSize,
+	snapshotLogBytes, snapshotSize, reportsRefused,
 }
 
 // Timer measures one duration for a series. Start one with Start.
@@ -138,4 +138,29 @@ func AMRMProxyAllocate(t Timer, served AllocateServedBy) {
 func SnapshotLog(logBytes, snapshotBytes uint64) {
 	snapshotLogBytes.Set(float64(logBytes))
 	snapshotSize.Set(float64(snapshotBytes))
+}
+
+// ReportRefusal is why the leader did not record a container an agent
+// reported: the label of weft_node_reports_refused_total.
+type ReportRefusal string
+
+// Why a reported container was not recorded.
+const (
+	RefusedMalformed ReportRefusal = "malformed"   // not a valid record, or of an unknown app
+	RefusedNoToken   ReportRefusal = "no_token"    // an opportunistic container reported without its token
+	RefusedBadToken  ReportRefusal = "bad_token"   // a token that does not verify, or is not the container's
+	RefusedNotMinter ReportRefusal = "not_minter"  // minted by a node that does not run the app attempt's AM
+	RefusedDeferred  ReportRefusal = "over_budget" // past what one heartbeat may add; the agent reports it again
+)
+
+var reportsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Namespace: Namespace, Subsystem: "node", Name: "reports_refused_total",
+	Help: "Containers agents reported that the leader did not record, by why (over_budget ones are recorded from a later heartbeat).",
+}, []string{"reason"})
+
+// ReportsRefused records n reported containers not recorded for reason.
+func ReportsRefused(reason ReportRefusal, n int) {
+	if n > 0 {
+		reportsRefused.WithLabelValues(string(reason)).Add(float64(n))
+	}
 }
