@@ -143,7 +143,8 @@ func New(config *Config) (*Agent, error) {
 		a.logger.Info("keeping the directories of containers from a previous run for log_retention", "count", n, "log_retention", config.LogRetention)
 	}
 	a.mgr.retention = a.retention
-	a.mgr.runAs = runAsPolicy{agentIsRoot: os.Geteuid() == 0, allowRoot: config.AllowRoot, runAsUser: config.RunAsUser}
+	a.mgr.runAs = runAsPolicy{agentIsRoot: os.Geteuid() == 0, allowRoot: config.AllowRoot, runAsUser: config.RunAsUser,
+		dynamicUIDs: config.DynamicUIDs}
 	if err := checkContainerUsers(a.mgr.runAs, a.mgr.lookup, dir, config.Executable, a.logger); err != nil {
 		return nil, err
 	}
@@ -458,9 +459,9 @@ func (a *Agent) launchAM(l wrpc.AMLaunch) {
 	env := map[string]string{
 		wrpc.EnvAppAttempt: strconv.Itoa(l.Container.Attempt),
 		wrpc.EnvAMRMAddr:   a.rpcAddr,
-		wrpc.EnvAMToken:    l.Token,
 	}
-	a.mgr.start(l.Container, a.withTLSEnv(wrpc.LaunchSpec{Command: []string{a.config.Executable, "am", l.AMType}, Env: env}))
+	a.mgr.start(l.Container, a.withTLSEnv(wrpc.LaunchSpec{Command: []string{a.config.Executable, "am", l.AMType}, Env: env,
+		Secrets: map[string]string{wrpc.SecretAMToken: l.Token}}))
 }
 
 // withTLSEnv is launch with, when TLS is on, this node's CA file and

@@ -412,8 +412,9 @@ func (p *amrmProxy) allocateLocal(at *proxyAttempt, args *wrpc.AMAllocateRequest
 		return nil
 	}
 	prefix := scheduler.AgentContainerIDPrefix + p.a.config.NodeID + "-" + strconv.FormatUint(p.a.epoch.Load(), 10) + "-"
-	// The app's user is the one the leader gave this node's AM container.
-	user := p.a.mgr.amUser(args.AppID, args.Attempt)
+	// The app's user and uid are the ones the leader gave this node's AM
+	// container (the containers' agents take the uid from the AM's token).
+	user, uid := p.a.mgr.amUser(args.AppID, args.Attempt)
 	// A token lives a container token's life, or to its certificate's
 	// end and a container token's life more, whichever is sooner.
 	expiry := min(now+int64(identity.ContainerTokenLifetime), certExpiry+int64(identity.ContainerTokenLifetime))
@@ -422,11 +423,11 @@ func (p *amrmProxy) allocateLocal(at *proxyAttempt, args *wrpc.AMAllocateRequest
 	for _, n := range nodes {
 		id := prefix + strconv.FormatUint(p.a.seq.Add(1), 10)
 		c := containerClaims(args.AppID, args.Attempt, id, n.NodeID, user, ask.Resources, now)
-		c.Expiry = expiry
+		c.Expiry, c.UID = expiry, uid
 		claims = append(claims, c)
 		out = append(out, wrpc.ContainerInfo{ID: id, AppID: args.AppID, Attempt: args.Attempt, NodeID: n.NodeID, NodeAddress: n.Address, Rack: n.Rack,
 			AskID: ask.AskID, ExecutionType: string(scheduler.Opportunistic), State: string(scheduler.ContainerAllocated),
-			Resources: ask.Resources, User: user, AllocatedAt: now})
+			Resources: ask.Resources, User: user, UID: uid, AllocatedAt: now})
 	}
 	toks, err := signer.SignBatch(claims, now)
 	if err != nil {

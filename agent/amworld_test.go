@@ -59,7 +59,7 @@ func startAMWorldTLS(t testing.TB, n int, pki *testutil.PKI, shape func(*Config)
 func writeStandInAM(t testing.TB, dir string) string {
 	t.Helper()
 	standIn := filepath.Join(dir, "stand-in-am")
-	script := "#!/bin/sh\necho \"$WEFT_AM_TOKEN\" > \"" + dir + "/token-$WEFT_APP_ID.tmp\"\n" +
+	script := "#!/bin/sh\ncat \"$WEFT_SECRETS_DIR/am-token\" > \"" + dir + "/token-$WEFT_APP_ID.tmp\"\n" +
 		"mv \"" + dir + "/token-$WEFT_APP_ID.tmp\" \"" + dir + "/token-$WEFT_APP_ID\"\nexec sleep 600\n"
 	if err := os.WriteFile(standIn, []byte(script), 0o755); err != nil {
 		t.Fatal(err)

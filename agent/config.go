@@ -52,6 +52,11 @@ type Config struct {
 	// RunAsUser runs each container as its app user's Unix account, where
 	// that account exists on this host, when the agent runs as root.
 	RunAsUser bool
+	// DynamicUIDs is the range of uids, [first, last], the agent runs an
+	// app's containers as when it is root and nothing else decides: the
+	// uid the servers gave the app, if it lies within ({0, 0}: none; such
+	// containers run as nobody).
+	DynamicUIDs [2]uint32
 	// JoinToken is the node-join token the agent registers a new node
 	// with (with ACLs on, the servers need one for a name they do not
 	// know, or whose secret an operator reset).

@@ -50,6 +50,8 @@ func (e *containerEndpoint) Start(ctx context.Context, args *wrpc.ContainerStart
 		return wrpc.Errorf(wrpc.CodeBadRequest, "container %s is placed on node %s, not on %s", c.ID, c.NodeID, e.a.config.NodeID)
 	case len(args.Launch.Command) == 0:
 		return wrpc.Errorf(wrpc.CodeBadRequest, "container %s: launch command is empty", c.ID)
+	case validateSecrets(args.Launch.Secrets) != nil:
+		return wrpc.Errorf(wrpc.CodeBadRequest, "container %s: %v", c.ID, validateSecrets(args.Launch.Secrets))
 	case scheduler.ValidateContainerResources(c.Resources) != nil:
 		return wrpc.Errorf(wrpc.CodeBadRequest, "container %s: %v", c.ID, scheduler.ValidateContainerResources(c.Resources))
 	case c.ExecutionType != "" && !scheduler.ExecutionType(c.ExecutionType).Valid():
@@ -62,9 +64,11 @@ func (e *containerEndpoint) Start(ctx context.Context, args *wrpc.ContainerStart
 		return err
 	}
 	c.ExecutionType = string(claims.ExecutionType)
-	// The account it may run as is the one the token was signed for, never
-	// the caller's choice.
-	c.User = claims.User
+	// The account it may run as is the one the servers signed for, never
+	// the caller's choice, nor that of a node that minted the token.
+	if c.User, c.UID, err = e.a.accountOf(ctx, claims, args.AMToken); err != nil {
+		return err
+	}
 	// AM containers are launched by the agent itself, on the leader's
 	// order: a client cannot claim one (and with it an AM's identity).
 	c.IsAM = false

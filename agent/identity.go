@@ -256,6 +256,32 @@ func (a *Agent) checkContainerToken(ctx context.Context, token string, c *wrpc.C
 	return claims, nil
 }
 
+// accountOf returns the user and uid a container of claims (its verified
+// container token) runs as. The servers sign those of the containers they
+// allocate. A node that minted an opportunistic container's token is
+// trusted with neither: the caller must also give the app attempt's AM
+// token, which the servers signed for the AM on that very node, and the
+// user and uid are the AM token's.
+func (a *Agent) accountOf(ctx context.Context, claims *identity.Claims, amToken string) (string, uint32, error) {
+	if claims.Minter == "" {
+		return claims.User, claims.UID, nil
+	}
+	am, err := a.verifyToken(ctx, amToken)
+	switch {
+	case err != nil:
+		return "", 0, denied("container %s was allocated by node %s's AMRMProxy: give its app's AM token too (am_token): %v", claims.ContainerID, claims.Minter, err)
+	case am.Kind != identity.KindAM || am.Minter != "":
+		return "", 0, denied("container %s: am_token is not an AM token the servers signed", claims.ContainerID)
+	case am.AppID != claims.AppID || am.Attempt != claims.Attempt:
+		return "", 0, denied("container %s: am_token is app %s attempt %d's, not app %s attempt %d's", claims.ContainerID, am.AppID, am.Attempt, claims.AppID, claims.Attempt)
+	case am.NodeID != claims.Minter:
+		return "", 0, denied("container %s was allocated by node %s, which does not run app %s's AM (node %s does)", claims.ContainerID, claims.Minter, am.AppID, am.NodeID)
+	case claims.User != am.User || claims.UID != am.UID:
+		return "", 0, denied("container %s: the token node %s minted names another user or uid than the app's", claims.ContainerID, claims.Minter)
+	}
+	return am.User, am.UID, nil
+}
+
 // checkAppToken admits a call about containers of app only with a valid AM
 // token of that app (the AM may run on any node), or a container token of
 // exactly the container id (on this node). It returns the claims.

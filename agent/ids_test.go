@@ -9,7 +9,9 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/weft-sched/weft/internal/testutil"
 	"github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -62,6 +64,15 @@ func TestContainerMethodsRefuseIDsThatAreNotPathElements(t *testing.T) {
 		t.Fatalf("app %+v", app)
 	}
 	containers := filepath.Join(data, "containers")
+	// The AM's container ends a moment after its app: then its secrets go.
+	testutil.WaitFor(t, 10*time.Second, func() bool {
+		for _, p := range tree(t, containers) {
+			if filepath.Base(p) == secretsDir {
+				return false
+			}
+		}
+		return true
+	})
 	before, beforeParent := tree(t, containers), tree(t, parent)
 
 	pool := rpc.NewPool(nil)

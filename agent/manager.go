@@ -157,7 +157,7 @@ func (m *manager) startLocked(info rpc.ContainerInfo, launch rpc.LaunchSpec) *rp
 	if info.IsAM {
 		m.ams[attemptKey{info.AppID, info.Attempt}] = info.ID
 	}
-	if c.account, err = m.runAs.decide(info.User, m.lookup); err != nil {
+	if c.account, err = m.runAs.decide(info.User, info.UID, m.lookup); err != nil {
 		m.logger.Error("refusing to start a container: no account may run it", "container", info.ID, "error", err)
 		m.complete(c, nil, scheduler.ReasonFailed, "could not start on node "+m.nodeID+": "+err.Error())
 		m.changed()
@@ -209,7 +209,15 @@ func (m *manager) launch(c *ctr) error {
 			fd = int(f.Fd())
 		}
 	}
-	p, err := startProcess(c.dir, c.launch.Command, m.env(c), fd, c.account.cred)
+	env := m.env(c)
+	sd, err := writeSecrets(c.dir, c.launch.Secrets, c.account.cred)
+	if err != nil {
+		return fmt.Errorf("secrets: %w", err)
+	}
+	if sd != "" {
+		env = append(env, envSecretsDir+"="+sd)
+	}
+	p, err := startProcess(c.dir, c.launch.Command, env, fd, c.account.cred)
 	if err != nil {
 		return err
 	}
@@ -242,6 +250,13 @@ const runWeight = 0.2
 
 func (m *manager) complete(c *ctr, exitCode *int, reason scheduler.ExitReason, diag string) {
 	c.state, c.exitCode, c.reason, c.diag, c.at = scheduler.ContainerCompleted, exitCode, reason, diag, m.clock.Now().UnixNano()
+	if c.dir != "" {
+		// Its account may be given to a later app: it can reach nothing
+		// of this container's any more (the agent serves its logs and
+		// output).
+		dropSecrets(c.dir)
+		os.Chmod(c.dir, 0o700)
+	}
 	if m.retention != nil && c.dir != "" {
 		m.retention.completed(c.dir, c.at)
 	}
@@ -270,8 +285,14 @@ func (m *manager) env(c *ctr) []string {
 		}
 	}
 	if a := c.account; a.cred != nil {
-		// The agent's own HOME and USER are not the container's.
-		env = append(env, "USER="+a.name, "LOGNAME="+a.name, "HOME="+a.home)
+		// The agent's own HOME and USER are not the container's. An app's
+		// uid has no account: its name is the app's user's, its home the
+		// container's work directory.
+		name, home := a.name, a.home
+		if home == "" {
+			name, home = c.info.User, filepath.Join(c.dir, workDir)
+		}
+		env = append(env, "USER="+name, "LOGNAME="+name, "HOME="+home)
 	}
 	env = append(env,
 		rpc.EnvContainerID+"="+c.info.ID,
@@ -402,13 +423,13 @@ func (m *manager) runningAM(app string, attempt int) (string, bool) {
 
 // amUser returns the user of the app attempt's AM container on this node
 // ("" when none runs here): the user the leader launched it for.
-func (m *manager) amUser(app string, attempt int) string {
+func (m *manager) amUser(app string, attempt int) (user string, uid uint32) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if c := m.byID[m.ams[attemptKey{app, attempt}]]; c != nil {
-		return c.info.User
+		return c.info.User, c.info.UID
 	}
-	return ""
+	return "", 0
 }
 
 // appOf returns the app of a container the agent knows.

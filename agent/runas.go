@@ -19,15 +19,19 @@ const nobodyUser = "nobody"
 // maxUnixUserLength bounds a Unix user name (useradd's limit).
 const maxUnixUserLength = 32
 
-// runAsPolicy is how an agent picks the Unix account of its containers
-// (SPEC §15): never root unless allowRoot; when the agent is root, the
-// submitting user's account if runAsUser and it exists here, else nobody
-// (or root, with allowRoot). An agent that is not root cannot change
-// user, so its containers run as its own user.
+// runAsPolicy is how an agent picks the Unix account of its containers:
+// never root unless allowRoot; when the agent is root, the submitting
+// user's account if runAsUser and it exists here, else the uid the
+// servers gave the app (one per running app, within dynamicUIDs), else
+// nobody (or root, with allowRoot). An agent that is not root cannot
+// change user, so its containers run as its own user.
 type runAsPolicy struct {
 	agentIsRoot bool
 	allowRoot   bool
 	runAsUser   bool
+	// dynamicUIDs is the range of app uids the agent runs containers as
+	// (empty: none; the servers' dynamic_uid_range must lie within it).
+	dynamicUIDs [2]uint32
 }
 
 // runAs is the account a container runs as.
@@ -39,7 +43,8 @@ type runAs struct {
 	// own user (and groups).
 	cred *syscall.Credential
 	// home is the account's home directory (containers get it as HOME
-	// when they change user).
+	// when they change user; "" for an app's uid, which has none: the
+	// container's work directory is its home).
 	home string
 	// why says how the account was chosen, for the log.
 	why string
@@ -48,12 +53,18 @@ type runAs struct {
 // lookupFunc finds a Unix account by name, as os/user.Lookup does.
 type lookupFunc func(name string) (*user.User, error)
 
+// hasDynamicUID reports whether uid is one of the policy's app uids.
+func (p runAsPolicy) hasDynamicUID(uid uint32) bool {
+	return p.dynamicUIDs[0] != 0 && uid >= p.dynamicUIDs[0] && uid <= p.dynamicUIDs[1]
+}
+
 // decide picks the account a container of requested (the app's user)
-// runs as. It fails only when the container must not run at all: the
-// agent is root, root is not allowed, and nobody cannot be used. It is a
-// pure function of its inputs: lookup is called only with names that
-// are valid Unix user names.
-func (p runAsPolicy) decide(requested string, lookup lookupFunc) (runAs, error) {
+// whose app has uid (0: none) runs as. It fails only when the container
+// must not run at all: the agent is root, root is not allowed, and
+// neither the app's uid nor nobody can be used. It is a pure function of
+// its inputs: lookup is called only with names that are valid Unix user
+// names.
+func (p runAsPolicy) decide(requested string, uid uint32, lookup lookupFunc) (runAs, error) {
 	if !p.agentIsRoot {
 		return runAs{why: "the agent is not root"}, nil
 	}
@@ -72,6 +83,17 @@ func (p runAsPolicy) decide(requested string, lookup lookupFunc) (runAs, error) 
 	}
 	if p.allowRoot {
 		return runAs{name: "root", why: fallback + "; allow_root is on"}, nil
+	}
+	switch {
+	case p.hasDynamicUID(uid):
+		// The app's own uid, and a group of the same number: no account
+		// of this host, and no other running app's containers, has it.
+		return runAs{name: fmt.Sprintf("uid %d", uid), cred: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}},
+			why: fallback + "; the servers gave the app this uid"}, nil
+	case uid != 0:
+		fallback += fmt.Sprintf("; the app's uid %d is outside this agent's dynamic_uid_range %d-%d", uid, p.dynamicUIDs[0], p.dynamicUIDs[1])
+	default:
+		fallback += "; the app has no uid (the servers' dynamic_uid_range is off)"
 	}
 	nobody, home, err := lookupAccount(nobodyUser, lookup)
 	if err != nil {
@@ -132,6 +154,10 @@ func lowerOrUnderscore(c byte) bool { return c >= 'a' && c <= 'z' || c == '_' }
 
 // describe says, once at start, which account containers run as.
 func (p runAsPolicy) describe() string {
+	apps := nobodyUser + " (dynamic_uid_range is off)"
+	if p.dynamicUIDs[0] != 0 {
+		apps = fmt.Sprintf("the uid the servers gave their app (from %d-%d; one per running app)", p.dynamicUIDs[0], p.dynamicUIDs[1])
+	}
 	switch {
 	case !p.agentIsRoot && (p.allowRoot || p.runAsUser):
 		return "containers run as the agent's own user: the agent is not root, so allow_root and run_as_user have no effect"
@@ -140,11 +166,11 @@ func (p runAsPolicy) describe() string {
 	case p.runAsUser && p.allowRoot:
 		return "containers run as their submitting user's account where it exists here, else as root (allow_root is on)"
 	case p.runAsUser:
-		return "containers run as their submitting user's account where it exists here (never root), else as " + nobodyUser
+		return "containers run as their submitting user's account where it exists here (never root), else as " + apps
 	case p.allowRoot:
-		return "containers run as root (allow_root is on)"
+		return "containers run as root (allow_root is on): nothing keeps tenants' containers apart"
 	default:
-		return "containers run as " + nobodyUser + " (the agent is root; set run_as_user to run them as their submitting user)"
+		return "containers run as " + apps
 	}
 }
 

@@ -23,7 +23,7 @@ const idScript = `id -u; id -g; id -G; echo "$HOME"; echo probe > probe && cat p
 // process is (root in CI, or not) decides which case is checked.
 func expectedAccount(t *testing.T, p runAsPolicy, appUser string) (uid, gid int, changed bool) {
 	t.Helper()
-	acct, err := p.decide(appUser, user.Lookup)
+	acct, err := p.decide(appUser, 0, user.Lookup)
 	if err != nil {
 		t.Fatalf("this host cannot run the test's containers: %v", err)
 	}
@@ -171,7 +171,7 @@ func TestAllocatedContainersCarryTheAppsUser(t *testing.T) {
 	if len(got) != 1 || got[0].User != "test" || got[0].ExecutionType != string(scheduler.Guaranteed) {
 		t.Fatalf("the servers allocated %+v; want one guaranteed container of user test", got)
 	}
-	if u := w.home.mgr.amUser(w.app, 1); u != "test" {
+	if u, _ := w.home.mgr.amUser(w.app, 1); u != "test" {
 		t.Fatalf("the AM container runs for user %q, want test", u)
 	}
 }

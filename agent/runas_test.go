@@ -39,6 +39,8 @@ func TestRunAsPolicyPicksTheContainersAccount(t *testing.T) {
 		name                      string
 		root, allowRoot, runAsUse bool
 		user                      string
+		uid                       uint32 // the app's, from the servers
+		dynamic                   bool   // the agent's dynamic_uid_range is 70000-79999
 		host                      map[string]user.User
 		wantUID, wantGID          int
 		wantName                  string
@@ -67,11 +69,23 @@ func TestRunAsPolicyPicksTheContainersAccount(t *testing.T) {
 		{name: "run_as_user: empty user", root: true, runAsUse: true, user: "", host: host, wantUID: 65534, wantGID: 65534, wantName: "nobody", neverAsked: ""},
 		{name: "run_as_user: a non-numeric uid is not used", root: true, runAsUse: true, user: "win", host: host, wantUID: 65534, wantGID: 65534, wantName: "nobody"},
 		{name: "run_as_user off: the user is not looked up", root: true, user: "alice", host: host, wantUID: 65534, wantGID: 65534, wantName: "nobody", neverAsked: "alice"},
+		{name: "the app's uid", root: true, dynamic: true, uid: 70007, user: "alice", host: host, wantUID: 70007, wantGID: 70007, wantName: "uid 70007", neverAsked: "alice"},
+		{name: "the app's uid needs no nobody", root: true, dynamic: true, uid: 70007, user: "bob", host: noNobody, wantUID: 70007, wantGID: 70007, wantName: "uid 70007"},
+		{name: "run_as_user: the user's account over the app's uid", root: true, runAsUse: true, dynamic: true, uid: 70007, user: "alice", host: host, wantUID: 1001, wantGID: 100, wantName: "alice"},
+		{name: "run_as_user: no account, the app's uid", root: true, runAsUse: true, dynamic: true, uid: 70007, user: "bob", host: host, wantUID: 70007, wantGID: 70007, wantName: "uid 70007"},
+		{name: "a uid outside the agent's range: nobody", root: true, dynamic: true, uid: 1001, user: "bob", host: host, wantUID: 65534, wantGID: 65534, wantName: "nobody"},
+		{name: "uid 0 is never an app's", root: true, dynamic: true, uid: 0, user: "bob", host: host, wantUID: 65534, wantGID: 65534, wantName: "nobody"},
+		{name: "no range: the app's uid is not used", root: true, uid: 70007, user: "bob", host: host, wantUID: 65534, wantGID: 65534, wantName: "nobody"},
+		{name: "allow_root wins over the app's uid", root: true, allowRoot: true, dynamic: true, uid: 70007, user: "bob", host: host, wantUID: own, wantName: "root"},
+		{name: "agent not root: the app's uid has no effect", dynamic: true, uid: 70007, user: "bob", host: host, wantUID: own},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lookup, asked := fakeAccounts(t, tc.host)
 			p := runAsPolicy{agentIsRoot: tc.root, allowRoot: tc.allowRoot, runAsUser: tc.runAsUse}
-			got, err := p.decide(tc.user, lookup)
+			if tc.dynamic {
+				p.dynamicUIDs = [2]uint32{70000, 79999}
+			}
+			got, err := p.decide(tc.user, tc.uid, lookup)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("decide = %+v, %v; want an error with %q", got, err, tc.wantErr)
@@ -104,7 +118,7 @@ func TestRunAsPolicyPicksTheContainersAccount(t *testing.T) {
 			if got.cred.Groups == nil || len(got.cred.Groups) != 0 || got.cred.NoSetGroups {
 				t.Errorf("supplementary groups %v (NoSetGroups %v): want them cleared", got.cred.Groups, got.cred.NoSetGroups)
 			}
-			if got.home != tc.host[tc.wantName].HomeDir {
+			if got.home != tc.host[tc.wantName].HomeDir { // "" for an app's uid: its work directory is its home
 				t.Errorf("home %q, want %q", got.home, tc.host[tc.wantName].HomeDir)
 			}
 		})
@@ -113,7 +127,7 @@ func TestRunAsPolicyPicksTheContainersAccount(t *testing.T) {
 
 func TestRunAsPolicyPassesLookupFailuresOn(t *testing.T) {
 	broken := func(name string) (*user.User, error) { return nil, errors.New("nss down") }
-	if _, err := (runAsPolicy{agentIsRoot: true}).decide("alice", broken); err == nil || !strings.Contains(err.Error(), "nss down") {
+	if _, err := (runAsPolicy{agentIsRoot: true}).decide("alice", 0, broken); err == nil || !strings.Contains(err.Error(), "nss down") {
 		t.Fatalf("decide with a broken user database = %v", err)
 	}
 }

@@ -87,7 +87,7 @@ func (d *MapReduce) startMap(ctx context.Context, i int, c wrpc.ContainerInfo, l
 	argv := append([]string{d.exe, "am", "map-task", "-split", d.job.Splits[i].Path,
 		"-reducers", strconv.Itoa(d.job.Reducers), "--"}, d.job.Map...)
 	m := &d.maps[i]
-	if !d.start(ctx, c, argv, d.taskEnv(i, false), &m.failures, fmt.Sprintf("map %d", i)) {
+	if !d.start(ctx, c, wrpc.LaunchSpec{Command: argv, Env: d.taskEnv(i)}, &m.failures, fmt.Sprintf("map %d", i)) {
 		return []string{c.ID}
 	}
 	m.state, m.container = taskRunning, c
@@ -111,7 +111,7 @@ func (d *MapReduce) startReduce(ctx context.Context, r int, c wrpc.ContainerInfo
 		argv = append(argv, "-feed", f.String())
 	}
 	argv = append(append(argv, "--"), d.job.Reduce...)
-	if !d.start(ctx, c, argv, d.taskEnv(r, true), &t.failures, fmt.Sprintf("reduce %d", r)) {
+	if !d.start(ctx, c, wrpc.LaunchSpec{Command: argv, Env: d.taskEnv(r), Secrets: d.reduceSecrets()}, &t.failures, fmt.Sprintf("reduce %d", r)) {
 		return []string{c.ID}
 	}
 	t.state, t.container = taskRunning, c
@@ -120,25 +120,27 @@ func (d *MapReduce) startReduce(ctx context.Context, r int, c wrpc.ContainerInfo
 	return nil
 }
 
-// taskEnv is a task's environment: the job's, its index, and for a reduce
-// the AM token it fetches map output with (the app's shuffle credential,
-// as Hadoop's job token; every task runs as the app's user). Agents add
+// taskEnv is a task's environment: the job's and its index. Agents add
 // the CA that verifies them.
-func (d *MapReduce) taskEnv(i int, reduce bool) map[string]string {
+func (d *MapReduce) taskEnv(i int) map[string]string {
 	env := map[string]string{wrpc.EnvTaskIndex: strconv.Itoa(i)}
 	for k, v := range d.job.Env {
 		env[k] = v
 	}
-	if reduce {
-		env[wrpc.EnvAMToken] = d.client.Token
-	}
 	return env
+}
+
+// reduceSecrets are what a reduce task is handed as files: the AM token
+// it fetches map output with (the app's shuffle credential, as Hadoop's
+// job token; every task runs as the app's uid). Never in its environment.
+func (d *MapReduce) reduceSecrets() map[string]string {
+	return map[string]string{wrpc.SecretAMToken: d.client.Token}
 }
 
 // start starts argv in c; it reports false when the container is to be
 // released (the task then wants another).
-func (d *MapReduce) start(ctx context.Context, c wrpc.ContainerInfo, argv []string, env map[string]string, failures *int, what string) bool {
-	resp, err := d.client.StartContainer(ctx, c, wrpc.LaunchSpec{Command: argv, Env: env})
+func (d *MapReduce) start(ctx context.Context, c wrpc.ContainerInfo, launch wrpc.LaunchSpec, failures *int, what string) bool {
+	resp, err := d.client.StartContainer(ctx, c, launch)
 	switch {
 	case err != nil && !wrpc.IsServerError(err):
 		d.logger.Warn("could not reach the container's node; asking for another", "task", what, "container", c.ID, "error", err)

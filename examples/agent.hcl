@@ -20,10 +20,13 @@ rack      = "/rack-2"
 opportunistic_queue_length = 10    # opportunistic containers that may wait here
 lazy_heartbeats            = false # true: heartbeat only every second
 
-# Who containers run as when the agent runs as root: nobody by default;
-# run_as_user picks the submitting user's account where it exists here.
+# Who containers run as when the agent runs as root: the uid the servers
+# gave their app (one per running app, from their dynamic_uid_range, which
+# must lie within this agent's); run_as_user picks the submitting user's
+# account instead where it exists here. Never root unless allow_root.
 allow_root  = false
 run_as_user = true
+# dynamic_uid_range = "70000-79999" # or "off": containers without an account run as nobody
 
 # A completed container's directory and logs are removed this long after it
 # completed, once its app has ended (a MapReduce job's reduces read map output

@@ -22,6 +22,14 @@ func (t *txn) applyAppSubmit(req *AppSubmitRequest) (string, error) {
 		return "", err
 	}
 	id := AppID(t.index)
+	var uid uint32
+	if !req.UIDs.Empty() {
+		var ok bool
+		if uid, ok = t.freeUID(req.UIDs); !ok {
+			return "", reject(ErrConflict, "every uid of dynamic_uid_range %d-%d is held by a running app: "+
+				"wait for apps to end, or give the servers a wider dynamic_uid_range", req.UIDs.First, req.UIDs.Last)
+		}
+	}
 	t.putApp(&scheduler.App{
 		ID:          id,
 		Spec:        spec,
@@ -30,6 +38,7 @@ func (t *txn) applyAppSubmit(req *AppSubmitRequest) (string, error) {
 		Diagnostics: "waiting for an AM container",
 		SubmittedAt: req.Now,
 		AMPending:   true,
+		UID:         uid,
 		CreateIndex: t.index,
 	})
 	return id, nil

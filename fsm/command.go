@@ -92,7 +92,21 @@ type NodeStatusRequest struct {
 type AppSubmitRequest struct {
 	Spec scheduler.AppSpec `codec:"spec"`
 	Now  int64             `codec:"now"`
+	// UIDs, when not empty, is the dynamic uid range the app's uid is
+	// taken from (the leader's configuration, carried so that every
+	// server picks the same).
+	UIDs UIDRange `codec:"uids,omitempty"`
 }
+
+// UIDRange is an inclusive range of Unix uids, [First, Last]; the zero
+// range is empty.
+type UIDRange struct {
+	First uint32 `codec:"first"`
+	Last  uint32 `codec:"last"`
+}
+
+// Empty reports whether r holds no uid.
+func (r UIDRange) Empty() bool { return r.First == 0 || r.Last < r.First }
 
 // AppRegisterRequest records that an AM attempt registered: the app runs.
 type AppRegisterRequest struct {

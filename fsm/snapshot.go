@@ -289,6 +289,7 @@ type restorer struct {
 	s                         *State
 	nodes, draining, down     *iradix.Txn[*scheduler.Node]
 	apps, active, finished    *iradix.Txn[*scheduler.App]
+	activeUIDs                *iradix.Txn[*scheduler.App]
 	requests, requestsByIndex *iradix.Txn[*RequestRecord]
 	aclTokens, aclBySecret    *iradix.Txn[*acl.Token]
 	aclPolicies               *iradix.Txn[*acl.Policy]
@@ -302,7 +303,7 @@ func newRestorer(hdr *snapshotHeader) *restorer {
 	return &restorer{
 		s:     s,
 		nodes: s.nodes.Txn(), draining: s.draining.Txn(), down: s.down.Txn(),
-		apps: s.apps.Txn(), active: s.activeApps.Txn(), finished: s.finished.Txn(),
+		apps: s.apps.Txn(), active: s.activeApps.Txn(), finished: s.finished.Txn(), activeUIDs: s.activeUIDs.Txn(),
 		requests: s.requests.Txn(), requestsByIndex: s.requestsByIndex.Txn(),
 		aclTokens: s.acl.tokens.Txn(), aclBySecret: s.acl.bySecret.Txn(), aclPolicies: s.acl.policies.Txn(),
 	}
@@ -341,9 +342,18 @@ func (rs *restorer) record(t recordType, decode func(any) error) error {
 			if _, ok := rs.finished.Delete(finishedKey(old)); ok {
 				s.numFinished--
 			}
+			if holder, ok := rs.activeUIDs.Get(uidKey(old.UID)); ok && holder.ID == old.ID {
+				rs.activeUIDs.Delete(uidKey(old.UID))
+				s.numActiveUIDs--
+			}
 		}
 		if !a.State.Terminal() {
 			rs.active.Insert(indexKey(a.CreateIndex), a)
+			if a.UID != 0 {
+				if _, replaced := rs.activeUIDs.Insert(uidKey(a.UID), a); !replaced {
+					s.numActiveUIDs++
+				}
+			}
 		} else if _, replaced := rs.finished.Insert(finishedKey(a), a); !replaced {
 			s.numFinished++
 		}
@@ -419,6 +429,7 @@ func (rs *restorer) finish() *State {
 	restoreContainers(s, byIDLastWins(rs.containers))
 	s.nodes, s.draining, s.down = rs.nodes.CommitOnly(), rs.draining.CommitOnly(), rs.down.CommitOnly()
 	s.apps, s.activeApps, s.finished = rs.apps.CommitOnly(), rs.active.CommitOnly(), rs.finished.CommitOnly()
+	s.activeUIDs = rs.activeUIDs.CommitOnly()
 	s.requests, s.requestsByIndex = rs.requests.CommitOnly(), rs.requestsByIndex.CommitOnly()
 	s.acl.tokens, s.acl.bySecret, s.acl.policies = rs.aclTokens.CommitOnly(), rs.aclBySecret.CommitOnly(), rs.aclPolicies.CommitOnly()
 	return s

@@ -41,6 +41,7 @@ type State struct {
 	nodes      *iradix.Tree[*scheduler.Node] // node ID
 	apps       *iradix.Tree[*scheduler.App]  // app ID
 	activeApps *iradix.Tree[*scheduler.App]  // big-endian create index, non-terminal apps only
+	activeUIDs *iradix.Tree[*scheduler.App]  // big-endian uid, non-terminal apps with one
 
 	// The container indexes change with every container's every change,
 	// so they are copy-on-write B+ trees (index.go), cheaper to change
@@ -63,6 +64,8 @@ type State struct {
 	down        *iradix.Tree[*scheduler.Node]
 	finished    *iradix.Tree[*scheduler.App]
 	numFinished int
+	// numActiveUIDs counts activeUIDs' entries.
+	numActiveUIDs int
 
 	// workloadKeys signs workload tokens, oldest first (identity.go).
 	workloadKeys []*WorkloadKey
@@ -107,6 +110,15 @@ func (s *State) Apps() []*scheduler.App { return collect(s.apps, nil) }
 
 // ActiveApps returns the apps that are not finished, in submission order.
 func (s *State) ActiveApps() []*scheduler.App { return collect(s.activeApps, nil) }
+
+// AppByUID returns the live app whose containers run as uid, if any.
+func (s *State) AppByUID(uid uint32) (*scheduler.App, bool) { return s.activeUIDs.Get(uidKey(uid)) }
+
+func uidKey(uid uint32) []byte {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], uid)
+	return b[:]
+}
 
 // Container returns a container by ID.
 func (s *State) Container(id string) (*scheduler.Container, bool) { return s.containers.Get(id) }
@@ -237,6 +249,7 @@ func newState() *State {
 		nodes:      iradix.New[*scheduler.Node](),
 		apps:       iradix.New[*scheduler.App](),
 		activeApps: iradix.New[*scheduler.App](),
+		activeUIDs: iradix.New[*scheduler.App](),
 		draining:   iradix.New[*scheduler.Node](),
 		down:       iradix.New[*scheduler.Node](),
 		finished:   iradix.New[*scheduler.App](),

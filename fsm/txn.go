@@ -17,6 +17,7 @@ type txn struct {
 	nodes       *iradix.Txn[*scheduler.Node]
 	apps        *iradix.Txn[*scheduler.App]
 	activeApps  *iradix.Txn[*scheduler.App]
+	activeUIDs  *iradix.Txn[*scheduler.App]
 	containers  *indexTxn[*scheduler.Container]
 	byApp       *indexTxn[*scheduler.Container]
 	byAppChange *indexTxn[*scheduler.Container]
@@ -109,6 +110,39 @@ func (t *txn) mutableNode(id string) (*scheduler.Node, bool) {
 	return n.Copy(), true
 }
 
+// freeUID returns the uid of r a new app at the txn's index takes: the
+// first, from a place that moves with the index (so that consecutive apps
+// take consecutive uids, and a freed one is taken again only once the
+// range has come round), that no live app holds. It reports false when
+// every uid of r is held.
+func (t *txn) freeUID(r UIDRange) (uint32, bool) {
+	if r.Empty() {
+		return 0, false
+	}
+	size := uint64(r.Last-r.First) + 1
+	uids := current2(t.activeUIDs, t.next.activeUIDs)
+	if uint64(t.next.numActiveUIDs) >= size {
+		return 0, false // every one held (or more: apps of an older, wider range)
+	}
+	for i, start := uint64(0), t.index%size; i < size; i++ {
+		uid := r.First + uint32((start+i)%size)
+		if _, held := uids.Get(uidKey(uid)); !held {
+			return uid, true
+		}
+	}
+	return 0, false
+}
+
+// current2 reads an iradix tree through the txn's open transaction, if any.
+func current2[T any](tx *iradix.Txn[T], tree *iradix.Tree[T]) interface {
+	Get([]byte) (T, bool)
+} {
+	if tx != nil {
+		return tx
+	}
+	return tree
+}
+
 func (t *txn) app(id string) (*scheduler.App, bool) {
 	if t.apps != nil {
 		return t.apps.Get([]byte(id))
@@ -140,6 +174,17 @@ func (t *txn) putApp(a *scheduler.App) {
 			t.ownApps = map[string]*scheduler.App{}
 		}
 		t.ownApps[a.ID] = a
+	}
+	if a.UID != 0 {
+		uids := lazy(&t.activeUIDs, t.next.activeUIDs)
+		if holder, ok := uids.Get(uidKey(a.UID)); a.State.Terminal() && ok && holder.ID == a.ID {
+			uids.Delete(uidKey(a.UID))
+			t.next.numActiveUIDs--
+		} else if !a.State.Terminal() {
+			if _, replaced := uids.Insert(uidKey(a.UID), a); !replaced {
+				t.next.numActiveUIDs++
+			}
+		}
 	}
 	if a.State.Terminal() {
 		lazy(&t.activeApps, t.next.activeApps).Delete(indexKey(a.CreateIndex))
@@ -306,6 +351,7 @@ func (t *txn) commit(index uint64) {
 	commitTree(&t.next.nodes, t.nodes)
 	commitTree(&t.next.apps, t.apps)
 	commitTree(&t.next.activeApps, t.activeApps)
+	commitTree(&t.next.activeUIDs, t.activeUIDs)
 	commitIndex(&t.next.containers, t.containers)
 	commitIndex(&t.next.byApp, t.byApp)
 	commitIndex(&t.next.byAppChange, t.byAppChange)

@@ -33,6 +33,9 @@ type AppSubmitUnmanagedRequest struct {
 	Priority   int32  `codec:"priority"`
 	Name       string `codec:"name"`
 	Now        int64  `codec:"now"`
+	// UIDs is the range the app's uid here is taken from (see
+	// AppSubmitRequest.UIDs).
+	UIDs UIDRange `codec:"uids,omitempty"`
 }
 
 // Validate checks the request's own fields (not whether its queue exists)
@@ -74,6 +77,12 @@ func (t *txn) applyAppSubmitUnmanaged(req *AppSubmitUnmanagedRequest) error {
 		if err != nil {
 			return reject(ErrInvalid, "%v", err)
 		}
+		var uid uint32
+		if !req.UIDs.Empty() {
+			if uid, ok = t.freeUID(req.UIDs); !ok {
+				return reject(ErrConflict, "every uid of dynamic_uid_range %d-%d is held by a running app", req.UIDs.First, req.UIDs.Last)
+			}
+		}
 		t.putApp(&scheduler.App{
 			ID: req.AppID,
 			// AMType unmanaged, no AM resources: nothing places or
@@ -85,6 +94,7 @@ func (t *txn) applyAppSubmitUnmanaged(req *AppSubmitUnmanagedRequest) error {
 			SubmittedAt: req.Now,
 			Attempts:    []scheduler.Attempt{{Attempt: req.Attempt, StartedAt: req.Now}},
 			Unmanaged:   &scheduler.Unmanaged{Home: req.Home, Subcluster: req.Subcluster},
+			UID:         uid,
 			CreateIndex: t.index,
 		})
 		return nil

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/weft-sched/weft/internal/tlsutil"
@@ -16,7 +18,6 @@ const (
 	EnvAppID         = "WEFT_APP_ID"
 	EnvAppAttempt    = "WEFT_APP_ATTEMPT"
 	EnvAMRMAddr      = "WEFT_AMRM_ADDR"
-	EnvAMToken       = "WEFT_AM_TOKEN"
 	EnvContainerID   = "WEFT_CONTAINER_ID"
 	EnvNodeID        = "WEFT_NODE_ID"
 	EnvExecutionType = "WEFT_EXECUTION_TYPE"
@@ -30,7 +31,29 @@ const (
 	// CLI's variable for the same file.
 	EnvCACert = "WEFT_CACERT"
 	EnvRegion = "WEFT_REGION"
+	// EnvSecretsDir names the directory of a container's secrets (files
+	// only its account may read: LaunchSpec.Secrets). Tokens never travel
+	// in the environment, which /proc shows to whoever may trace the
+	// process.
+	EnvSecretsDir = "WEFT_SECRETS_DIR"
 )
+
+// SecretAMToken is the secret that holds an AM token: an AM's own, and the
+// one it hands its reduce tasks.
+const SecretAMToken = "am-token"
+
+// AMTokenFromEnv reads the AM token from the container's secrets.
+func AMTokenFromEnv() (string, error) {
+	dir := os.Getenv(EnvSecretsDir)
+	if dir == "" {
+		return "", fmt.Errorf("no AM token: %s is not set (is this running in a weft container that was given one?)", EnvSecretsDir)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, SecretAMToken))
+	if err != nil {
+		return "", fmt.Errorf("no AM token: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
 
 // AMClient is the client side of the AM protocol (to the AMRMProxy on the
 // AM's node) and of the container-management protocol (to the nodes its
@@ -78,7 +101,11 @@ func NewAMClientFromEnv() (*AMClient, error) {
 			return nil, fmt.Errorf("%s: %w", EnvCACert, err)
 		}
 	}
-	return NewAMClientTLS(id, attempt, os.Getenv(EnvAMToken), addr, tc), nil
+	token, err := AMTokenFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	return NewAMClientTLS(id, attempt, token, addr, tc), nil
 }
 
 // Register registers the attempt and returns the app's spec.
@@ -125,7 +152,7 @@ func (c *AMClient) FinishWith(ctx context.Context, req AMFinishRequest) error {
 // StartContainer asks the container's node to run launch in it.
 func (c *AMClient) StartContainer(ctx context.Context, ci ContainerInfo, launch LaunchSpec) (*ContainerStartResponse, error) {
 	var resp ContainerStartResponse
-	err := c.nodes.Call(ctx, ci.NodeAddress, "Container.Start", &ContainerStartRequest{Token: ci.Token, Container: ci, Launch: launch}, &resp)
+	err := c.nodes.Call(ctx, ci.NodeAddress, "Container.Start", &ContainerStartRequest{Token: ci.Token, Container: ci, Launch: launch, AMToken: c.Token}, &resp)
 	return &resp, err
 }
 

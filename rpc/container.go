@@ -27,6 +27,11 @@ type ContainerInfo struct {
 	// signed container token must cover it, since the starting agent
 	// takes it from the request.
 	User string `codec:"user" json:"user,omitempty"`
+	// UID is the uid the servers gave the container's app: what it runs
+	// as on an agent running as root, where its user has no account the
+	// agent may use. The starting agent takes it from a token the servers
+	// signed, never from the request.
+	UID uint32 `codec:"uid,omitempty" json:"uid,omitempty"`
 	// Token is the container token that authorises starting the
 	// container on its node, exactly as allocated (SPEC §15). Only the
 	// allocation's AM receives it, in AM.Allocate answers; listings never
@@ -75,6 +80,12 @@ type ContainerListResponse struct {
 type LaunchSpec struct {
 	Command []string          `codec:"command"`
 	Env     map[string]string `codec:"env"`
+	// Secrets are credentials the container needs (an AM hands its AM
+	// token to a reduce task as SecretAMToken): its agent writes each to a
+	// file in the directory EnvSecretsDir names, readable only by the
+	// container's account, never into its environment. At most 16, named
+	// [a-z0-9][a-z0-9._-]*, of at most 16 KiB each.
+	Secrets map[string]string `codec:"secrets,omitempty" json:"-"`
 	// WorkingDir is relative to the container's own directory; empty means
 	// the container's directory itself.
 	WorkingDir string `codec:"working_dir"`
@@ -89,6 +100,10 @@ type ContainerStartRequest struct {
 	Token     string        `codec:"token"`
 	Container ContainerInfo `codec:"container"`
 	Launch    LaunchSpec    `codec:"launch"`
+	// AMToken is the app attempt's AM token, needed with a container
+	// token an AMRMProxy minted (its node is not trusted with the app's
+	// user and uid; the servers signed those in the AM token).
+	AMToken string `codec:"am_token,omitempty"`
 }
 
 // ContainerStartResponse says what became of the start: RUNNING, QUEUED, or

@@ -254,7 +254,7 @@ type AMLaunch struct {
 	Container ContainerInfo `codec:"container"`
 	AppName   string        `codec:"app_name"`
 	AMType    string        `codec:"am_type"`
-	// Token is the attempt's AM token (WEFT_AM_TOKEN).
+	// Token is the attempt's AM token (the AM gets it as a file: rpc.SecretAMToken).
 	Token string `codec:"token"`
 }
 

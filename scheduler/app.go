@@ -327,9 +327,14 @@ type App struct {
 	// Counters are the figures the app's AM reported last (SPEC §19),
 	// nil until it reports any; an ended app keeps its final ones. A
 	// stored app's map is replaced whole, never changed in place.
-	Counters    Counters `codec:"counters,omitempty"`
-	CreateIndex uint64   `codec:"create_index"`
-	ModifyIndex uint64   `codec:"modify_index"`
+	Counters Counters `codec:"counters,omitempty"`
+	// UID is the Unix uid the servers gave the app's containers from their
+	// dynamic uid range: no other live app has it, so containers of
+	// different apps run apart even where their users have no accounts.
+	// 0: none (an app of a cluster without a range, or older than it).
+	UID         uint32 `codec:"uid,omitempty"`
+	CreateIndex uint64 `codec:"create_index"`
+	ModifyIndex uint64 `codec:"modify_index"`
 }
 
 // Unmanaged is what a sub-cluster holds of an app that spans into it from

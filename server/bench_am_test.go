@@ -124,9 +124,9 @@ func rescanAnswer(st *fsm.State, args *wrpc.AMAllocateRequest, reply *wrpc.AMAll
 		node, _ := st.Node(c.NodeID)
 		if c.CreateIndex > args.MinQueryIndex && !c.Distributed {
 			info := wrpc.NewContainerInfo(c, node)
-			info.User = app.Spec.User
+			info.User, info.UID = app.Spec.User, app.UID
 			if c.State == scheduler.ContainerAllocated {
-				tok, err := ring.Sign(containerClaims(c, app.Spec.User))
+				tok, err := ring.Sign(containerClaims(c, app))
 				if err != nil {
 					return 0, noKey(err)
 				}

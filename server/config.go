@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/weft-sched/weft/fsm"
 	"github.com/weft-sched/weft/internal/clock"
 	"github.com/weft-sched/weft/internal/raftnode"
 	"github.com/weft-sched/weft/internal/tlsutil"
@@ -121,6 +122,10 @@ type Config struct {
 	// not named may be at most DefaultMaxExtendedResource). Zero memory
 	// or vcores take DefaultMaxNodeResources'.
 	MaxNodeResources scheduler.Resources
+	// DynamicUIDs is the range each app's uid is taken from while it runs
+	// (the uid its containers run as on agents running as root); empty:
+	// apps get none.
+	DynamicUIDs fsm.UIDRange
 }
 
 // DefaultMaxNodeResources is max_node_resources unless configured: 4 TiB

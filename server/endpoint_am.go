@@ -206,9 +206,9 @@ func amAnswer(st *fsm.State, args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocat
 		// not from here.
 		if c.CreateIndex > args.MinQueryIndex && !c.Distributed {
 			info := wrpc.NewContainerInfo(c, node)
-			info.User = app.Spec.User
+			info.User, info.UID = app.Spec.User, app.UID
 			if c.State == scheduler.ContainerAllocated { // only what is still to start needs a token
-				toSign = append(toSign, containerClaims(c, app.Spec.User))
+				toSign = append(toSign, containerClaims(c, app))
 				signFor = append(signFor, len(reply.Allocated))
 			}
 			reply.Allocated = append(reply.Allocated, info)

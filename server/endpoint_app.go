@@ -50,7 +50,8 @@ func (e *App) Submit(ctx context.Context, args *wrpc.AppSubmitRequest, reply *wr
 	if err := checkFitsSomeNode(st.Nodes(), &spec); err != nil {
 		return err
 	}
-	res, index, err := e.srv.raftApplyRequest(ctx, &args.RequestHeader, fsm.AppSubmitType, &fsm.AppSubmitRequest{Spec: spec, Now: e.srv.clock.Now().UnixNano()})
+	res, index, err := e.srv.raftApplyRequest(ctx, &args.RequestHeader, fsm.AppSubmitType, &fsm.AppSubmitRequest{Spec: spec, Now: e.srv.clock.Now().UnixNano(),
+		UIDs: e.srv.config.DynamicUIDs})
 	if err != nil {
 		return err
 	}

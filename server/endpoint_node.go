@@ -214,11 +214,11 @@ func (e *Node) heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply
 				continue
 			}
 			info := wrpc.NewContainerInfo(c, node)
-			info.User = app.Spec.User
+			info.User, info.UID = app.Spec.User, app.UID
 			if ring == nil {
 				ring = keyringOf(st)
 			}
-			tok, err := amToken(ring, c, app.Spec.User, now)
+			tok, err := amToken(ring, c, app, now)
 			if err != nil {
 				e.srv.logger.Warn("cannot launch an AM yet", "app", c.AppID, "error", err)
 				continue

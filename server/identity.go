@@ -97,32 +97,34 @@ func (s *Server) nodeCert(st *fsm.State, n *scheduler.Node, now time.Time) strin
 	return cert
 }
 
-// claimsOf are the claims of a token about container c.
-func claimsOf(kind identity.Kind, c *scheduler.Container, user string, expiry int64) identity.Claims {
-	return identity.Claims{Kind: kind, AppID: c.AppID, Attempt: c.Attempt, ContainerID: c.ID, NodeID: c.NodeID,
-		Resources: c.Resources, ExecutionType: c.ExecutionType, User: user, Expiry: expiry}
+// claimsOf are the claims of a token about container c of app (nil when
+// the app is not known): its user, and the uid its containers run as.
+func claimsOf(kind identity.Kind, c *scheduler.Container, app *scheduler.App, expiry int64) identity.Claims {
+	cl := identity.Claims{Kind: kind, AppID: c.AppID, Attempt: c.Attempt, ContainerID: c.ID, NodeID: c.NodeID,
+		Resources: c.Resources, ExecutionType: c.ExecutionType, Expiry: expiry}
+	if app != nil {
+		cl.User, cl.UID = app.Spec.User, app.UID
+	}
+	return cl
 }
 
 // containerClaims are the claims of an allocation's container token: valid
 // until its start deadline (with room for clock skew), after which the
 // servers reclaim it anyway.
-func containerClaims(c *scheduler.Container, user string) identity.Claims {
-	return claimsOf(identity.KindContainer, c, user, c.AllocatedAt+int64(identity.ContainerTokenLifetime))
+func containerClaims(c *scheduler.Container, app *scheduler.App) identity.Claims {
+	return claimsOf(identity.KindContainer, c, app, c.AllocatedAt+int64(identity.ContainerTokenLifetime))
 }
 
-// amToken mints the AM token of the AM container c of an app of user.
-func amToken(ring *identity.Keyring, c *scheduler.Container, user string, now time.Time) (string, error) {
-	return ring.Sign(claimsOf(identity.KindAM, c, user, now.Add(identity.AMTokenLifetime).UnixNano()))
+// amToken mints the AM token of the AM container c of app.
+func amToken(ring *identity.Keyring, c *scheduler.Container, app *scheduler.App, now time.Time) (string, error) {
+	return ring.Sign(claimsOf(identity.KindAM, c, app, now.Add(identity.AMTokenLifetime).UnixNano()))
 }
 
 // relayToken mints a short-lived container token for c that lets a server
 // relay a call to c's agent (a log read, a promotion).
 func (s *Server) relayToken(st *fsm.State, c *scheduler.Container) (string, error) {
-	user := ""
-	if a, ok := st.App(c.AppID); ok {
-		user = a.Spec.User
-	}
-	return keyringOf(st).Sign(claimsOf(identity.KindContainer, c, user, s.clock.Now().Add(identity.RelayTokenLifetime).UnixNano()))
+	app, _ := st.App(c.AppID)
+	return keyringOf(st).Sign(claimsOf(identity.KindContainer, c, app, s.clock.Now().Add(identity.RelayTokenLifetime).UnixNano()))
 }
 
 // noKey is the answer while the cluster has no signing key yet (the new

@@ -76,7 +76,7 @@ func (e *App) SubmitUnmanaged(ctx context.Context, args *wrpc.AppSubmitUnmanaged
 		return wrpc.Errorf(wrpc.CodeBadRequest, "subcluster: this is sub-cluster %s, not %.64q", here, args.Subcluster)
 	}
 	now := e.srv.clock.Now()
-	req := &fsm.AppSubmitUnmanagedRequest{AppID: args.AppID, Home: args.Home, Subcluster: args.Subcluster, Attempt: args.Attempt,
+	req := &fsm.AppSubmitUnmanagedRequest{AppID: args.AppID, Home: args.Home, Subcluster: args.Subcluster, Attempt: args.Attempt, UIDs: e.srv.config.DynamicUIDs,
 		Queue: args.Queue, User: args.User, Priority: args.Priority, Name: args.Name, Now: now.UnixNano()}
 	if err := req.Validate(); err != nil {
 		return wrpc.Errorf(wrpc.CodeBadRequest, "invalid unmanaged AM: %v", err)
@@ -93,11 +93,11 @@ func (e *App) SubmitUnmanaged(ctx context.Context, args *wrpc.AppSubmitUnmanaged
 	}
 	e.srv.unmanagedHeard(args.AppID, now)
 	st = e.srv.fsm.State()
-	user := args.User
+	user, uid := args.User, uint32(0)
 	if a, ok := st.App(args.AppID); ok {
-		user = a.Spec.User
+		user, uid = a.Spec.User, a.UID
 	}
-	tok, err := unmanagedAMToken(keyringOf(st), args.AppID, args.Attempt, user, now)
+	tok, err := unmanagedAMToken(keyringOf(st), args.AppID, args.Attempt, user, uid, now)
 	if err != nil {
 		return noKey(err)
 	}
@@ -108,9 +108,9 @@ func (e *App) SubmitUnmanaged(ctx context.Context, args *wrpc.AppSubmitUnmanaged
 // unmanagedAMToken mints the AM token of an unmanaged AM's attempt: like
 // any AM's, but naming no container, node or resources, as its attempt
 // has none (amAttempt accepts such a token only for an unmanaged AM's app).
-func unmanagedAMToken(ring *identity.Keyring, appID string, attempt int, user string, now time.Time) (string, error) {
+func unmanagedAMToken(ring *identity.Keyring, appID string, attempt int, user string, uid uint32, now time.Time) (string, error) {
 	return ring.Sign(identity.Claims{Kind: identity.KindAM, AppID: appID, Attempt: attempt, ExecutionType: scheduler.Guaranteed,
-		User: user, Expiry: now.Add(identity.AMTokenLifetime).UnixNano()})
+		User: user, UID: uid, Expiry: now.Add(identity.AMTokenLifetime).UnixNano()})
 }
 
 // unmanagedHeard tells the watch an unmanaged AM was heard from.

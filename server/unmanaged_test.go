@@ -146,7 +146,7 @@ func TestTokenWithoutAContainerIsOnlyAnUnmanagedAMs(t *testing.T) {
 	x := registerFake(t, c, l, "x", fourCores)
 	app := submit(t, c, l, "managed")
 	x.amToken(t, l, app)
-	forged, err := unmanagedAMToken(keyringOf(l.State()), app, 1, "alice", fake.Now())
+	forged, err := unmanagedAMToken(keyringOf(l.State()), app, 1, "alice", 0, fake.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

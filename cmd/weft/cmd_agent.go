@@ -31,6 +31,10 @@ func runAgent(args []string) error {
 	if cfg.JoinToken == "" {
 		cfg.JoinToken = os.Getenv("WEFT_JOIN_TOKEN")
 	}
+	firstUID, lastUID, err := config.ParseUIDRange(cfg.DynamicUIDRange)
+	if err != nil {
+		return usagef("%v", err)
+	}
 	logger, err := newLogger(cfg.LogLevel, cfg.LogJSON)
 	if err != nil {
 		return err
@@ -49,6 +53,7 @@ func runAgent(args []string) error {
 		Join: cfg.Join, Resources: cfg.NodeCapacity(), Rack: cfg.Rack, OpportunisticQueueLength: cfg.OpportunisticQueueLength,
 		LazyHeartbeats: cfg.LazyHeartbeats, AllowRoot: cfg.AllowRoot, RunAsUser: cfg.RunAsUser, Encrypt: cfg.Encrypt, Build: version, Logger: logger, TLS: tc,
 		Limits: rpcLimits(cfg.Limits), LogRetention: retention, JoinToken: cfg.JoinToken, JoinTokenFile: cfg.JoinTokenFile,
+		DynamicUIDs: [2]uint32{firstUID, lastUID},
 	})
 	if err != nil {
 		return err

@@ -101,8 +101,12 @@ func runReduceTask(args []string) error {
 		}
 	}
 	// The client reaches agents only: the reduce fetches with the AM token
-	// its AM gave it, and talks to no AMRMProxy.
-	client := rpc.NewAMClientTLS(os.Getenv(rpc.EnvAppID), 0, os.Getenv(rpc.EnvAMToken), "", tc)
+	// its AM gave it (a file of its secrets), and talks to no AMRMProxy.
+	token, err := rpc.AMTokenFromEnv()
+	if err != nil {
+		return err
+	}
+	client := rpc.NewAMClientTLS(os.Getenv(rpc.EnvAppID), 0, token, "", tc)
 	defer client.Close()
 	t.Fetch = client
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)

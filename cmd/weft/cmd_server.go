@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/weft-sched/weft/fsm"
 	"github.com/weft-sched/weft/internal/config"
 	"github.com/weft-sched/weft/internal/gossip"
 	"github.com/weft-sched/weft/internal/metrics"
@@ -67,6 +68,10 @@ func runServer(args []string) error {
 	if err != nil {
 		return err
 	}
+	firstUID, lastUID, err := config.ParseUIDRange(cfg.DynamicUIDRange)
+	if err != nil {
+		return err
+	}
 	if cfg.GCPercent > 0 {
 		debug.SetGCPercent(cfg.GCPercent)
 	}
@@ -94,6 +99,7 @@ func runServer(args []string) error {
 		AppGCThreshold:   appGC,
 		NodeGCThreshold:  nodeGC,
 		MaxNodeResources: maxNode,
+		DynamicUIDs:      fsm.UIDRange{First: firstUID, Last: lastUID},
 
 		RaftSnapshotInterval:    snaps.Interval,
 		RaftSnapshotLogPercent:  snaps.LogPercent,

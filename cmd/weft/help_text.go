@@ -189,7 +189,7 @@ var helps = map[string]helpEntry{
 	"am reduce-task": {
 		usage:   []string{"weft am reduce-task -partition R -output DIR -feed MAP,CONTAINER,ADDRESS... -- COMMAND [ARG...]"},
 		summary: "one reduce of a MapReduce job (run by the MapReduce AM in a container)",
-		desc: "Fetches partition R of each map's output from the map's agent (Container.Output, with the AM token in WEFT_AM_TOKEN), " +
+		desc: "Fetches partition R of each map's output from the map's agent (Container.Output, with the AM token its AM handed it as a file in WEFT_SECRETS_DIR), " +
 			"merges them by key into COMMAND's stdin and writes its stdout to DIR/part-r-NNNNN. " +
 			"When a map's output cannot be fetched, it names the map in fetch-failures.json and exits 75.",
 		examples: []string{"# what the MapReduce AM starts in a reduce container", "weft am reduce-task -partition 0 -output /data/out -feed 0,c-12-3,10.0.0.11:8049 -- sort"},

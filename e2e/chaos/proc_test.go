@@ -111,7 +111,7 @@ func (w *procWatch) scan() map[string]*liveContainer {
 		c := out[id]
 		if c == nil {
 			c = &liveContainer{id: id, app: vars["WEFT_APP_ID"], node: node, envNode: vars["WEFT_NODE_ID"],
-				execType: vars["WEFT_EXECUTION_TYPE"], am: vars["WEFT_AM_TOKEN"] != ""}
+				execType: vars["WEFT_EXECUTION_TYPE"], am: vars["WEFT_AMRM_ADDR"] != ""}
 			out[id] = c
 		}
 		c.procs = append(c.procs, liveProc{pid: pid, starttime: start, cmd: strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))})

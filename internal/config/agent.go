@@ -33,6 +33,7 @@ type Agent struct {
 	Region                   string           `hcl:"region,optional" flag:"region" help:"region this agent belongs to; certificates name it (agent.REGION.weft)"`
 	Encrypt                  string           `hcl:"encrypt,optional" flag:"encrypt" help:"gossip encryption key (base64 of 32 bytes, from 'weft operator keygen')"`
 	Insecure                 bool             `hcl:"insecure,optional" flag:"insecure" help:"run without TLS or a gossip key on a non-loopback address (anyone who reaches it can run commands)"`
+	DynamicUIDRange          string           `hcl:"dynamic_uid_range,optional" flag:"dynamic-uid-range" help:"uids this agent runs apps' containers as, the one the servers gave each app (FIRST-LAST, or off: as nobody); the servers' range must lie within it"`
 	JoinToken                string           `hcl:"join_token,optional" flag:"join-token" help:"node-join token from 'weft node join-token create': with ACLs on, the servers register a new node only with one (or set WEFT_JOIN_TOKEN; a flag is visible to anyone who can list processes)"`
 	JoinTokenFile            string           `hcl:"join_token_file,optional" flag:"join-token-file" help:"file holding a node-join token, read at each registration attempt (so a token written there later is taken up)"`
 	TLS                      *TLS             `hcl:"tls,block"`
@@ -57,11 +58,14 @@ func DefaultAgent() *Agent {
 	}
 	return &Agent{Bind: DefaultBind, RPCPort: DefaultAgentRPCPort, SerfPort: DefaultAgentSerfPort, HTTPPort: DefaultAgentHTTPPort, Resources: res,
 		Rack: DefaultRack, OpportunisticQueueLength: DefaultOpportunisticQueueLength, LogLevel: DefaultLogLevel, Region: DefaultRegion,
-		LogRetention: DefaultLogRetention.String()}
+		LogRetention: DefaultLogRetention.String(), DynamicUIDRange: DefaultDynamicUIDRange}
 }
 
 // Validate checks every setting and names the first bad one.
 func (c *Agent) Validate() error {
+	if _, _, err := ParseUIDRange(c.DynamicUIDRange); err != nil {
+		return err
+	}
 	switch {
 	case c.DataDir == "":
 		return errors.New("data_dir (-data-dir) is required: where the agent keeps container directories and logs")

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -189,3 +190,27 @@ func CheckSecure(what, bind string, gaps []string, insecure bool) (warning strin
 // InsecureWarningInterval is how often an open process off loopback
 // repeats its warning.
 const InsecureWarningInterval = 10 * time.Minute
+
+// DefaultDynamicUIDRange is dynamic_uid_range unless configured: uids no
+// account of a usual Linux host has (regular users end below 60000,
+// systemd's dynamic users are 61184-65519, container uid ranges begin at
+// 100000 or much higher).
+const DefaultDynamicUIDRange = "70000-79999"
+
+// ParseUIDRange reads dynamic_uid_range: "FIRST-LAST" (uids, inclusive;
+// FIRST above 0) or "off" (0, 0: no dynamic uids).
+func ParseUIDRange(s string) (first, last uint32, err error) {
+	if s == "off" {
+		return 0, 0, nil
+	}
+	a, b, ok := strings.Cut(s, "-")
+	f, ferr := strconv.ParseUint(strings.TrimSpace(a), 10, 32)
+	l, lerr := strconv.ParseUint(strings.TrimSpace(b), 10, 32)
+	if !ok || ferr != nil || lerr != nil || f == 0 || l < f {
+		return 0, 0, fmt.Errorf("dynamic_uid_range %q: give FIRST-LAST, two uids above 0 (such as %s), or off", s, DefaultDynamicUIDRange)
+	}
+	if f < 1000 {
+		return 0, 0, fmt.Errorf("dynamic_uid_range %q: uids below 1000 belong to the system; give a range above them", s)
+	}
+	return uint32(f), uint32(l), nil
+}

@@ -57,6 +57,9 @@ type Server struct {
 	MaxCompletedApps int    `hcl:"max_completed_apps,optional" flag:"max-completed-apps" help:"how many finished apps the cluster keeps; older ones are removed with their containers"`
 	AppGCThreshold   string `hcl:"app_gc_threshold,optional" flag:"app-gc-threshold" help:"how long a finished app is kept (a duration such as 24h)"`
 	NodeGCThreshold  string `hcl:"node_gc_threshold,optional" flag:"node-gc-threshold" help:"how long a DOWN node is kept (a duration such as 24h)"`
+	// DynamicUIDRange is where the uid each app's containers run as is
+	// taken from (docs/security.md, "Containers and users").
+	DynamicUIDRange string `hcl:"dynamic_uid_range,optional" flag:"dynamic-uid-range" help:"uids to give apps, one each while it runs, that their containers run as on agents running as root (FIRST-LAST, or off)"`
 	// MaxNodeResources caps what a node may declare when it registers.
 	MaxNodeResources map[string]int64 `hcl:"max_node_resources,optional" flag:"max-node-resources" help:"the most capacity a node may declare, e.g. memory_mb=4194304,vcores=1024,gpu=16 (unnamed: the defaults 4 TiB, 1024 vcores, 1024 of any other resource)"`
 	// GCPercent is the Go collector's target (GOGC): 0 leaves Go's default
@@ -179,7 +182,8 @@ func DefaultServer() *Server {
 		NodeGCThreshold: "24h", RaftSnapshotInterval: DefaultRaftSnapshotInterval.String(),
 		RaftSnapshotLogPercent: DefaultRaftSnapshotLogPercent, RaftSnapshotMinLogBytes: DefaultRaftSnapshotMinLogBytes,
 		RaftSnapshotThreshold: DefaultRaftSnapshotThreshold, RaftTrailingLogs: DefaultRaftTrailingLogs,
-		SubclusterHeartbeat: DefaultSubclusterHeartbeat.String(), UnmanagedAMTimeout: DefaultUnmanagedAMTimeout.String()}
+		SubclusterHeartbeat: DefaultSubclusterHeartbeat.String(), UnmanagedAMTimeout: DefaultUnmanagedAMTimeout.String(),
+		DynamicUIDRange: DefaultDynamicUIDRange}
 }
 
 // DefaultUnmanagedAMTimeout is how long a sub-cluster's leader waits to
@@ -253,6 +257,9 @@ func (c *Server) MaxNodeCapacity() (scheduler.Resources, error) {
 // Validate checks every setting and names the first bad one.
 func (c *Server) Validate() error {
 	if _, err := c.MaxNodeCapacity(); err != nil {
+		return err
+	}
+	if _, _, err := ParseUIDRange(c.DynamicUIDRange); err != nil {
 		return err
 	}
 	if c.DataDir == "" {
