@@ -450,12 +450,15 @@ const leaveTimeout = 10 * time.Second
 // Leave departs gracefully: it stops heartbeating (so nothing re-registers
 // the node), stops every container and waits for them, reports their ends,
 // takes the node out of service (DOWN at once, so nothing more is placed
-// there), leaves the pool and shuts down.
+// there), leaves the pool and shuts down. The containers end with reason
+// node_stopped: their AMs run their work again elsewhere and count no
+// failure, and an AM stopped here starts a new attempt that does not count
+// against max_am_attempts.
 func (a *Agent) Leave() error {
 	a.logger.Info("leaving: stopping heartbeats and every container")
 	a.runCancel()
 	<-a.runDone
-	a.mgr.stopAll(scheduler.ReasonKilled)
+	a.mgr.stopAll(scheduler.ReasonNodeStopped)
 	if epoch := a.epoch.Load(); epoch > 0 {
 		ctx, cancel := context.WithTimeout(a.ctx, leaveTimeout)
 		var resp wrpc.HeartbeatResponse

@@ -143,7 +143,7 @@ func (p *Proxy) Split(args *wrpc.AMAllocateRequest) split {
 // this node and its registration epoch, as an agent's do. p.mu must be
 // held.
 func (p *Proxy) allocateLocal(at *proxyAttempt, args *wrpc.AMAllocateRequest, ask scheduler.Ask, now time.Time) []wrpc.ContainerInfo {
-	nodes := p.dist.Allocate(ask, now)
+	nodes := p.dist.Allocate(ask, nil, now) // simulated AMs blacklist no node
 	if len(nodes) == 0 {
 		return nil
 	}
