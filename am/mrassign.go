@@ -87,7 +87,7 @@ func (d *MapReduce) startMap(ctx context.Context, i int, c wrpc.ContainerInfo, l
 	argv := append([]string{d.exe, "am", "map-task", "-split", d.job.Splits[i].Path,
 		"-reducers", strconv.Itoa(d.job.Reducers), "--"}, d.job.Map...)
 	m := &d.maps[i]
-	if !d.start(ctx, c, argv, d.taskEnv(i, false), &m.failures, fmt.Sprintf("map %d", i)) {
+	if !d.start(ctx, c, argv, d.taskEnv(i, false), &m.failures, &m.retry, fmt.Sprintf("map %d", i)) {
 		return []string{c.ID}
 	}
 	m.state, m.container = taskRunning, c
@@ -111,7 +111,7 @@ func (d *MapReduce) startReduce(ctx context.Context, r int, c wrpc.ContainerInfo
 		argv = append(argv, "-feed", f.String())
 	}
 	argv = append(append(argv, "--"), d.job.Reduce...)
-	if !d.start(ctx, c, argv, d.taskEnv(r, true), &t.failures, fmt.Sprintf("reduce %d", r)) {
+	if !d.start(ctx, c, argv, d.taskEnv(r, true), &t.failures, &t.retry, fmt.Sprintf("reduce %d", r)) {
 		return []string{c.ID}
 	}
 	t.state, t.container = taskRunning, c
@@ -136,27 +136,38 @@ func (d *MapReduce) taskEnv(i int, reduce bool) map[string]string {
 }
 
 // start starts argv in c; it reports false when the container is to be
-// released (the task then wants another).
-func (d *MapReduce) start(ctx context.Context, c wrpc.ContainerInfo, argv []string, env map[string]string, failures *int, what string) bool {
-	resp, err := d.client.StartContainer(ctx, c, wrpc.LaunchSpec{Command: argv, Env: env})
+// released (the task then wants another, after its backoff when the node
+// was in trouble).
+func (d *MapReduce) start(ctx context.Context, c wrpc.ContainerInfo, argv []string, env map[string]string, failures *int,
+	retry *retryState, what string) bool {
+	resp, err := d.nodes.StartContainer(ctx, c, wrpc.LaunchSpec{Command: argv, Env: env})
 	switch {
 	case err != nil && !wrpc.IsServerError(err):
-		d.logger.Warn("could not reach the container's node; asking for another", "task", what, "container", c.ID, "error", err)
+		// Unreachable: the node's fault, not the task's.
+		d.logger.Warn("could not reach the container's node; asking for another", "task", what, "container", c.ID, "node", c.NodeID, "error", err)
+		d.troubled(retry, what, c.NodeID)
 		return false
 	case err != nil:
 		d.taskFailed(what, failures, err.Error())
+		d.troubled(retry, what, c.NodeID)
+		return false
+	case resp.State == string(scheduler.ContainerCompleted) && scheduler.ExitReason(resp.Reason).Retryable():
+		// Turned away by a node on its way out, or a full queue.
+		d.logger.Info("the node turned the container away; asking for another", "task", what, "container", c.ID, "reason", resp.Reason)
 		return false
 	case resp.State == string(scheduler.ContainerCompleted):
 		d.taskFailed(what, failures, fmt.Sprintf("%s: %s", resp.Reason, resp.Diagnostics))
+		d.troubled(retry, what, c.NodeID)
 		return false
 	}
 	return true
 }
 
-// taskFailed counts a failure of a task; the job fails at maxTaskFailures.
+// taskFailed counts a failure of a task; the job fails at
+// maxTaskFailures, or one more than max_failures_per_node if that is more.
 func (d *MapReduce) taskFailed(what string, failures *int, why string) {
 	*failures++
-	if *failures >= maxTaskFailures {
+	if *failures >= max(maxTaskFailures, d.blacklist.max+1) {
 		d.failed = fmt.Sprintf("%s failed %d times; last: %s", what, *failures, why)
 		d.logger.Error("giving up on the job", "task", what, "reason", why)
 		return
@@ -197,9 +208,13 @@ func (d *MapReduce) completed(ctx context.Context, c wrpc.ContainerInfo) {
 			d.logger.Info("every map is done; asking for the reduces", "maps", len(d.maps))
 		}
 	case reason.Retryable():
-		d.logger.Info("map container was taken away; running it again", "map", ref.i, "container", c.ID, "reason", reason)
+		if nodeTrouble(reason) {
+			d.troubled(&m.retry, what, c.NodeID)
+		}
+		d.logger.Info("map container was taken away; running it again", "map", ref.i, "container", c.ID, "node", c.NodeID, "reason", reason)
 	default:
 		d.taskFailed(what, &m.failures, d.exitWhy(ctx, c))
+		d.troubled(&m.retry, what, c.NodeID)
 	}
 }
 
@@ -234,11 +249,17 @@ func (d *MapReduce) reduceCompleted(ctx context.Context, r int, c wrpc.Container
 				d.counters[CounterMapsDone]--
 				d.counters[CounterMapsLostRerun]++
 				d.logger.Warn("a reduce could not fetch a map's output; running the map again", "map", i, "node", m.container.NodeID, "reduce", r)
+				// Its output was lost on its node: the node's failure.
+				d.troubled(&m.retry, fmt.Sprintf("map %d", i), m.container.NodeID)
 			}
 		}
 	case reason.Retryable():
-		d.logger.Info("reduce container was taken away; running it again", "reduce", r, "container", c.ID, "reason", reason)
+		if nodeTrouble(reason) {
+			d.troubled(&t.retry, what, c.NodeID)
+		}
+		d.logger.Info("reduce container was taken away; running it again", "reduce", r, "container", c.ID, "node", c.NodeID, "reason", reason)
 	default:
 		d.taskFailed(what, &t.failures, d.exitWhy(ctx, c))
+		d.troubled(&t.retry, what, c.NodeID)
 	}
 }
