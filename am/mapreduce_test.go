@@ -174,8 +174,9 @@ func mapAsked(d *MapReduce, now time.Time) int {
 }
 
 // A map whose node stopped gracefully or was drained runs again at once
-// and counts no failure; one lost with its node runs again after a
-// backoff, counted against the node, not the task.
+// and counts no failure, and so does a done map whose output was on a
+// node that stopped; one lost with its node runs again after a backoff,
+// counted against the node, not the task.
 func TestMapReduceRunsWorkOfAStoppedNodeAgain(t *testing.T) {
 	clock := &testClock{t: time.Unix(1000, 0)}
 	d := testRetryJob(t, startAnswers{}, clock)
@@ -187,10 +188,20 @@ func TestMapReduceRunsWorkOfAStoppedNodeAgain(t *testing.T) {
 		}
 		cs = append(cs, c)
 	}
+	// Map 3 ran on n9, whose agent is stopped: its output goes with it.
+	d.maps[3].state, d.maps[3].sizes = taskDone, []int64{1, 1}
+	d.maps[3].container = wrpc.ContainerInfo{ID: "m-done", NodeID: "n9"}
+	d.counters[CounterMapsDone] = 1
+	running := wrpc.ContainerInfo{ID: "r-9", NodeID: "n9", AskID: reduceAskBase}
+	d.reduces[0].state, d.byCID[running.ID] = taskRunning, taskRef{reduce: true}
+	d.completed(context.Background(), ended(running, scheduler.ReasonNodeStopped, nil))
+	if d.maps[3].state != taskPending || d.counters[CounterMapsDone] != 0 || d.counters[CounterMapsLostRerun] != 1 || d.maps[3].failures != 0 {
+		t.Fatalf("a done map on a stopped node: %+v, counters %v; want it pending again, counted as lost output", d.maps[3], d.counters)
+	}
 	d.completed(context.Background(), ended(cs[0], scheduler.ReasonNodeStopped, nil))
 	d.completed(context.Background(), ended(cs[1], scheduler.ReasonDrained, nil))
 	if got := mapAsked(d, clock.now()); got != 3 {
-		t.Fatalf("after a node_stopped and a drained map: asks for %d maps, want 3 (two again and the one never run)", got)
+		t.Fatalf("after a node_stopped and a drained map: asks for %d maps, want 3 (two again and the one on n9)", got)
 	}
 	d.completed(context.Background(), ended(cs[2], scheduler.ReasonLost, nil))
 	if got := mapAsked(d, clock.now()); got != 3 {
@@ -208,8 +219,9 @@ func TestMapReduceRunsWorkOfAStoppedNodeAgain(t *testing.T) {
 			t.Errorf("map %d: %d failures counted, want none", i, m.failures)
 		}
 	}
-	if d.failed != "" || d.blacklist.failures["n1"] != 1 {
-		t.Fatalf("job failed %q; n1 failures %d, want only the loss counted", d.failed, d.blacklist.failures["n1"])
+	if d.failed != "" || d.blacklist.failures["n1"] != 1 || d.blacklist.failures["n9"] != 0 || d.reduces[0].failures != 0 {
+		t.Fatalf("job failed %q; failures on n1 %d, on n9 %d, of reduce 0 %d; want only the loss on n1 counted", d.failed,
+			d.blacklist.failures["n1"], d.blacklist.failures["n9"], d.reduces[0].failures)
 	}
 }
 

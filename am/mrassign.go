@@ -183,6 +183,9 @@ func (d *MapReduce) completed(ctx context.Context, c wrpc.ContainerInfo) {
 	}
 	delete(d.byCID, c.ID)
 	reason := scheduler.ExitReason(c.Reason)
+	if reason == scheduler.ReasonNodeStopped || reason == scheduler.ReasonLost {
+		d.outputsLost(c.NodeID)
+	}
 	exited0 := reason == scheduler.ReasonExited && c.ExitCode != nil && *c.ExitCode == 0
 	if ref.reduce {
 		d.reduceCompleted(ctx, ref.i, c, reason, exited0)
@@ -215,6 +218,24 @@ func (d *MapReduce) completed(ctx context.Context, c wrpc.ContainerInfo) {
 	default:
 		d.taskFailed(what, &m.failures, d.exitWhy(ctx, c))
 		d.troubled(&m.retry, what, c.NodeID)
+	}
+}
+
+// outputsLost runs again, counting no failure, the done maps whose output
+// is on node: its agent stopped or it went down, so no reduce can fetch
+// it (Hadoop's AM re-runs the maps of an unusable node too) — unless
+// every reduce is done already.
+func (d *MapReduce) outputsLost(node string) {
+	if d.doneReduces() == len(d.reduces) {
+		return
+	}
+	for i := range d.maps {
+		if m := &d.maps[i]; m.state == taskDone && m.container.NodeID == node {
+			m.state, m.sizes = taskPending, nil
+			d.counters[CounterMapsDone]--
+			d.counters[CounterMapsLostRerun]++
+			d.logger.Warn("a map's output was on a node that left; running the map again", "map", i, "node", node)
+		}
 	}
 }
 
