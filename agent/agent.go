@@ -487,14 +487,28 @@ func (a *Agent) withTLSEnv(launch wrpc.LaunchSpec) wrpc.LaunchSpec {
 const leaveTimeout = 10 * time.Second
 
 // Leave departs gracefully: it stops heartbeating (so nothing re-registers
-// the node), stops every container and waits for them, reports their ends,
-// takes the node out of service (DOWN at once, so nothing more is placed
-// there), leaves the pool and shuts down.
+// the node), has the node DRAINING (nothing more is placed there), stops
+// every container and waits for them, reports their ends, takes the node
+// out of service (DOWN), leaves the pool and shuts down. The containers end with reason
+// node_stopped: their AMs run their work again elsewhere and count no
+// failure, and an AM stopped here starts a new attempt that does not count
+// against max_am_attempts.
 func (a *Agent) Leave() error {
 	a.logger.Info("leaving: stopping heartbeats and every container")
 	a.runCancel()
 	<-a.runDone
-	a.mgr.stopAll(scheduler.ReasonKilled)
+	if epoch := a.epoch.Load(); epoch > 0 {
+		// DRAINING first: the AMs of the containers stopped here ask again
+		// as soon as they hear of it, and nothing of theirs may land here.
+		ctx, cancel := context.WithTimeout(a.ctx, leaveTimeout)
+		var wr wrpc.WriteResponse
+		if err := a.client.Call(ctx, "Node.Deregister", &wrpc.NodeDeregisterRequest{ID: a.config.NodeID, Epoch: epoch, Secret: a.secret,
+			Leaving: true}, &wr); err != nil {
+			a.logger.Warn("could not tell the servers this node is leaving; stopping its containers anyway", "error", err)
+		}
+		cancel()
+	}
+	a.mgr.stopAll(scheduler.ReasonNodeStopped)
 	if epoch := a.epoch.Load(); epoch > 0 {
 		ctx, cancel := context.WithTimeout(a.ctx, leaveTimeout)
 		var resp wrpc.HeartbeatResponse

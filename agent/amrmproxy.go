@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -60,6 +61,43 @@ type proxyAttempt struct {
 	// have them each call carries them, even if the AM's does not.
 	counters     scheduler.Counters
 	countersSent bool
+	// blacklist is the attempt's node blacklist as the AM made it with its
+	// additions and removals; heldBlacklist as the servers last said they
+	// hold it, and blacklistIgnored whether they said it is out of force.
+	// The proxy keeps its own allocations off blacklist at once, and sends
+	// the servers what they do not hold yet with each call until they do.
+	blacklist        []string
+	heldBlacklist    []string
+	blacklistIgnored bool
+}
+
+// blacklistDelta returns what the servers must add to and take off the
+// blacklist they hold to hold the AM's.
+func (at *proxyAttempt) blacklistDelta() (add, remove []string) {
+	for _, id := range at.blacklist {
+		if !slices.Contains(at.heldBlacklist, id) {
+			add = append(add, id)
+		}
+	}
+	for _, id := range at.heldBlacklist {
+		if !slices.Contains(at.blacklist, id) {
+			remove = append(remove, id)
+		}
+	}
+	return add, remove
+}
+
+// avoid returns the nodes the proxy keeps the attempt's containers off:
+// its blacklist, unless the servers said it is out of force.
+func (at *proxyAttempt) avoid() scheduler.NodeSet {
+	if at.blacklistIgnored || len(at.blacklist) == 0 {
+		return nil
+	}
+	s := make(scheduler.NodeSet, len(at.blacklist))
+	for _, id := range at.blacklist {
+		s[id] = struct{}{}
+	}
+	return s
 }
 
 func newAMRMProxy(a *Agent) *amrmProxy {
@@ -227,12 +265,22 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 		p.mu.Unlock()
 		return err
 	}
+	if len(args.BlacklistAdditions)+len(args.BlacklistRemovals) > 0 {
+		list, err := scheduler.UpdateBlacklist(at.blacklist, args.BlacklistAdditions, args.BlacklistRemovals)
+		if err != nil {
+			p.mu.Unlock()
+			return wrpc.Errorf(wrpc.CodeBadRequest, "%v", err) // refused whole, as the servers would
+		}
+		at.blacklist = list
+	}
+	fwd.BlacklistAdditions, fwd.BlacklistRemovals = at.blacklistDelta()
+	avoid := at.avoid()
 	for _, ask := range args.Asks {
 		if ask.ExecutionType != scheduler.Opportunistic || view.Centralized {
 			fwd.Asks = append(fwd.Asks, ask)
 			continue
 		}
-		got := p.allocateLocal(at, args, ask)
+		got, usable := p.allocateLocal(at, args, ask, avoid)
 		local = append(local, got...)
 		rest := ask
 		rest.Count -= len(got)
@@ -240,8 +288,9 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 		// guaranteed (the scheduler's rule; its twin, same ask ID); once
 		// it no longer needs that, the twin is withdrawn with count 0.
 		// The proxy's own allocations never reach the servers' count of
-		// what was placed, so the twin asks for the rest only.
-		fallback := scheduler.OpportunisticFallback(ask, view.ListKnown, view.ListLen, rest.Count)
+		// what was placed, so the twin asks for the rest only. A list of
+		// only blacklisted nodes is as good as none.
+		fallback := scheduler.OpportunisticFallback(ask, view.ListKnown, usable, rest.Count)
 		if rest.Count > 0 && fallback == 0 {
 			unmet = append(unmet, rest)
 		}
@@ -267,7 +316,8 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 	if !at.countersSent && fwd.Counters == nil {
 		fwd.Counters = at.counters // the servers have not got them yet
 	}
-	needServers := len(fwd.Asks)+len(fwd.Releases)+len(fwd.Promotions) > 0 || !at.countersSent && at.counters != nil
+	needServers := len(fwd.Asks)+len(fwd.Releases)+len(fwd.Promotions)+len(fwd.BlacklistAdditions)+len(fwd.BlacklistRemovals) > 0 ||
+		!at.countersSent && at.counters != nil
 	var twins map[uint64]bool
 	if at.span != nil && len(at.fallback) > 0 {
 		twins = make(map[uint64]bool, len(at.fallback))
@@ -288,7 +338,8 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 		}
 		p.mu.Lock()
 		for _, ask := range unmet {
-			local = append(local, p.allocateLocal(at, args, ask)...)
+			got, _ := p.allocateLocal(at, args, ask, avoid)
+			local = append(local, got...)
 		}
 		p.mu.Unlock()
 		p.keep(at, fwd.Releases)
@@ -381,6 +432,7 @@ func (p *amrmProxy) synced(at *proxyAttempt, req *wrpc.AMAllocateRequest, reply 
 	if req.Counters != nil && req.Counters.Equal(at.counters) {
 		at.countersSent = true
 	}
+	at.heldBlacklist, at.blacklistIgnored = reply.Blacklist, reply.BlacklistIgnored
 	for _, c := range reply.Completed {
 		delete(at.minted, c.ID)
 	}
@@ -395,21 +447,22 @@ func (p *amrmProxy) synced(at *proxyAttempt, req *wrpc.AMAllocateRequest, reply 
 }
 
 // allocateLocal allocates an opportunistic ask from the distributed
-// scheduler's room. IDs embed this node and its registration epoch, so
-// they never collide with anyone's; each container gets a container token
-// this node signs with its own key (certified by the servers), which the
-// container's node verifies and the servers check when its node reports
-// it. p.mu must be held.
-func (p *amrmProxy) allocateLocal(at *proxyAttempt, args *wrpc.AMAllocateRequest, ask scheduler.Ask) []wrpc.ContainerInfo {
+// scheduler's room, on no node in avoid. IDs embed this node and its
+// registration epoch, so they never collide with anyone's; each container
+// gets a container token this node signs with its own key (certified by
+// the servers), which the container's node verifies and the servers check
+// when its node reports it. It returns the containers and how many of the
+// list's nodes are not in avoid. p.mu must be held.
+func (p *amrmProxy) allocateLocal(at *proxyAttempt, args *wrpc.AMAllocateRequest, ask scheduler.Ask, avoid scheduler.NodeSet) ([]wrpc.ContainerInfo, int) {
 	clockNow := p.a.clock.Now()
 	now := clockNow.UnixNano()
 	signer, certExpiry := p.a.keys.minter()
 	if signer == nil || now >= certExpiry {
-		return nil // not certified (yet): nothing this proxy allocates could start
+		return nil, p.a.sched.view().ListLen // not certified (yet): nothing this proxy allocates could start
 	}
-	nodes := p.a.sched.allocate(ask, clockNow)
+	nodes, usable := p.a.sched.allocate(ask, avoid, clockNow)
 	if len(nodes) == 0 {
-		return nil
+		return nil, usable
 	}
 	prefix := scheduler.AgentContainerIDPrefix + p.a.config.NodeID + "-" + strconv.FormatUint(p.a.epoch.Load(), 10) + "-"
 	// The app's user and uid are the ones the leader gave this node's AM
@@ -432,13 +485,13 @@ func (p *amrmProxy) allocateLocal(at *proxyAttempt, args *wrpc.AMAllocateRequest
 	toks, err := signer.SignBatch(claims, now)
 	if err != nil {
 		p.a.logger.Error("cannot sign container tokens; the containers are not allocated", "count", len(out), "error", err)
-		return nil
+		return nil, usable
 	}
 	for i := range out {
 		out[i].Token = toks[i]
 		at.minted[out[i].ID] = out[i].NodeAddress
 	}
-	return out
+	return out, usable
 }
 
 // stopOnNode stops a released container this proxy allocated on its node

@@ -67,12 +67,14 @@ func (d *distScheduler) renewedLocked() {
 	d.renewed = make(chan struct{})
 }
 
-// allocate places what it can of an opportunistic ask and returns one
-// list entry per container.
-func (d *distScheduler) allocate(ask scheduler.Ask, now time.Time) []scheduler.LeastLoadedNode {
+// allocate places what it can of an opportunistic ask, on no node in
+// avoid, and returns one list entry per container and how many of the
+// list's nodes are not in avoid.
+func (d *distScheduler) allocate(ask scheduler.Ask, avoid scheduler.NodeSet, now time.Time) ([]scheduler.LeastLoadedNode, int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.dist.Allocate(ask, now)
+	list, _ := d.dist.List()
+	return d.dist.Allocate(ask, avoid, now), scheduler.Usable(list, avoid)
 }
 
 // schedView is what the AMRMProxy and the heartbeat loop need of the

@@ -27,24 +27,24 @@ func TestNewListLessRecentAllocations(t *testing.T) {
 	d := newDistScheduler(time.Second, t0)
 	d.update(list(7, 0, 4), 0, t0)
 	ask := scheduler.Ask{Count: 3, Resources: oneCore, ExecutionType: scheduler.Opportunistic}
-	if got := d.allocate(ask, t0.Add(100*time.Millisecond)); len(got) != 3 {
+	if got, _ := d.allocate(ask, nil, t0.Add(100*time.Millisecond)); len(got) != 3 {
 		t.Fatalf("allocated %d of 3 from 4 places", len(got))
 	}
 	// Received at t0+600ms, computed 100 ms before (at t0+500ms on this
 	// agent's clock, whatever the leader's says): within the margin of the
 	// three allocations, which may not be started and reported yet.
 	d.update(list(1<<62, 100*time.Millisecond, 4), 7, t0.Add(600*time.Millisecond))
-	if got := d.allocate(scheduler.Ask{Count: 4, Resources: oneCore}, t0.Add(700*time.Millisecond)); len(got) != 1 {
+	if got, _ := d.allocate(scheduler.Ask{Count: 4, Resources: oneCore}, nil, t0.Add(700*time.Millisecond)); len(got) != 1 {
 		t.Fatalf("allocated %d from a list that may not reflect 3 recent allocations, want 1", len(got))
 	}
 	// Computed long after: its 4 places are real.
 	d.update(list(9, 0, 4), 1<<62, t0.Add(3*time.Second))
-	if got := d.allocate(scheduler.Ask{Count: 4, Resources: oneCore}, t0.Add(3100*time.Millisecond)); len(got) != 4 {
+	if got, _ := d.allocate(scheduler.Ask{Count: 4, Resources: oneCore}, nil, t0.Add(3100*time.Millisecond)); len(got) != 4 {
 		t.Fatalf("allocated %d from a list that reflects every earlier allocation, want 4", len(got))
 	}
 	// The same computation again, left out of the answer, changes nothing.
 	d.update(&wrpc.HeartbeatResponse{LeastLoadedAt: 9}, 9, t0.Add(4*time.Second))
-	if got := d.allocate(scheduler.Ask{Count: 1, Resources: oneCore}, t0.Add(4*time.Second)); len(got) != 0 {
+	if got, _ := d.allocate(scheduler.Ask{Count: 1, Resources: oneCore}, nil, t0.Add(4*time.Second)); len(got) != 0 {
 		t.Fatalf("a repeated computation renewed the room")
 	}
 	// A new leader still gathering loads (at 0) keeps the list.
@@ -93,18 +93,18 @@ func TestSameListRenewsTheRoom(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	d := newDistScheduler(time.Second, t0)
 	d.update(list(9, 0, 4), 0, t0)
-	if got := d.allocate(scheduler.Ask{Count: 4, Resources: oneCore}, t0); len(got) != 4 {
+	if got, _ := d.allocate(scheduler.Ask{Count: 4, Resources: oneCore}, nil, t0); len(got) != 4 {
 		t.Fatalf("allocated %d of 4", len(got))
 	}
 	d.update(&wrpc.HeartbeatResponse{LeastLoadedAt: 12, LeastLoadedSame: true}, 8, t0.Add(3*time.Second))
-	if got := d.allocate(scheduler.Ask{Count: 1, Resources: oneCore}, t0.Add(3*time.Second)); len(got) != 0 {
+	if got, _ := d.allocate(scheduler.Ask{Count: 1, Resources: oneCore}, nil, t0.Add(3*time.Second)); len(got) != 0 {
 		t.Fatalf("a list said the same as one not held renewed the room")
 	}
 	d.update(&wrpc.HeartbeatResponse{LeastLoadedAt: 11, LeastLoadedSame: true}, 9, t0.Add(3*time.Second))
 	if l, _ := d.snapshot(); len(l) != 1 || d.view().At != 11 {
 		t.Fatalf("list %+v at %d after the same list at 11", l, d.view().At)
 	}
-	if got := d.allocate(scheduler.Ask{Count: 4, Resources: oneCore}, t0.Add(3100*time.Millisecond)); len(got) != 4 {
+	if got, _ := d.allocate(scheduler.Ask{Count: 4, Resources: oneCore}, nil, t0.Add(3100*time.Millisecond)); len(got) != 4 {
 		t.Fatalf("allocated %d from the same list recomputed after every allocation, want 4", len(got))
 	}
 }

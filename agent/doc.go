@@ -22,8 +22,10 @@
 // container calls serve an app only with its AM token. With TLS configured
 // it speaks mutual TLS to servers and agents, and its port verifies a
 // certificate when one is given (AMs have none). A graceful stop (Leave) stops
-// heartbeating first, then every container, reports their ends and takes
-// the node out of service before it leaves the pool.
+// heartbeating first, then every container (reason node_stopped, which AMs
+// run again without counting a failure), reports their ends and takes the
+// node out of service before it leaves the pool. The AMRMProxy keeps each
+// app's opportunistic containers off the nodes its AM blacklisted.
 //
 // It is plumbing around scheduler decisions: queueing and eviction rules
 // live in package scheduler. The agent must never write replicated state

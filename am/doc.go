@@ -19,6 +19,14 @@
 //     The job's counters (map locality, shuffle bytes by distance, TND and
 //     WTND per reduce) go to the servers with the AM's calls.
 //
+// Both run again, at once and without counting a failure, the work of
+// containers taken away in good order (their node stopped or was drained,
+// they were preempted...); a container that failed for its node's sake
+// (it would not start there, was lost with the node, never started in
+// time) delays its task's next try by an exponential backoff with jitter
+// and counts against the node, which the AM blacklists for its app after
+// max_failures_per_node such failures (retry.go).
+//
 // An AM here must never reach into a server's or an agent's internals; it
 // speaks the AM protocol to its node's AMRMProxy and the container
 // protocol to the nodes its containers are on.

@@ -25,12 +25,23 @@ const promoteRetry = time.Second
 
 // DShell is the built-in distributed-shell AM (SPEC §8): it runs the app's
 // command in num_containers containers, runs again the work of containers
-// that were taken away (preempted, lost, evicted, shed, rejected, expired),
-// and finishes FINISHED when every container exited 0, else FAILED.
+// that were taken away (preempted, lost, evicted, shed, rejected, expired,
+// drained, node_stopped) without counting a failure, backs off and
+// blacklists nodes as retry.go says, and finishes FINISHED when every
+// container exited 0, else FAILED.
 type DShell struct {
 	client *wrpc.AMClient
+	// nodes starts containers on their nodes (client, but for tests).
+	nodes  containerStarter
 	logger hclog.Logger
 	spec   scheduler.DShell
+	// now is the AM's clock (time.Now, but for tests); backoff spaces a
+	// task's tries after trouble; blacklist counts failures by node.
+	now       func() time.Time
+	backoff   backoff
+	blacklist *blacklist
+	// failuresPerNode is the app's max_failures_per_node.
+	failuresPerNode int
 
 	tasks    []dshellTask
 	byCID    map[string]int // container ID → task index
@@ -50,19 +61,44 @@ type dshellTask struct {
 	diag          string
 	runs          int
 	startFailures int // consecutive containers that would not start
+	// troubles counts the task's containers that failed for their node's
+	// sake; the task asks for another no sooner than retryAt.
+	troubles int
+	retryAt  time.Time
 }
 
 // maxStartFailures is how many containers in a row may fail to start for a
-// task before the task (and so the app) fails: a command that cannot run
-// must not turn into an endless allocate-and-release loop.
+// task before the task (and so the app) fails — at least one more than it
+// takes to blacklist the node they failed on (startLimit): a command that
+// cannot run must not turn into an endless allocate-and-release loop, and
+// a node that cannot run it must not fail the task alone.
 const maxStartFailures = 3
+
+// containerStarter starts a container on its node; rpc.AMClient is one.
+type containerStarter interface {
+	StartContainer(ctx context.Context, ci wrpc.ContainerInfo, launch wrpc.LaunchSpec) (*wrpc.ContainerStartResponse, error)
+}
 
 // NewDShell returns the AM for the attempt described by client.
 func NewDShell(client *wrpc.AMClient, logger hclog.Logger) *DShell {
-	return &DShell{client: client, logger: logger.Named("dshell").With("app_id", client.AppID, "attempt", client.Attempt),
+	return &DShell{client: client, nodes: client, logger: logger.Named("dshell").With("app_id", client.AppID, "attempt", client.Attempt),
+		now: time.Now, backoff: newBackoff(),
 		byCID: map[string]int{}, released: map[string]bool{}, warned: map[string]bool{}, seen: map[string]bool{},
 		promote: map[string]time.Time{}}
 }
+
+// plan lays out the app's tasks from its spec.
+func (d *DShell) plan(spec scheduler.AppSpec) {
+	d.spec = spec.DShell
+	d.tasks = make([]dshellTask, d.spec.NumContainers)
+	d.failuresPerNode = spec.FailuresPerNode()
+	d.blacklist = newBlacklist(d.failuresPerNode)
+}
+
+// startLimit is how many containers in a row may fail to start for a task:
+// maxStartFailures, and always one more than max_failures_per_node, so
+// that a task whose node is blacklisted for it tries another.
+func (d *DShell) startLimit() int { return max(maxStartFailures, d.failuresPerNode+1) }
 
 // Run registers, drives the app to its end and reports it. It returns an
 // error if the AM could not finish the app (the attempt then fails), or
@@ -72,23 +108,23 @@ func (d *DShell) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
-	d.spec = reg.Spec.DShell
-	d.tasks = make([]dshellTask, d.spec.NumContainers)
-	d.logger.Info("registered", "containers", d.spec.NumContainers, "resources", d.spec.Resources.String(), "command", d.spec.Command)
+	d.plan(reg.Spec)
+	d.logger.Info("registered", "containers", d.spec.NumContainers, "resources", d.spec.Resources.String(), "command", d.spec.Command,
+		"max_failures_per_node", d.failuresPerNode)
 	var releases []string
 	for {
-		want := 0
-		for _, t := range d.tasks {
-			if !t.done && t.container == "" {
-				want++
-			}
+		now := d.now()
+		want, retryIn := d.wanted(now)
+		promotions, wait := d.duePromotions(now)
+		if retryIn > 0 {
+			wait = min(wait, retryIn) // come back when a task's backoff ends
 		}
-		promotions, wait := d.duePromotions(time.Now())
 		resp, err := allocate(ctx, d.client, d.logger, wrpc.AMAllocateRequest{
-			Asks:       []scheduler.Ask{taskAsk(d.spec, want)},
-			Releases:   releases,
-			Promotions: promotions,
-			Progress:   d.progress(),
+			Asks:               []scheduler.Ask{taskAsk(d.spec, want)},
+			Releases:           releases,
+			Promotions:         promotions,
+			Progress:           d.progress(),
+			BlacklistAdditions: d.blacklist.take(),
 		}, wait)
 		if err != nil {
 			return err
@@ -115,6 +151,25 @@ func (d *DShell) Run(ctx context.Context) error {
 			return d.finish(ctx)
 		}
 	}
+}
+
+// wanted counts the tasks that want a container now, and says how long
+// until the next task's backoff ends (0: none waits).
+func (d *DShell) wanted(now time.Time) (int, time.Duration) {
+	want := 0
+	var next time.Duration
+	for _, t := range d.tasks {
+		switch {
+		case t.done || t.container != "":
+		case t.retryAt.After(now):
+			if in := t.retryAt.Sub(now); next == 0 || in < next {
+				next = in
+			}
+		default:
+			want++
+		}
+	}
+	return want, next
 }
 
 // taskAsk is the ask for want more of spec's task containers.
@@ -147,25 +202,28 @@ func (d *DShell) assign(ctx context.Context, c wrpc.ContainerInfo) []string {
 		for k, v := range d.spec.Env {
 			env[k] = v
 		}
-		resp, err := d.client.StartContainer(ctx, c, wrpc.LaunchSpec{Command: d.spec.Command, Env: env})
+		resp, err := d.nodes.StartContainer(ctx, c, wrpc.LaunchSpec{Command: d.spec.Command, Env: env})
 		switch {
 		case err != nil && !wrpc.IsServerError(err):
-			// The node could not be reached (it is leaving, or cut off): not
-			// the command's fault. Give the container back and ask again.
+			// The node could not be reached (it is leaving, cut off, or a
+			// black hole): not the command's fault, but the node's. Give
+			// the container back and ask again, after a backoff.
 			d.logger.Warn("could not reach the container's node; asking for another", "task", i, "container", c.ID, "node", c.NodeID, "error", err)
 			d.forget(c.ID)
+			d.troubled(i, c.NodeID)
 			d.released[c.ID] = true
 			return []string{c.ID}
 		case err != nil:
-			d.startFailed(ctx, i, c, err.Error())
+			d.startFailed(i, c, err.Error())
 			d.released[c.ID] = true
 			return []string{c.ID}
 		case resp.State == string(scheduler.ContainerCompleted) && scheduler.ExitReason(resp.Reason).Retryable():
-			// An opportunistic container its node could not queue: ask again.
+			// An opportunistic container its node could not queue, or a
+			// node on its way out: ask again.
 			d.logger.Info("the node turned the container away; asking for another", "task", i, "container", c.ID, "reason", resp.Reason)
 			d.forget(c.ID)
 		case resp.State == string(scheduler.ContainerCompleted):
-			d.startFailed(ctx, i, c, fmt.Sprintf("%s: %s", resp.Reason, resp.Diagnostics))
+			d.startFailed(i, c, fmt.Sprintf("%s: %s", resp.Reason, resp.Diagnostics))
 		default:
 			t.startFailures = 0
 			d.logger.Info("started task", "task", i, "container", c.ID, "node", c.NodeID, "state", resp.State)
@@ -180,19 +238,33 @@ func (d *DShell) assign(ctx context.Context, c wrpc.ContainerInfo) []string {
 }
 
 // startFailed handles a container that would not start: the task asks for
-// another, after a pause, until it has failed maxStartFailures times.
-func (d *DShell) startFailed(ctx context.Context, i int, c wrpc.ContainerInfo, why string) {
+// another after a backoff, until startLimit of them in a row have failed.
+func (d *DShell) startFailed(i int, c wrpc.ContainerInfo, why string) {
 	d.forget(c.ID)
+	d.troubled(i, c.NodeID)
 	t := &d.tasks[i]
 	t.startFailures++
-	if t.startFailures >= maxStartFailures {
+	if t.startFailures >= d.startLimit() {
 		t.done, t.reason = true, scheduler.ReasonFailed
 		t.diag = fmt.Sprintf("%d containers in a row would not start; last: %s", t.startFailures, why)
 		d.logger.Error("giving up on task", "task", i, "reason", t.diag)
 		return
 	}
-	d.logger.Warn("could not start a container; asking for another", "task", i, "container", c.ID, "node", c.NodeID, "error", why)
-	sleep(ctx, time.Duration(t.startFailures)*200*time.Millisecond)
+	d.logger.Warn("could not start a container; asking for another", "task", i, "container", c.ID, "node", c.NodeID, "error", why,
+		"retry_in", t.retryAt.Sub(d.now()).Round(time.Millisecond))
+}
+
+// troubled records that a container of task i failed for its node's sake:
+// the node's failures rise (max_failures_per_node of them blacklist it for
+// the app) and the task asks again only after its backoff.
+func (d *DShell) troubled(i int, node string) {
+	t := &d.tasks[i]
+	t.troubles++
+	t.retryAt = d.now().Add(d.backoff.delay(t.troubles))
+	if d.blacklist.failed(node) {
+		d.logger.Warn("blacklisting a node for the app: its containers keep failing there", "node", node,
+			"max_failures_per_node", d.failuresPerNode)
+	}
 }
 
 // duePromotions returns the promotions to ask for now, and how long the
@@ -225,7 +297,7 @@ func (d *DShell) promotionResults(resp *wrpc.AMAllocateResponse) {
 			d.logger.Warn("container will not be promoted", "container", f.ID, "reason", f.Reason)
 			continue
 		}
-		d.promote[f.ID] = time.Now().Add(promoteRetry)
+		d.promote[f.ID] = d.now().Add(promoteRetry)
 	}
 }
 
@@ -249,11 +321,16 @@ func (d *DShell) completed(c wrpc.ContainerInfo) {
 	t.container = ""
 	reason := scheduler.ExitReason(c.Reason)
 	if reason == scheduler.ReasonFailed {
-		d.startFailed(context.Background(), i, c, c.Diagnostics)
+		d.startFailed(i, c, c.Diagnostics)
 		return
 	}
 	if reason.Retryable() {
-		d.logger.Info("container was taken away; running its task again", "task", i, "container", c.ID, "reason", reason)
+		// Taken away: no failure of the task. Lost with its node, or never
+		// started in time, it counts against the node and waits a backoff.
+		if nodeTrouble(reason) {
+			d.troubled(i, c.NodeID)
+		}
+		d.logger.Info("container was taken away; running its task again", "task", i, "container", c.ID, "node", c.NodeID, "reason", reason)
 		return
 	}
 	t.done, t.exitCode, t.reason = true, c.ExitCode, reason
@@ -280,6 +357,15 @@ func (d *DShell) progress() float32 {
 }
 
 func (d *DShell) finish(ctx context.Context) error {
+	state, diag := d.outcome()
+	d.logger.Info("finishing", "state", state, "diagnostics", diag)
+	return finishApp(ctx, d.client, wrpc.AMFinishRequest{FinalState: state, Diagnostics: diag})
+}
+
+// outcome is the app's end once every task is done: FINISHED when every
+// task's last container exited 0, else FAILED, naming the tasks that
+// failed.
+func (d *DShell) outcome() (state, diag string) {
 	var failed []string
 	for i, t := range d.tasks {
 		if t.reason != scheduler.ReasonExited || t.exitCode == nil || *t.exitCode != 0 {
@@ -290,13 +376,10 @@ func (d *DShell) finish(ctx context.Context) error {
 			failed = append(failed, why+")")
 		}
 	}
-	state, diag := string(scheduler.AppFinished), fmt.Sprintf("all %d containers exited 0", len(d.tasks))
 	if len(failed) > 0 {
-		state = string(scheduler.AppFailed)
-		diag = fmt.Sprintf("%d of %d containers failed: %s", len(failed), len(d.tasks), strings.Join(failed, ", "))
+		return string(scheduler.AppFailed), fmt.Sprintf("%d of %d containers failed: %s", len(failed), len(d.tasks), strings.Join(failed, ", "))
 	}
-	d.logger.Info("finishing", "state", state, "diagnostics", diag)
-	return finishApp(ctx, d.client, wrpc.AMFinishRequest{FinalState: state, Diagnostics: diag})
+	return string(scheduler.AppFinished), fmt.Sprintf("all %d containers exited 0", len(d.tasks))
 }
 
 func fmtExit(code *int) string {

@@ -22,9 +22,10 @@ const (
 )
 
 // maxTaskFailures is how many times a task may fail (exit non-zero, or not
-// start) before the job fails, as Hadoop's mapreduce.map.maxattempts.
-// Runs taken away (preempted, lost...) and maps re-run because their
-// output was lost do not count.
+// start) before the job fails, as Hadoop's mapreduce.map.maxattempts: one
+// more than it takes to blacklist the node they failed on, by default.
+// Runs taken away (preempted, lost, drained, node_stopped...) and maps
+// re-run because their output was lost do not count.
 const maxTaskFailures = 4
 
 type taskState int
@@ -41,6 +42,7 @@ type mrMap struct {
 	container wrpc.ContainerInfo // the current run, or the one whose output is kept
 	sizes     []int64            // bytes of each partition, once done
 	failures  int
+	retry     retryState
 }
 
 type mrReduce struct {
@@ -49,7 +51,18 @@ type mrReduce struct {
 	feeds     []Feed
 	feedNodes []string // the node of each feed
 	failures  int
+	retry     retryState
 }
+
+// retryState is a task's backoff: its troubles (failures, and containers
+// that failed for their node's sake) and when it may ask again.
+type retryState struct {
+	troubles int
+	at       time.Time
+}
+
+// ready reports whether a pending task may be asked for at now.
+func (r retryState) ready(now time.Time) bool { return !r.at.After(now) }
 
 // MapReduce is the built-in MapReduce AM (SPEC §19). It asks for one map
 // container per split, naming the split's nodes and racks (delay
@@ -62,7 +75,14 @@ type mrReduce struct {
 // every call that changes them.
 type MapReduce struct {
 	client *wrpc.AMClient
+	// nodes starts containers on their nodes (client, but for tests).
+	nodes  containerStarter
 	logger hclog.Logger
+	// now is the AM's clock (time.Now, but for tests); backoff spaces a
+	// task's tries after trouble; blacklist counts failures by node.
+	now       func() time.Time
+	backoff   backoff
+	blacklist *blacklist
 	// exe is the weft binary the tasks run: the AM's own, found at the same
 	// path on every node, as a Hadoop installation is.
 	exe string
@@ -96,7 +116,7 @@ type taskRef struct {
 // NewMapReduce returns the AM for the attempt described by client; exe is
 // the weft binary its tasks run.
 func NewMapReduce(client *wrpc.AMClient, logger hclog.Logger, exe string) *MapReduce {
-	return &MapReduce{client: client, exe: exe,
+	return &MapReduce{client: client, nodes: client, exe: exe, now: time.Now, backoff: newBackoff(), blacklist: newBlacklist(0),
 		logger: logger.Named("mapreduce").With("app_id", client.AppID, "attempt", client.Attempt),
 		byCID:  map[string]taskRef{}, seen: map[string]bool{}, rackOf: map[string]string{},
 		sent: map[uint64]scheduler.Ask{}, dirty: map[uint64]bool{}, counters: scheduler.Counters{}}
@@ -112,17 +132,23 @@ func (d *MapReduce) Run(ctx context.Context) error {
 		return d.finish(ctx, scheduler.AppFailed, "the app has no mapreduce job")
 	}
 	d.plan(*reg.Spec.MapReduce)
+	d.blacklist = newBlacklist(reg.Spec.FailuresPerNode())
 	d.started = time.Now()
 	d.logger.Info("registered", "maps", len(d.maps), "reduces", len(d.reduces), "map_asks", len(d.groups),
 		"reduce_placement", d.job.ReducePlacement)
 	var releases []string
 	for {
-		asks := d.asks()
-		req := wrpc.AMAllocateRequest{Asks: asks, Releases: releases, Progress: d.progress()}
+		now := d.now()
+		asks := d.asks(now)
+		req := wrpc.AMAllocateRequest{Asks: asks, Releases: releases, Progress: d.progress(), BlacklistAdditions: d.blacklist.take()}
 		if !d.counters.Equal(d.sentCounters) {
 			req.Counters = maps.Clone(d.counters)
 		}
-		resp, err := allocate(ctx, d.client, d.logger, req, allocateWait)
+		wait := allocateWait
+		if in := d.nextRetry(now); in > 0 {
+			wait = min(wait, in) // come back when a task's backoff ends
+		}
+		resp, err := allocate(ctx, d.client, d.logger, req, wait)
 		if err != nil {
 			return err
 		}
@@ -189,8 +215,9 @@ func (d *MapReduce) plan(job scheduler.MapReduce) {
 }
 
 // asks returns the asks whose counts (or feeders) changed since they were
-// last sent, or that got containers since.
-func (d *MapReduce) asks() []scheduler.Ask {
+// last sent, or that got containers since; a task in its backoff at now is
+// not asked for.
+func (d *MapReduce) asks(now time.Time) []scheduler.Ask {
 	var out []scheduler.Ask
 	add := func(a scheduler.Ask) {
 		if prev, ok := d.sent[a.AskID]; ok && !d.dirty[a.AskID] && reflect.DeepEqual(prev, a) {
@@ -203,7 +230,7 @@ func (d *MapReduce) asks() []scheduler.Ask {
 	}
 	want := make([]int, len(d.groups))
 	for _, m := range d.maps {
-		if m.state == taskPending {
+		if m.state == taskPending && m.retry.ready(now) {
 			want[m.group]++
 		}
 	}
@@ -215,7 +242,7 @@ func (d *MapReduce) asks() []scheduler.Ask {
 	for r := range d.reduces {
 		a := scheduler.Ask{AskID: uint64(reduceAskBase + r), Resources: d.job.ReduceResources,
 			ExecutionType: scheduler.Guaranteed, Locality: scheduler.Locality{Relax: true}}
-		if mapsDone && d.reduces[r].state == taskPending {
+		if mapsDone && d.reduces[r].state == taskPending && d.reduces[r].retry.ready(now) {
 			a.Count = 1
 			if d.job.ReducePlacement == scheduler.PlacementCenterOfGravity {
 				a.Feeders = d.feeders(r)
@@ -224,6 +251,36 @@ func (d *MapReduce) asks() []scheduler.Ask {
 		add(a)
 	}
 	return out
+}
+
+// nextRetry says how long until the next pending task's backoff ends (0:
+// none waits).
+func (d *MapReduce) nextRetry(now time.Time) time.Duration {
+	var next time.Duration
+	consider := func(pending bool, r retryState) {
+		if in := r.at.Sub(now); pending && in > 0 && (next == 0 || in < next) {
+			next = in
+		}
+	}
+	for _, m := range d.maps {
+		consider(m.state == taskPending, m.retry)
+	}
+	for _, t := range d.reduces {
+		consider(t.state == taskPending, t.retry)
+	}
+	return next
+}
+
+// troubled records a container of a task that failed on node: the node's
+// failures rise (max_failures_per_node of them blacklist it for the app)
+// and the task asks again only after its backoff.
+func (d *MapReduce) troubled(r *retryState, what, node string) {
+	r.troubles++
+	r.at = d.now().Add(d.backoff.delay(r.troubles))
+	if d.blacklist.failed(node) {
+		d.logger.Warn("blacklisting a node for the job: its tasks keep failing there", "node", node, "task", what,
+			"max_failures_per_node", d.blacklist.max)
+	}
 }
 
 // feeders are the bytes of partition r on each node holding map output,

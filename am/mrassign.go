@@ -87,7 +87,7 @@ func (d *MapReduce) startMap(ctx context.Context, i int, c wrpc.ContainerInfo, l
 	argv := append([]string{d.exe, "am", "map-task", "-split", d.job.Splits[i].Path,
 		"-reducers", strconv.Itoa(d.job.Reducers), "--"}, d.job.Map...)
 	m := &d.maps[i]
-	if !d.start(ctx, c, wrpc.LaunchSpec{Command: argv, Env: d.taskEnv(i)}, &m.failures, fmt.Sprintf("map %d", i)) {
+	if !d.start(ctx, c, wrpc.LaunchSpec{Command: argv, Env: d.taskEnv(i)}, &m.failures, &m.retry, fmt.Sprintf("map %d", i)) {
 		return []string{c.ID}
 	}
 	m.state, m.container = taskRunning, c
@@ -111,7 +111,7 @@ func (d *MapReduce) startReduce(ctx context.Context, r int, c wrpc.ContainerInfo
 		argv = append(argv, "-feed", f.String())
 	}
 	argv = append(append(argv, "--"), d.job.Reduce...)
-	if !d.start(ctx, c, wrpc.LaunchSpec{Command: argv, Env: d.taskEnv(r), Secrets: d.reduceSecrets()}, &t.failures, fmt.Sprintf("reduce %d", r)) {
+	if !d.start(ctx, c, wrpc.LaunchSpec{Command: argv, Env: d.taskEnv(r), Secrets: d.reduceSecrets()}, &t.failures, &t.retry, fmt.Sprintf("reduce %d", r)) {
 		return []string{c.ID}
 	}
 	t.state, t.container = taskRunning, c
@@ -138,27 +138,38 @@ func (d *MapReduce) reduceSecrets() map[string]string {
 }
 
 // start starts argv in c; it reports false when the container is to be
-// released (the task then wants another).
-func (d *MapReduce) start(ctx context.Context, c wrpc.ContainerInfo, launch wrpc.LaunchSpec, failures *int, what string) bool {
-	resp, err := d.client.StartContainer(ctx, c, launch)
+// released (the task then wants another, after its backoff when the node
+// was in trouble).
+func (d *MapReduce) start(ctx context.Context, c wrpc.ContainerInfo, launch wrpc.LaunchSpec, failures *int,
+	retry *retryState, what string) bool {
+	resp, err := d.nodes.StartContainer(ctx, c, launch)
 	switch {
 	case err != nil && !wrpc.IsServerError(err):
-		d.logger.Warn("could not reach the container's node; asking for another", "task", what, "container", c.ID, "error", err)
+		// Unreachable: the node's fault, not the task's.
+		d.logger.Warn("could not reach the container's node; asking for another", "task", what, "container", c.ID, "node", c.NodeID, "error", err)
+		d.troubled(retry, what, c.NodeID)
 		return false
 	case err != nil:
 		d.taskFailed(what, failures, err.Error())
+		d.troubled(retry, what, c.NodeID)
+		return false
+	case resp.State == string(scheduler.ContainerCompleted) && scheduler.ExitReason(resp.Reason).Retryable():
+		// Turned away by a node on its way out, or a full queue.
+		d.logger.Info("the node turned the container away; asking for another", "task", what, "container", c.ID, "reason", resp.Reason)
 		return false
 	case resp.State == string(scheduler.ContainerCompleted):
 		d.taskFailed(what, failures, fmt.Sprintf("%s: %s", resp.Reason, resp.Diagnostics))
+		d.troubled(retry, what, c.NodeID)
 		return false
 	}
 	return true
 }
 
-// taskFailed counts a failure of a task; the job fails at maxTaskFailures.
+// taskFailed counts a failure of a task; the job fails at
+// maxTaskFailures, or one more than max_failures_per_node if that is more.
 func (d *MapReduce) taskFailed(what string, failures *int, why string) {
 	*failures++
-	if *failures >= maxTaskFailures {
+	if *failures >= max(maxTaskFailures, d.blacklist.max+1) {
 		d.failed = fmt.Sprintf("%s failed %d times; last: %s", what, *failures, why)
 		d.logger.Error("giving up on the job", "task", what, "reason", why)
 		return
@@ -174,6 +185,9 @@ func (d *MapReduce) completed(ctx context.Context, c wrpc.ContainerInfo) {
 	}
 	delete(d.byCID, c.ID)
 	reason := scheduler.ExitReason(c.Reason)
+	if reason == scheduler.ReasonNodeStopped || reason == scheduler.ReasonLost {
+		d.outputsLost(c.NodeID)
+	}
 	exited0 := reason == scheduler.ReasonExited && c.ExitCode != nil && *c.ExitCode == 0
 	if ref.reduce {
 		d.reduceCompleted(ctx, ref.i, c, reason, exited0)
@@ -199,9 +213,31 @@ func (d *MapReduce) completed(ctx context.Context, c wrpc.ContainerInfo) {
 			d.logger.Info("every map is done; asking for the reduces", "maps", len(d.maps))
 		}
 	case reason.Retryable():
-		d.logger.Info("map container was taken away; running it again", "map", ref.i, "container", c.ID, "reason", reason)
+		if nodeTrouble(reason) {
+			d.troubled(&m.retry, what, c.NodeID)
+		}
+		d.logger.Info("map container was taken away; running it again", "map", ref.i, "container", c.ID, "node", c.NodeID, "reason", reason)
 	default:
 		d.taskFailed(what, &m.failures, d.exitWhy(ctx, c))
+		d.troubled(&m.retry, what, c.NodeID)
+	}
+}
+
+// outputsLost runs again, counting no failure, the done maps whose output
+// is on node: its agent stopped or it went down, so no reduce can fetch
+// it (Hadoop's AM re-runs the maps of an unusable node too) — unless
+// every reduce is done already.
+func (d *MapReduce) outputsLost(node string) {
+	if d.doneReduces() == len(d.reduces) {
+		return
+	}
+	for i := range d.maps {
+		if m := &d.maps[i]; m.state == taskDone && m.container.NodeID == node {
+			m.state, m.sizes = taskPending, nil
+			d.counters[CounterMapsDone]--
+			d.counters[CounterMapsLostRerun]++
+			d.logger.Warn("a map's output was on a node that left; running the map again", "map", i, "node", node)
+		}
 	}
 }
 
@@ -236,11 +272,17 @@ func (d *MapReduce) reduceCompleted(ctx context.Context, r int, c wrpc.Container
 				d.counters[CounterMapsDone]--
 				d.counters[CounterMapsLostRerun]++
 				d.logger.Warn("a reduce could not fetch a map's output; running the map again", "map", i, "node", m.container.NodeID, "reduce", r)
+				// Its output was lost on its node: the node's failure.
+				d.troubled(&m.retry, fmt.Sprintf("map %d", i), m.container.NodeID)
 			}
 		}
 	case reason.Retryable():
-		d.logger.Info("reduce container was taken away; running it again", "reduce", r, "container", c.ID, "reason", reason)
+		if nodeTrouble(reason) {
+			d.troubled(&t.retry, what, c.NodeID)
+		}
+		d.logger.Info("reduce container was taken away; running it again", "reduce", r, "container", c.ID, "node", c.NodeID, "reason", reason)
 	default:
 		d.taskFailed(what, &t.failures, d.exitWhy(ctx, c))
+		d.troubled(&t.retry, what, c.NodeID)
 	}
 }

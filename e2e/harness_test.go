@@ -85,6 +85,7 @@ type proc struct {
 	t    testing.TB
 	name string
 	args []string
+	env  []string // the process's environment; nil: the test's
 	cmd  *exec.Cmd
 	log  string
 	done chan struct{}
@@ -93,12 +94,19 @@ type proc struct {
 
 func startProc(t testing.TB, name string, args ...string) *proc {
 	t.Helper()
+	return startProcEnv(t, name, nil, args...)
+}
+
+// startProcEnv is startProc with the process's environment env (nil: the
+// test's).
+func startProcEnv(t testing.TB, name string, env []string, args ...string) *proc {
+	t.Helper()
 	if len(args) > 0 && (args[0] == "server" || args[0] == "agent" || args[0] == "dev" || args[0] == "router") && !slices.Contains(args, "-http-port") {
 		// A free HTTP port unless the test picks one: the default ports
 		// would collide between processes on one IP and tests run at once.
 		args = append(slices.Clip(args), "-http-port", "-1")
 	}
-	p := &proc{t: t, name: name, args: args, log: filepath.Join(t.TempDir(), name+".log")}
+	p := &proc{t: t, name: name, args: args, env: env, log: filepath.Join(t.TempDir(), name+".log")}
 	p.start()
 	t.Cleanup(func() {
 		p.kill()
@@ -118,6 +126,7 @@ func (p *proc) start() {
 		p.t.Fatal(err)
 	}
 	p.cmd = exec.Command(weftBin, p.args...)
+	p.cmd.Env = p.env
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatalf("start %s: %v", p.name, err)

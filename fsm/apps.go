@@ -129,9 +129,14 @@ func (t *txn) applyAppFinish(req *AppFinishRequest) error {
 }
 
 // amCompleted handles the end of an AM container: if it was the current
-// attempt of an active app, the attempt failed; the app retries with a new
-// attempt or fails when max_am_attempts are used up. Either way the old
-// attempt's containers are stopped.
+// attempt of an active app, the attempt is over; the app retries with a
+// new attempt or fails when max_am_attempts are used up. An attempt whose
+// AM container was taken away (its node stopped, went down or was
+// drained; preempted; never started in time) does not count against
+// max_am_attempts, as YARN does not count an AM container preempted or
+// lost with its node; every attempt counts against MaxAMAttemptsLimit,
+// which bounds the record. Either way the old attempt's containers are
+// stopped and its blacklist is dropped.
 func (t *txn) amCompleted(c *scheduler.Container, now int64) {
 	app, ok := t.app(c.AppID)
 	if !ok || app.State.Terminal() || c.Attempt != app.CurrentAttempt() || app.AMPending {
@@ -143,14 +148,25 @@ func (t *txn) amCompleted(c *scheduler.Container, now int64) {
 		why += fmt.Sprintf(", exit code %d", *c.ExitCode)
 	}
 	why += ")"
-	a.Attempts[len(a.Attempts)-1].FinishedAt = now
-	a.Attempts[len(a.Attempts)-1].Diagnostics = why
+	last := &a.Attempts[len(a.Attempts)-1]
+	last.FinishedAt = now
+	last.Diagnostics = why
+	last.NotCounted = c.Reason.Retryable()
 	a.Asks = nil
-	if len(a.Attempts) < a.Spec.MaxAMAttempts {
+	a.Blacklist = nil
+	switch {
+	case a.CountedAttempts() < a.Spec.MaxAMAttempts && len(a.Attempts) < scheduler.MaxAMAttemptsLimit:
 		a.State = scheduler.AppAccepted
 		a.AMPending = true
 		a.Diagnostics = why + "; starting a new attempt"
-	} else {
+		if last.NotCounted {
+			a.Diagnostics += " (this one does not count against max_am_attempts: its container was taken away)"
+		}
+	case len(a.Attempts) >= scheduler.MaxAMAttemptsLimit:
+		a.State = scheduler.AppFailed
+		a.FinishedAt = now
+		a.Diagnostics = fmt.Sprintf("%s; no attempts left (%d attempts, the most any app has)", why, len(a.Attempts))
+	default:
 		a.State = scheduler.AppFailed
 		a.FinishedAt = now
 		a.Diagnostics = fmt.Sprintf("%s; no attempts left (max_am_attempts %d)", why, a.Spec.MaxAMAttempts)

@@ -338,12 +338,16 @@ func TestNodeDownLosesContainersAndRetriesAM(t *testing.T) {
 	if res.IDs[0] != "" {
 		t.Fatalf("placed on a down node")
 	}
-	am2 := h.placeAM(app, "n2", 2)
-	// The second AM dies too: max_am_attempts (2) is used up.
+	// The first attempt was lost with its node: it does not count against
+	// max_am_attempts (2), so two AMs that fail by themselves are needed.
 	one := 1
-	h.ok(ContainerUpdateType, &ContainerUpdateRequest{NodeID: "n2", Updates: []ContainerStatus{{ID: am2, State: scheduler.ContainerCompleted, ExitCode: &one, Reason: scheduler.ReasonExited}}})
-	if a := h.app(app); a.State != scheduler.AppFailed || !strings.Contains(a.Diagnostics, "no attempts left") || len(a.Attempts) != 2 {
-		t.Fatalf("app after two failed attempts: %+v", a)
+	for attempt := 2; attempt <= 3; attempt++ {
+		am := h.placeAM(app, "n2", attempt)
+		h.ok(ContainerUpdateType, &ContainerUpdateRequest{NodeID: "n2", Updates: []ContainerStatus{{ID: am, State: scheduler.ContainerCompleted, ExitCode: &one, Reason: scheduler.ReasonExited}}})
+	}
+	if a := h.app(app); a.State != scheduler.AppFailed || !strings.Contains(a.Diagnostics, "no attempts left") || len(a.Attempts) != 3 ||
+		!a.Attempts[0].NotCounted || a.Attempts[1].NotCounted || a.Attempts[2].NotCounted {
+		t.Fatalf("app after one lost and two failed attempts: %+v", a)
 	}
 
 	// Re-registration raises the epoch and brings the node back.

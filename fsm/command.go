@@ -46,6 +46,9 @@ const (
 	// AppCountersType is an AppCountersRequest: the counters an app's AM
 	// reported (SPEC §19).
 	AppCountersType MessageType = 26
+	// AppBlacklistType is an AppBlacklistRequest: nodes an app's AM
+	// blacklisted or took off its blacklist.
+	AppBlacklistType MessageType = 27
 )
 
 // IgnoreUnknownTypeFlag marks a command that a server which does not know

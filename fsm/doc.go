@@ -9,7 +9,9 @@
 // write is applied once and answered as the first time), the workload
 // signing keys and each node's secret hash (SPEC §15), the typed
 // commands that change them, Raft's Apply, and snapshot/restore. Its State
-// satisfies scheduler.State. Among the apps are unmanaged AMs' (SPEC §18):
+// satisfies scheduler.State. An app holds its current AM attempt's node
+// blacklist (AppBlacklistRequest), bounded, and its attempts say which
+// count against max_am_attempts. Among the apps are unmanaged AMs' (SPEC §18):
 // an app spanning into this sub-cluster from its home, with no AM
 // container, whose attempts follow the home's (AppSubmitUnmanagedRequest)
 // and whose containers' IDs carry the sub-cluster. A rejected command is

@@ -193,6 +193,8 @@ func (f *FSM) decodeCommand(index uint64, msgType MessageType, body []byte) (fun
 		return bind(body, func(t *txn, req *AppSubmitUnmanagedRequest) any { return errOrNil(t.applyAppSubmitUnmanaged(req)) })
 	case AppCountersType:
 		return bind(body, func(t *txn, req *AppCountersRequest) any { return errOrNil(t.applyAppCounters(req)) })
+	case AppBlacklistType:
+		return bind(body, func(t *txn, req *AppBlacklistRequest) any { return errOrNil(t.applyAppBlacklist(req)) })
 	}
 	if msgType&IgnoreUnknownTypeFlag != 0 {
 		f.logger.Warn("ignoring unknown command type", "type", uint8(msgType), "index", index)

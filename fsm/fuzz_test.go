@@ -316,6 +316,7 @@ var commandBodies = map[MessageType]func() any{
 	GCType:                   func() any { return new(GCRequest) },
 	AppSubmitUnmanagedType:   func() any { return new(AppSubmitUnmanagedRequest) },
 	AppCountersType:          func() any { return new(AppCountersRequest) },
+	AppBlacklistType:         func() any { return new(AppBlacklistRequest) },
 }
 
 func TestCommandBodiesCoverEveryType(t *testing.T) {

@@ -54,6 +54,7 @@ var commandNames = map[MessageType]string{
 	ContainerUpdateBatchType: "container_update_batch",
 	AppSubmitUnmanagedType:   "app_submit_unmanaged",
 	AppCountersType:          "app_counters",
+	AppBlacklistType:         "app_blacklist",
 }
 
 // CommandName names command type t in snake_case ("plan_apply"); every type

@@ -38,6 +38,14 @@ type AMAllocateRequest struct {
 	// Counters are the app's figures as the AM has them now (SPEC §19); the
 	// servers keep the latest with the app. nil leaves them as they are.
 	Counters scheduler.Counters `codec:"counters,omitempty"`
+	// BlacklistAdditions are nodes the AM adds to its attempt's node
+	// blacklist, BlacklistRemovals nodes it takes off (YARN's
+	// ResourceBlacklistRequest): none of the app's containers is placed on
+	// a blacklisted node while the blacklist is in force (see
+	// AMAllocateResponse.BlacklistIgnored). The change applies before the
+	// call's asks; at most scheduler.MaxBlacklistedNodes nodes are listed.
+	BlacklistAdditions []string `codec:"blacklist_additions,omitempty"`
+	BlacklistRemovals  []string `codec:"blacklist_removals,omitempty"`
 }
 
 // AMAllocateResponse carries containers allocated and completed since the
@@ -63,6 +71,11 @@ type AMAllocateResponse struct {
 	// uses it from now on (the servers renew a token halfway through its
 	// life, and after a key rotation).
 	AMToken string `codec:"am_token"`
+	// Blacklist is the attempt's node blacklist as the servers hold it;
+	// BlacklistIgnored says it is not in force because it names at least
+	// scheduler.BlacklistIgnorePercent of the READY nodes.
+	Blacklist        []string `codec:"blacklist,omitempty"`
+	BlacklistIgnored bool     `codec:"blacklist_ignored,omitempty"`
 }
 
 // PromotionFailure is a promotion that was not granted. Retryable ones

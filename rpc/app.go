@@ -93,6 +93,14 @@ type AppInfo struct {
 	Spans []AppSpan `codec:"spans,omitempty" json:"spans,omitempty"`
 	// Counters are the figures the app's AM reported last (SPEC §19).
 	Counters scheduler.Counters `codec:"counters,omitempty" json:"counters,omitempty"`
+	// MaxFailuresPerNode is the app's max_failures_per_node (0: its AM
+	// never blacklists a node).
+	MaxFailuresPerNode int `codec:"max_failures_per_node" json:"max_failures_per_node"`
+	// Blacklist is the nodes the current AM attempt blacklisted;
+	// BlacklistIgnored says it is not in force (it names at least
+	// scheduler.BlacklistIgnorePercent of the READY nodes).
+	Blacklist        []string `codec:"blacklist,omitempty" json:"blacklist,omitempty"`
+	BlacklistIgnored bool     `codec:"blacklist_ignored,omitempty" json:"blacklist_ignored,omitempty"`
 }
 
 // AppSpan is a spanning app's part in one sub-cluster.
@@ -127,6 +135,7 @@ func NewAppInfo(a *scheduler.App, containers []*scheduler.Container) AppInfo {
 		State: string(a.State), Diagnostics: a.Diagnostics, AMAttempts: len(a.Attempts),
 		Attempts: []AttemptInfo{}, Preemptions: []Preemption{},
 		SubmittedAt: a.SubmittedAt, FinishedAt: a.FinishedAt, Pending: a.Pending(),
+		MaxFailuresPerNode: a.Spec.FailuresPerNode(), Blacklist: a.Blacklist,
 	}
 	if a.Unmanaged != nil {
 		info.UnmanagedFor = a.Unmanaged.Home

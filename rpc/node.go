@@ -29,12 +29,16 @@ type NodeRegisterRequest struct {
 }
 
 // NodeDeregisterRequest tells the servers an agent is leaving gracefully
-// (Node.Deregister): its node is DOWN at once, at that epoch.
+// (Node.Deregister): its node is DOWN at once, at that epoch. With Leaving
+// set the agent is only beginning to leave: the node is DRAINING, without
+// a deadline, so that nothing more is placed there while its containers
+// stop; a second call without it takes the node DOWN.
 type NodeDeregisterRequest struct {
 	RequestHeader
-	ID     string `codec:"id"`
-	Epoch  uint64 `codec:"epoch"`
-	Secret string `codec:"secret" json:"-"`
+	ID      string `codec:"id"`
+	Epoch   uint64 `codec:"epoch"`
+	Secret  string `codec:"secret" json:"-"`
+	Leaving bool   `codec:"leaving,omitempty"`
 }
 
 // NodeRegisterResponse answers Node.Register. WorkloadKeys are the

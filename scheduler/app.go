@@ -62,6 +62,21 @@ type AppSpec struct {
 	// "mapreduce"); nil for every other app, so their records are byte for
 	// byte what they were before it existed.
 	MapReduce *MapReduce `codec:"mapreduce,omitempty"`
+	// MaxFailuresPerNode is how many of the app's containers may fail on
+	// one node, for the node's sake, before its AM blacklists the node for
+	// the app; 0 never blacklists. Unset (nil) means
+	// DefaultMaxFailuresPerNode; omitempty keeps the records of apps
+	// submitted before it existed byte for byte what they were.
+	MaxFailuresPerNode *int `codec:"max_failures_per_node,omitempty"`
+}
+
+// FailuresPerNode is the app's max_failures_per_node: its own, else the
+// default.
+func (s *AppSpec) FailuresPerNode() int {
+	if s.MaxFailuresPerNode == nil {
+		return DefaultMaxFailuresPerNode
+	}
+	return *s.MaxFailuresPerNode
 }
 
 // DShell is the work of the built-in distributed-shell AM: run Command in
@@ -148,6 +163,9 @@ func (s *AppSpec) Validate() error {
 	}
 	if s.MaxAMAttempts < 1 || s.MaxAMAttempts > MaxAMAttemptsLimit {
 		add("max_am_attempts: must be between 1 and %d, not %d", MaxAMAttemptsLimit, s.MaxAMAttempts)
+	}
+	if n := s.FailuresPerNode(); n < 0 || n > MaxFailuresPerNodeLimit {
+		add("max_failures_per_node: must be between 0 (never blacklist) and %d, not %d", MaxFailuresPerNodeLimit, n)
 	}
 	if s.AMType == AMTypeMapReduce {
 		switch {
@@ -296,6 +314,12 @@ type Attempt struct {
 	StartedAt   int64  `codec:"started_at"`
 	FinishedAt  int64  `codec:"finished_at"`
 	Diagnostics string `codec:"diagnostics"`
+	// NotCounted marks an attempt whose AM container was taken away (its
+	// node stopped, went down or was drained; it was preempted or never
+	// started in time: ExitReason.Retryable) rather than failing: it does
+	// not count against max_am_attempts, as YARN counts no attempt whose
+	// AM container was preempted or aborted with its node.
+	NotCounted bool `codec:"not_counted,omitempty"`
 }
 
 // App is an application as the servers hold it.
@@ -332,9 +356,14 @@ type App struct {
 	// dynamic uid range: no other live app has it, so containers of
 	// different apps run apart even where their users have no accounts.
 	// 0: none (an app of a cluster without a range, or older than it).
-	UID         uint32 `codec:"uid,omitempty"`
-	CreateIndex uint64 `codec:"create_index"`
-	ModifyIndex uint64 `codec:"modify_index"`
+	UID uint32 `codec:"uid,omitempty"`
+	// Blacklist is the current AM attempt's node blacklist (blacklist.go):
+	// sorted, at most MaxBlacklistedNodes, emptied when a new attempt
+	// starts. A stored app's slice is replaced whole, never changed in
+	// place; omitempty keeps the records of apps without one as they were.
+	Blacklist   []string `codec:"blacklist,omitempty"`
+	CreateIndex uint64   `codec:"create_index"`
+	ModifyIndex uint64   `codec:"modify_index"`
 }
 
 // Unmanaged is what a sub-cluster holds of an app that spans into it from
@@ -368,6 +397,18 @@ type PreemptionRecord struct {
 	Reason      string `codec:"reason"`
 	ForApp      string `codec:"for_app"`
 	At          int64  `codec:"at"`
+}
+
+// CountedAttempts returns how many of the app's AM attempts count against
+// max_am_attempts: all but those whose AM container was taken away.
+func (a *App) CountedAttempts() int {
+	n := 0
+	for _, at := range a.Attempts {
+		if !at.NotCounted {
+			n++
+		}
+	}
+	return n
 }
 
 // CurrentAttempt returns the number of the current AM attempt (0 before the

@@ -74,7 +74,7 @@ func BenchmarkAllocateOpportunistic(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		out, _ = AllocateOpportunistic(ask, l, room, i, out[:0])
+		out, _ = AllocateOpportunistic(ask, l, room, nil, i, out[:0])
 		if len(out) != 1 {
 			b.Fatal("no room")
 		}

@@ -124,16 +124,14 @@ func gravityLocality(feeders []Feeder, nodes []*candidate, rackOf map[string]str
 	return loc
 }
 
-// leastWTND is, of the nodes with room for r (and not reserved for
-// another app), the one with the least WTND to the feeders; ties by ID.
-func leastWTND(nodes []*candidate, r Resources, feeders []Feeder, rackOf map[string]string, reserved map[string]string, app string) *candidate {
+// leastWTND is, of the nodes with room for r that f does not bar (reserved
+// for another app, or blacklisted), the one with the least WTND to the
+// feeders; ties by ID.
+func leastWTND(nodes []*candidate, r Resources, feeders []Feeder, rackOf map[string]string, f fence) *candidate {
 	var best *candidate
 	var least int64
 	for _, c := range nodes {
-		if !r.Fits(c.free) {
-			continue
-		}
-		if for_, ok := reserved[c.node.ID]; ok && for_ != app {
+		if !r.Fits(c.free) || f.bars(c.node.ID) {
 			continue
 		}
 		w := WTND(feeders, c.node.ID, rackOf)

@@ -45,13 +45,18 @@ const (
 	ReasonExpired   ExitReason = "expired"   // allocated but never started in time
 	ReasonFailed    ExitReason = "failed"    // the agent could not start it
 	ReasonDrained   ExitReason = "drained"   // its node's drain deadline passed (SPEC §20)
+	// ReasonNodeStopped: its node's agent was stopped gracefully (SIGTERM,
+	// as for an upgrade or a reboot) and stopped it on its way out.
+	ReasonNodeStopped ExitReason = "node_stopped"
 )
 
 // Retryable reports whether work in a container that completed for this
-// reason should be run again: the container was taken away, it did not fail.
+// reason should be run again: the container was taken away, it did not
+// fail. An AM attempt whose container ended so does not count against
+// max_am_attempts.
 func (r ExitReason) Retryable() bool {
 	switch r {
-	case ReasonPreempted, ReasonEvicted, ReasonShed, ReasonRejected, ReasonLost, ReasonExpired, ReasonDrained:
+	case ReasonPreempted, ReasonEvicted, ReasonShed, ReasonRejected, ReasonLost, ReasonExpired, ReasonDrained, ReasonNodeStopped:
 		return true
 	}
 	return false

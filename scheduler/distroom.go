@@ -113,10 +113,10 @@ func (d *DistributedRoom) Install(list []LeastLoadedNode, at int64, computed tim
 }
 
 // Allocate places what it can of an opportunistic ask with
-// AllocateOpportunistic and returns one list entry per container, placed
-// at now.
-func (d *DistributedRoom) Allocate(ask Ask, now time.Time) []LeastLoadedNode {
-	d.pos, d.rr = AllocateOpportunistic(ask, d.list, d.room, d.rr, d.pos[:0])
+// AllocateOpportunistic, on no node in avoid, and returns one list entry
+// per container, placed at now.
+func (d *DistributedRoom) Allocate(ask Ask, avoid NodeSet, now time.Time) []LeastLoadedNode {
+	d.pos, d.rr = AllocateOpportunistic(ask, d.list, d.room, avoid, d.rr, d.pos[:0])
 	if len(d.pos) == 0 {
 		return nil
 	}

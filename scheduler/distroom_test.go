@@ -17,11 +17,11 @@ func TestDistributedRoomUpdates(t *testing.T) {
 		t.Fatal("a first list was not installed")
 	}
 	ask := Ask{Count: 3, Resources: oneCore, ExecutionType: Opportunistic}
-	if got := d.Allocate(ask, t0.Add(100*time.Millisecond)); len(got) != 3 {
+	if got := d.Allocate(ask, nil, t0.Add(100*time.Millisecond)); len(got) != 3 {
 		t.Fatalf("placed %d of 3 on 4 places", len(got))
 	}
 	d.Update(ListNews{At: 8, List: one, Age: 100 * time.Millisecond}, 7, t0.Add(600*time.Millisecond), 5)
-	if got := d.Allocate(Ask{Count: 4, Resources: oneCore}, t0.Add(700*time.Millisecond)); len(got) != 1 {
+	if got := d.Allocate(Ask{Count: 4, Resources: oneCore}, nil, t0.Add(700*time.Millisecond)); len(got) != 1 {
 		t.Fatalf("placed %d on a list that may miss 3 recent placements, want 1", len(got))
 	}
 	if d.Update(ListNews{At: 8}, 8, t0.Add(time.Second), 0) || d.Update(ListNews{}, 8, t0.Add(time.Second), 0) {
@@ -36,7 +36,7 @@ func TestDistributedRoomUpdates(t *testing.T) {
 	if l, at := d.List(); len(l) != 1 || at != 9 {
 		t.Fatalf("list %+v at %d, want n1 at 9", l, at)
 	}
-	if got := d.Allocate(Ask{Count: 8, Resources: oneCore}, t0.Add(3*time.Second)); len(got) != 4 {
+	if got := d.Allocate(Ask{Count: 8, Resources: oneCore}, nil, t0.Add(3*time.Second)); len(got) != 4 {
 		t.Fatalf("placed %d on a list computed after every placement, want its 4 places", len(got))
 	}
 }

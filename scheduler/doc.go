@@ -13,7 +13,8 @@
 // AMRMProxy's list, room and recent placements (distroom.go), the
 // fallback of unplaceable opportunistic asks to guaranteed, the queue limit
 // and the queue-wait estimate (opportunistic.go), and promotion checks
-// (promotion.go); the count of placements an AM has not heard of yet
+// (promotion.go); apps' node blacklists, what they bar and when they are
+// ignored (blacklist.go); the count of placements an AM has not heard of yet
 // (container.go); the agent-side container scheduler that queues,
 // evicts and sheds (localsched.go); what a new queue configuration would
 // do to fair shares and which running apps it would make preemptable

@@ -47,6 +47,10 @@ type appNode struct {
 	waiting  string // why a non-runnable or AM-held app waits
 	blocked  bool
 	s        Schedulable
+	// avoid is the app's blacklist as a pass honours it (nil: none or
+	// ignored), once avoidKnown.
+	avoid      NodeSet
+	avoidKnown bool
 }
 
 func (q *qnode) sched() *Schedulable {

@@ -201,21 +201,25 @@ const (
 // AllocateOpportunistic places up to ask.Count opportunistic containers
 // on the nodes of list (SPEC §10): node-local first, then rack-local, then
 // any node (only the named nodes and racks when the ask does not relax
-// locality; any node when it names none); within a tier round-robin, one
-// container per node per round, beginning at list position cursor; never
-// past a node's room, which it consumes. It appends to out the list
+// locality; any node when it names none); never on a node in avoid (the
+// app's blacklist in force, see AvoidedNodes); within a tier round-robin,
+// one container per node per round, beginning at list position cursor;
+// never past a node's room, which it consumes. It appends to out the list
 // position of each container's node and returns it, with the cursor for
 // the next ask: one past the position of the last container placed (cursor
 // itself when none was), so that consecutive asks spread over the nodes of
 // a tier rather than land again on the one just used. It does not allocate
 // beyond out's growth.
-func AllocateOpportunistic(ask Ask, list []LeastLoadedNode, room *Room, cursor int, out []int) (positions []int, next int) {
+func AllocateOpportunistic(ask Ask, list []LeastLoadedNode, room *Room, avoid NodeSet, cursor int, out []int) (positions []int, next int) {
 	if len(list) == 0 || ask.Count <= 0 {
 		return out, cursor
 	}
 	loc := ask.Locality
 	named := len(loc.Nodes)+len(loc.Racks) > 0
 	tier := func(n *LeastLoadedNode) int {
+		if avoid.Has(n.NodeID) {
+			return -1 // blacklisted: never
+		}
 		if !named {
 			return tierAny
 		}
@@ -273,6 +277,21 @@ func EstimateQueueWait(queued, running int, meanRun time.Duration) time.Duration
 	return time.Duration(waves) * meanRun
 }
 
+// Usable counts the nodes of list that are not in avoid: the list's length
+// as OpportunisticFallback sees it for an app with that blacklist.
+func Usable(list []LeastLoadedNode, avoid NodeSet) int {
+	if len(avoid) == 0 {
+		return len(list)
+	}
+	n := 0
+	for i := range list {
+		if !avoid.Has(list[i].NodeID) {
+			n++
+		}
+	}
+	return n
+}
+
 // OpportunisticFallback says how many of an opportunistic ask's unplaced
 // containers may be asked for as guaranteed instead, by the ask's "twin":
 // a guaranteed ask with the same ask ID (SPEC §10, YARN's
@@ -280,8 +299,9 @@ func EstimateQueueWait(queued, running int, meanRun time.Duration) time.Duration
 // (it waits for opportunistic room); 0 while no least-loaded list is known
 // yet (listKnown false), since having no list does not mean that no node
 // can take the work; unplaced when a list is known and empty (every node's
-// queue is full: no node can take opportunistic work); and 0 otherwise, as
-// nodes in the list will have room again.
+// queue is full: no node can take opportunistic work; listLen counts only
+// the nodes the app may use, see Usable); and 0 otherwise, as nodes in the
+// list will have room again.
 func OpportunisticFallback(ask Ask, listKnown bool, listLen int, unplaced int) int {
 	if ask.EnforceExecutionType || !listKnown || listLen > 0 {
 		return 0

@@ -108,13 +108,13 @@ var oneCore = Resources{MemoryMB: 512, Vcores: 1}
 func TestAllocateOpportunisticRoundRobinsWithinRoom(t *testing.T) {
 	l := list(3)
 	room := NewRoom(l)
-	got, _ := AllocateOpportunistic(Ask{Count: 20, Resources: oneCore}, l, room, 1, nil)
+	got, _ := AllocateOpportunistic(Ask{Count: 20, Resources: oneCore}, l, room, nil, 1, nil)
 	// From n2, one per node per round; each node takes two that start at
 	// once and two that queue: twelve in all, no more.
 	if at(l, got) != "n2 n3 n1 n2 n3 n1 n2 n3 n1 n2 n3 n1" {
 		t.Fatalf("placed on %q", at(l, got))
 	}
-	if got, next := AllocateOpportunistic(Ask{Count: 1, Resources: oneCore}, l, room, 7, nil); len(got) != 0 || next != 7 {
+	if got, next := AllocateOpportunistic(Ask{Count: 1, Resources: oneCore}, l, room, nil, 7, nil); len(got) != 0 || next != 7 {
 		t.Fatalf("allocated %q past every node's room (next cursor %d, want 7, unchanged)", at(l, got), next)
 	}
 }
@@ -130,7 +130,7 @@ func TestAllocateOpportunisticCursorMovesPastTheNodeUsed(t *testing.T) {
 		cursor := 0
 		for i := 0; i < 2; i++ {
 			var pos []int
-			pos, cursor = AllocateOpportunistic(Ask{Count: 1, Resources: oneCore}, l, room, cursor, nil)
+			pos, cursor = AllocateOpportunistic(Ask{Count: 1, Resources: oneCore}, l, room, nil, cursor, nil)
 			placed = append(placed, at(l, pos))
 		}
 		if got := strings.Join(placed, " "); got != "n2 n3" || cursor != 3 {
@@ -147,7 +147,7 @@ func TestAllocateOpportunisticCursorMovesPastTheNodeUsed(t *testing.T) {
 		cursor := 0
 		for i := 0; i < 4; i++ {
 			var pos []int
-			pos, cursor = AllocateOpportunistic(ask, l, room, cursor, nil)
+			pos, cursor = AllocateOpportunistic(ask, l, room, nil, cursor, nil)
 			placed = append(placed, at(l, pos))
 		}
 		if got := strings.Join(placed, " "); got != "n3 n4 n3 n4" {
@@ -156,7 +156,7 @@ func TestAllocateOpportunisticCursorMovesPastTheNodeUsed(t *testing.T) {
 	})
 	t.Run("several containers", func(t *testing.T) {
 		l := list(4)
-		pos, next := AllocateOpportunistic(Ask{Count: 3, Resources: oneCore}, l, NewRoom(l), 2, nil)
+		pos, next := AllocateOpportunistic(Ask{Count: 3, Resources: oneCore}, l, NewRoom(l), nil, 2, nil)
 		if at(l, pos) != "n3 n4 n1" || next != 1 {
 			t.Fatalf("placed on %q with next cursor %d, want n3 n4 n1 and 1", at(l, pos), next)
 		}
@@ -168,7 +168,7 @@ func TestAllocateOpportunisticNeverQueuesWhatCannotRun(t *testing.T) {
 	l[1].Capacity = Resources{MemoryMB: 16384, Vcores: 16}
 	// 8 GB fits no free resources, and only n2's capacity: it queues on
 	// n2 alone; on n1 it would wait at the head of the queue forever.
-	got, _ := AllocateOpportunistic(Ask{Count: 4, Resources: Resources{MemoryMB: 8192, Vcores: 1}}, l, NewRoom(l), 0, nil)
+	got, _ := AllocateOpportunistic(Ask{Count: 4, Resources: Resources{MemoryMB: 8192, Vcores: 1}}, l, NewRoom(l), nil, 0, nil)
 	if at(l, got) != "n2 n2" {
 		t.Fatalf("placed on %q, want n2's two queue places only", at(l, got))
 	}
@@ -180,11 +180,11 @@ func TestAllocateOpportunisticRoomIsSharedAcrossAsks(t *testing.T) {
 	big := Resources{MemoryMB: 2048, Vcores: 2}
 	// A container as large as a node's free resources starts there; the
 	// next one queues, so a smaller ask afterwards finds only queue places.
-	first, _ := AllocateOpportunistic(Ask{Count: 2, Resources: big}, l, room, 0, nil)
+	first, _ := AllocateOpportunistic(Ask{Count: 2, Resources: big}, l, room, nil, 0, nil)
 	if at(l, first) != "n1 n2" {
 		t.Fatalf("big containers on %q", at(l, first))
 	}
-	second, _ := AllocateOpportunistic(Ask{Count: 10, Resources: oneCore}, l, room, 0, nil)
+	second, _ := AllocateOpportunistic(Ask{Count: 10, Resources: oneCore}, l, room, nil, 0, nil)
 	if at(l, second) != "n1 n2 n1 n2" {
 		t.Fatalf("small containers on %q, want the four queue places", at(l, second))
 	}
@@ -193,24 +193,24 @@ func TestAllocateOpportunisticRoomIsSharedAcrossAsks(t *testing.T) {
 func TestAllocateOpportunisticPrefersLocality(t *testing.T) {
 	l := list(6)
 	ask := Ask{Count: 9, Resources: oneCore, Locality: Locality{Nodes: []string{"n3"}, Relax: true}}
-	got, _ := AllocateOpportunistic(ask, l, NewRoom(l), 0, nil)
+	got, _ := AllocateOpportunistic(ask, l, NewRoom(l), nil, 0, nil)
 	// n3 until full (4), then its rack-mate n4 (4), then the rest.
 	if s := at(l, got); !strings.HasPrefix(s, "n3 n3 n3 n3 n4 n4 n4 n4 ") || len(got) != 9 {
 		t.Fatalf("placed on %q", s)
 	}
 	strict := Ask{Count: 9, Resources: oneCore, Locality: Locality{Nodes: []string{"n3"}}}
-	if got, _ := AllocateOpportunistic(strict, l, NewRoom(l), 0, nil); at(l, got) != "n3 n3 n3 n3" {
+	if got, _ := AllocateOpportunistic(strict, l, NewRoom(l), nil, 0, nil); at(l, got) != "n3 n3 n3 n3" {
 		t.Fatalf("strict node locality placed on %q, want only n3", at(l, got))
 	}
 	strictRack := Ask{Count: 3, Resources: oneCore, Locality: Locality{Racks: []string{"/r2"}}}
-	if got, _ := AllocateOpportunistic(strictRack, l, NewRoom(l), 0, nil); at(l, got) != "n3 n4 n3" {
+	if got, _ := AllocateOpportunistic(strictRack, l, NewRoom(l), nil, 0, nil); at(l, got) != "n3 n4 n3" {
 		t.Fatalf("strict rack placed on %q, want n3 and n4 of /r2", at(l, got))
 	}
 	elsewhere := Ask{Count: 2, Resources: oneCore, Locality: Locality{Nodes: []string{"n99"}, Relax: true}}
-	if got, _ := AllocateOpportunistic(elsewhere, l, NewRoom(l), 4, nil); at(l, got) != "n5 n6" {
+	if got, _ := AllocateOpportunistic(elsewhere, l, NewRoom(l), nil, 4, nil); at(l, got) != "n5 n6" {
 		t.Fatalf("relaxed ask for an unlisted node placed on %q, want any node from the start", at(l, got))
 	}
-	if got, _ := AllocateOpportunistic(Ask{Count: 1, Resources: oneCore}, nil, NewRoom(nil), 0, nil); len(got) != 0 {
+	if got, _ := AllocateOpportunistic(Ask{Count: 1, Resources: oneCore}, nil, NewRoom(nil), nil, 0, nil); len(got) != 0 {
 		t.Fatalf("allocated from an empty list")
 	}
 }
@@ -224,7 +224,7 @@ func TestAllocateOpportunisticDoesNotAllocate(t *testing.T) {
 	out := make([]int, 0, 16)
 	ask := Ask{Count: 4, Resources: oneCore, Locality: Locality{Nodes: []string{"n3"}, Relax: true}}
 	if n := testing.AllocsPerRun(100, func() {
-		out, _ = AllocateOpportunistic(ask, l, room, 3, out[:0])
+		out, _ = AllocateOpportunistic(ask, l, room, nil, 3, out[:0])
 	}); n != 0 {
 		t.Fatalf("%v allocations per call of the allocation rule", n)
 	}

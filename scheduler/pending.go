@@ -37,6 +37,9 @@ const (
 	// PendingNodeReserved: the only nodes with room for it are reserved for
 	// a starved app while preemption frees them.
 	PendingNodeReserved = "node_reserved"
+	// PendingBlacklisted: the only nodes with room for it are on the app's
+	// node blacklist (blacklist.go).
+	PendingBlacklisted = "blacklisted"
 	// PendingClusterFull: no node has room for it; the message says
 	// whether preemption may free some, and when.
 	PendingClusterFull = "cluster_full"
@@ -78,7 +81,8 @@ func (l *LocalityWaits) Wait(appID string, askID uint64) (missed int, since time
 // as it is, and reports the first reason that applies, in the order of the
 // Pending* codes: whether any READY node exists and is large enough, the
 // limits (max_running_apps, max_am_share, max_resources), whether a node
-// has room that is not reserved for another app, and whether the ask's
+// has room that is not reserved for another app (nor on the app's
+// blacklist in force), and whether the ask's
 // locality accepts such a node now. An app whose AM is placed but has not
 // registered is reported too; an app with nothing to place is not. It
 // reads st only, costs O(apps + nodes) for clusters of a few node shapes
@@ -283,6 +287,10 @@ func (v *pendingView) why(a *appNode) (PendingReason, bool) {
 		}
 		return PendingReason{PendingClusterFull, v.clusterFull(a, what)}, true
 	}
+	if avoid := AvoidedNodes(a.app.Blacklist, v.isReady, len(v.nodes)); avoid != nil && !v.roomOff(a.app.ID, r, avoid) {
+		return PendingReason{PendingBlacklisted, fmt.Sprintf("the only nodes with room for %s are on the app's blacklist (%s): it waits for room elsewhere",
+			what, strings.Join(a.app.Blacklist, ", "))}, true
+	}
 	if ask != nil {
 		if msg, waiting := v.localityWait(a.app.ID, ask); waiting {
 			return PendingReason{PendingLocality, msg}, true
@@ -318,6 +326,20 @@ func describe(r Resources, ask *Ask) string {
 func (v *pendingView) usable(n *candidate, app string) bool {
 	x, ok := v.reservedFor[n.node.ID]
 	return !ok || x == app
+}
+
+// isReady reports whether id is a READY node.
+func (v *pendingView) isReady(id string) bool { return v.byID[id] != nil }
+
+// roomOff reports whether r fits a node app may use that is not in avoid.
+// It walks every READY node: only apps with a blacklist in force call it.
+func (v *pendingView) roomOff(app string, r Resources, avoid NodeSet) bool {
+	for _, n := range v.nodes {
+		if !avoid.Has(n.node.ID) && v.usable(n, app) && r.Fits(n.free) {
+			return true
+		}
+	}
+	return false
 }
 
 // roomAnywhere reports whether r fits a node app may use.

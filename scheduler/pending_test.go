@@ -103,6 +103,21 @@ func TestWhyPending(t *testing.T) {
 				State: ContainerRunning, PreemptKillAt: 1, PreemptFor: "starved"}}
 			return f, nil
 		}, "a", PendingNodeReserved, []string{"reserved for starved app starved", "(n1)"}},
+		{"blacklisted", func() (*fakeState, LocalityMemory) {
+			// Four nodes, three full: the one with room is blacklisted (in force, 25%).
+			f := &fakeState{cfg: DefaultQueueConfig(), nodes: []*Node{node("n1", 1024, 1), node("n2", 1024, 1), node("n3", 1024, 1), node("n4", 1024, 1)}}
+			for _, n := range f.nodes[1:] {
+				n.AllocatedGuaranteed = gb1
+			}
+			holding(f, "a", DefaultQueue, 1, Resources{}, 1, gb1).Blacklist = []string{"n1"}
+			return f, nil
+		}, "a", PendingBlacklisted, []string{"the only nodes with room for ask 1", "on the app's blacklist (n1)"}},
+		{"a blacklist that is ignored holds nothing back", func() (*fakeState, LocalityMemory) {
+			f := &fakeState{cfg: DefaultQueueConfig(), nodes: []*Node{node("n1", 1024, 1), node("n2", 1024, 1)}}
+			f.nodes[1].AllocatedGuaranteed = gb1
+			holding(f, "a", DefaultQueue, 1, Resources{}, 1, gb1).Blacklist = []string{"n1"}
+			return f, nil
+		}, "a", PendingAsk, []string{"next scheduling pass"}},
 		{"cluster_full: preemption off", func() (*fakeState, LocalityMemory) {
 			f := &fakeState{cfg: leaves(PolicyFair, "x", "y"), nodes: []*Node{node("n1", 1024, 1)}}
 			holding(f, "full", "root.x", 1, gb1, 0, gb1)

@@ -70,18 +70,30 @@ func readyNodes(all []*Node) ([]*candidate, map[string]string, Resources) {
 	return out, rackOf, cluster
 }
 
+// fence is what keeps one app off nodes in a pass: nodes reserved for
+// another app while preemption frees them, and the app's blacklist.
+type fence struct {
+	app      string
+	reserved map[string]string // node → the app it is reserved for
+	avoid    NodeSet           // the app's blacklist, when in force
+}
+
+// bars reports whether the fence keeps its app off node id.
+func (f fence) bars(id string) bool {
+	if for_, ok := f.reserved[id]; ok && for_ != f.app {
+		return true
+	}
+	return f.avoid.Has(id)
+}
+
 // pickNode returns the node the placement policy prefers for r among those
-// acceptable at the locality level, or nil. Spread prefers the least
-// allocated dominant share, binpack the most.
-func pickNode(nodes []*candidate, r Resources, loc Locality, level int, rackOf map[string]string, policy PlacementPolicy,
-	reserved map[string]string, app string) *candidate {
+// acceptable at the locality level and not barred by f, or nil. Spread
+// prefers the least allocated dominant share, binpack the most.
+func pickNode(nodes []*candidate, r Resources, loc Locality, level int, rackOf map[string]string, policy PlacementPolicy, f fence) *candidate {
 	var best *candidate
 	var bestShare float64
 	for _, c := range nodes {
-		if !r.Fits(c.free) || !nodeAt(loc, c.node, level, rackOf) {
-			continue
-		}
-		if for_, ok := reserved[c.node.ID]; ok && for_ != app {
+		if !r.Fits(c.free) || !nodeAt(loc, c.node, level, rackOf) || f.bars(c.node.ID) {
 			continue
 		}
 		if best == nil || policy == PlacementBinpack && c.share > bestShare || policy != PlacementBinpack && c.share < bestShare {
@@ -94,7 +106,7 @@ func pickNode(nodes []*candidate, r Resources, loc Locality, level int, rackOf m
 // namedNode returns, of the nodes loc names, the one the placement policy
 // prefers that has room for r, or nil. It looks the names up (the pass's
 // nodes are sorted by ID) instead of scanning every node.
-func (s *pass) namedNode(loc Locality, r Resources, app string) *candidate {
+func (s *pass) namedNode(loc Locality, r Resources, f fence) *candidate {
 	var buf [8]*candidate
 	named := buf[:0]
 	for _, id := range loc.Nodes {
@@ -106,7 +118,7 @@ func (s *pass) namedNode(loc Locality, r Resources, app string) *candidate {
 	if len(named) == 0 {
 		return nil
 	}
-	return pickNode(named, r, loc, levelNode, s.rackOf, s.cfg.Placement, s.reserved, app)
+	return pickNode(named, r, loc, levelNode, s.rackOf, s.cfg.Placement, f)
 }
 
 // DominantShare is the largest component of used as a fraction of total
@@ -176,7 +188,6 @@ func Schedule(st State, now time.Time, waits *LocalityWaits, maxPlacements int) 
 	s.heap = newNodeHeap(nodes, s.cfg.Placement == PlacementBinpack)
 	if s.cfg.Preemption.Enabled {
 		s.reserved = reservations(st)
-		s.heap.reserved = s.reserved
 	}
 	for len(d.Placements) < maxPlacements {
 		p, ok := s.assign(t.root)
@@ -228,6 +239,23 @@ type pass struct {
 	// pass (see cogrs.go).
 	gravities map[askKey]Locality
 	reserved  map[string]string // node → the starved app its preempted room is for
+}
+
+// fence returns what keeps a off nodes in this pass: the nodes reserved
+// for other apps, and its blacklist unless that is ignored (blacklist.go),
+// worked out once per app and pass.
+func (s *pass) fence(a *appNode) fence {
+	if !a.avoidKnown {
+		a.avoid, a.avoidKnown = AvoidedNodes(a.app.Blacklist, s.isReady, len(s.nodes)), true
+	}
+	return fence{app: a.app.ID, reserved: s.reserved, avoid: a.avoid}
+}
+
+// isReady reports whether id is one of the pass's (READY) nodes, which
+// are sorted by ID.
+func (s *pass) isReady(id string) bool {
+	i := sort.Search(len(s.nodes), func(i int) bool { return s.nodes[i].node.ID >= id })
+	return i < len(s.nodes) && s.nodes[i].node.ID == id
 }
 
 // reservations maps each node with containers being preempted to the app
@@ -323,6 +351,7 @@ func (s *pass) tryApp(leaf *qnode, a *appNode) (Placement, bool) {
 	var n *candidate
 	var loc Locality
 	var key askKey
+	f := s.fence(a)
 	if ask != nil {
 		loc = ask.Locality
 		key = askKey{a.app.ID, ask.AskID}
@@ -335,27 +364,27 @@ func (s *pass) tryApp(leaf *qnode, a *appNode) (Placement, bool) {
 		}
 		switch {
 		case level == levelAny && len(ask.Feeders) > 0:
-			n = leastWTND(s.nodes, r, ask.Feeders, s.rackOf, s.reserved, a.app.ID)
+			n = leastWTND(s.nodes, r, ask.Feeders, s.rackOf, f)
 		case level == levelAny || level == levelRack:
 			// Relaxed means it may go further, not that it must: a named
 			// node with room comes first (a map on its split's node).
-			n = s.namedNode(loc, r, a.app.ID)
+			n = s.namedNode(loc, r, f)
 			if n == nil && level == levelAny {
-				n = s.heap.best(r, a.app.ID)
+				n = s.heap.best(r, f)
 			} else if n == nil {
-				n = pickNode(s.nodes, r, loc, level, s.rackOf, s.cfg.Placement, s.reserved, a.app.ID)
-				if n == nil && loc.Relax && s.heap.best(r, a.app.ID) != nil {
+				n = pickNode(s.nodes, r, loc, level, s.rackOf, s.cfg.Placement, f)
+				if n == nil && loc.Relax && s.heap.best(r, f) != nil {
 					s.missed = append(s.missed, key)
 				}
 			}
 		default:
-			n = pickNode(s.nodes, r, loc, level, s.rackOf, s.cfg.Placement, s.reserved, a.app.ID)
-			if n == nil && loc.Relax && s.heap.best(r, a.app.ID) != nil {
+			n = pickNode(s.nodes, r, loc, level, s.rackOf, s.cfg.Placement, f)
+			if n == nil && loc.Relax && s.heap.best(r, f) != nil {
 				s.missed = append(s.missed, key) // a looser level had room: one missed opportunity
 			}
 		}
 	} else {
-		n = s.heap.best(r, a.app.ID)
+		n = s.heap.best(r, f)
 	}
 	if n == nil {
 		return Placement{}, false
@@ -397,9 +426,8 @@ func withAMPlaced(app *App) *App {
 // for spread, most first for binpack. Nodes with no memory or no vcores
 // left drop out, so a packed cluster costs nothing to search.
 type nodeHeap struct {
-	items    []*candidate
-	binpack  bool
-	reserved map[string]string
+	items   []*candidate
+	binpack bool
 }
 
 func newNodeHeap(nodes []*candidate, binpack bool) *nodeHeap {
@@ -438,15 +466,14 @@ func (h *nodeHeap) Pop() any {
 	return c
 }
 
-// best returns the most preferred node with room for r that is not
-// reserved for another app than app, leaving the heap as it was.
-func (h *nodeHeap) best(r Resources, app string) *candidate {
+// best returns the most preferred node with room for r that f does not
+// bar, leaving the heap as it was.
+func (h *nodeHeap) best(r Resources, f fence) *candidate {
 	var skipped []*candidate
 	var found *candidate
 	for h.Len() > 0 {
 		c := h.items[0]
-		for_, reserved := h.reserved[c.node.ID]
-		if r.Fits(c.free) && (!reserved || for_ == app) {
+		if r.Fits(c.free) && !f.bars(c.node.ID) {
 			found = c
 			break
 		}

@@ -89,6 +89,24 @@ func (e *AM) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, reply *
 			return err
 		}
 	}
+	if len(args.BlacklistAdditions)+len(args.BlacklistRemovals) > 0 && !app.State.Terminal() {
+		// Before the asks, so that none of them is placed on a node the
+		// same call blacklists.
+		if _, err := scheduler.UpdateBlacklist(app.Blacklist, args.BlacklistAdditions, args.BlacklistRemovals); err != nil {
+			return wrpc.Errorf(wrpc.CodeBadRequest, "%v", err)
+		}
+		req := &fsm.AppBlacklistRequest{AppID: args.AppID, Attempt: args.Attempt, Additions: args.BlacklistAdditions, Removals: args.BlacklistRemovals}
+		if e.srv.fsm.State().AppBlacklistChanges(req) {
+			if _, _, err := e.srv.raftApply(ctx, fsm.AppBlacklistType, req); err != nil {
+				return err
+			}
+			e.srv.logger.Info("app blacklist changed", "app", args.AppID, "attempt", args.Attempt,
+				"added", args.BlacklistAdditions, "removed", args.BlacklistRemovals)
+		}
+		if a, ok := e.srv.fsm.State().App(args.AppID); ok {
+			app = a
+		}
+	}
 	var guaranteed, opportunistic []scheduler.Ask
 	for _, a := range args.Asks {
 		if a.ExecutionType == "" {
@@ -183,6 +201,7 @@ func amAnswer(st *fsm.State, args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocat
 		return 0, wrpc.Errorf(wrpc.CodeNotFound, "app %s not found", args.AppID)
 	}
 	reply.AppState = string(app.State)
+	reply.Blacklist, reply.BlacklistIgnored = app.Blacklist, blacklistIgnored(st, app)
 	ring := keyringOf(st)
 	index := app.CreateIndex
 	if app.State.Terminal() {
@@ -272,4 +291,24 @@ func (e *AM) Finish(ctx context.Context, args *wrpc.AMFinishRequest, reply *wrpc
 	})
 	reply.Index = index
 	return err
+}
+
+// blacklistIgnored reports whether app's blacklist is out of force: it
+// names at least scheduler.BlacklistIgnorePercent of the READY nodes.
+func blacklistIgnored(st *fsm.State, app *scheduler.App) bool {
+	if len(app.Blacklist) == 0 {
+		return false
+	}
+	isReady, ready := scheduler.ReadyIn(st.Nodes())
+	return scheduler.BlacklistIgnored(app.Blacklist, isReady, ready)
+}
+
+// avoidedNodes returns the nodes placements for app must avoid: its
+// blacklist, when in force.
+func avoidedNodes(st *fsm.State, app *scheduler.App) scheduler.NodeSet {
+	if len(app.Blacklist) == 0 {
+		return nil
+	}
+	isReady, ready := scheduler.ReadyIn(st.Nodes())
+	return scheduler.AvoidedNodes(app.Blacklist, isReady, ready)
 }

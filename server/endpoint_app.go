@@ -267,6 +267,7 @@ func (e *Container) Logs(ctx context.Context, args *wrpc.ContainerLogsRequest, r
 // appInfo describes an app, and why it waits if it does.
 func appInfo(a *scheduler.App, st *fsm.State, pending map[string]scheduler.PendingReason) wrpc.AppInfo {
 	info := wrpc.NewAppInfo(a, st.AppContainers(a.ID))
+	info.BlacklistIgnored = blacklistIgnored(st, a)
 	if why, ok := pending[a.ID]; ok {
 		info.WhyPending = &wrpc.PendingInfo{Code: why.Code, Message: why.Message}
 	}

@@ -84,7 +84,9 @@ func (e *Node) Register(ctx context.Context, args *wrpc.NodeRegisterRequest, rep
 
 // Deregister marks a node DOWN at its epoch because its agent is leaving
 // gracefully: its containers have been stopped and reported, and nothing
-// more is placed there. An agent whose epoch is already over gets no error.
+// more is placed there. A call with Leaving set comes first, before the
+// agent stops its containers: the node is DRAINING meanwhile. An agent
+// whose epoch is already over gets no error.
 func (e *Node) Deregister(ctx context.Context, args *wrpc.NodeDeregisterRequest, reply *wrpc.WriteResponse) error {
 	if done, err := e.srv.forwardWrite(ctx, "Node.Deregister", args, reply); done {
 		return err
@@ -96,13 +98,16 @@ func (e *Node) Deregister(ctx context.Context, args *wrpc.NodeDeregisterRequest,
 	if err := checkNodeSecret(n, args.Secret); err != nil {
 		return err
 	}
+	status, reason := scheduler.NodeDown, "the agent left gracefully"
+	if args.Leaving {
+		status, reason = scheduler.NodeDraining, "the agent is leaving gracefully: its containers are stopping"
+	}
 	_, index, err := e.srv.raftApplyRequest(ctx, &args.RequestHeader, fsm.NodeStatusType, &fsm.NodeStatusRequest{
-		ID: args.ID, Epoch: args.Epoch, Status: scheduler.NodeDown, Reason: "the agent left gracefully",
-		Now: e.srv.clock.Now().UnixNano(),
+		ID: args.ID, Epoch: args.Epoch, Status: status, Reason: reason, Now: e.srv.clock.Now().UnixNano(),
 	})
 	reply.Index = index
 	if err == nil {
-		e.srv.logger.Info("node left gracefully", "node", args.ID, "epoch", args.Epoch)
+		e.srv.logger.Info(reason, "node", args.ID, "epoch", args.Epoch)
 	}
 	return err
 }

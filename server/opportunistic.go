@@ -180,21 +180,23 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 // the AMRMProxies, and commits the placements through Raft. Each ask's
 // count is reduced by the containers of that ask placed after seenIndex,
 // which the AM has not heard of yet: a retried Allocate gets nothing twice.
-// It returns, per ask, how many containers it could not place, whether a
-// list is known, and its length.
+// No container goes to a node of the app's blacklist in force. It returns,
+// per ask, how many containers it could not place, whether a list is
+// known, and how many of its nodes the app may use.
 func (s *Server) allocateCentral(ctx context.Context, st *fsm.State, app *scheduler.App, attempt int, asks []scheduler.Ask, seenIndex uint64) (unplaced []int, listKnown bool, listLen int, err error) {
 	placedAfter := scheduler.PlacedSince(st.AppContainersChangedSince(app.ID, seenIndex), attempt, seenIndex)
+	avoid := avoidedNodes(st, app)
 	unplaced = make([]int, len(asks))
 	var plan []scheduler.Placement
 	var pos []int
 	b := &s.board
 	b.mu.Lock()
 	listed := s.refreshBoard(st, s.clock.Now())
-	listKnown, listLen = listed, len(b.list)
+	listKnown, listLen = listed, scheduler.Usable(b.list, avoid)
 	for i, ask := range asks {
 		ask.Count = max(0, ask.Count-placedAfter[ask.AskID])
 		if listed {
-			pos, b.rr = scheduler.AllocateOpportunistic(ask, b.list, b.room, b.rr, pos[:0])
+			pos, b.rr = scheduler.AllocateOpportunistic(ask, b.list, b.room, avoid, b.rr, pos[:0])
 		}
 		unplaced[i] = ask.Count - len(pos)
 		for _, p := range pos {

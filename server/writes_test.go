@@ -142,6 +142,7 @@ func waitAMPlaced(t *testing.T, l *Server, id string) {
 	testutil.WaitFor(t, 10*time.Second, func() bool { a, ok := l.State().App(id); return ok && !a.AMPending })
 }
 
+// A deregistered node is DOWN at once; a leaving one DRAINING until then.
 func TestDeregisteredNodeIsDownAtOnce(t *testing.T) {
 	c := startThree(t)
 	l := c.leader()
@@ -151,6 +152,15 @@ func TestDeregisteredNodeIsDownAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var wr wrpc.WriteResponse
+	// A leaving agent first has its node DRAINING, without a deadline, so
+	// that nothing is placed there while its containers stop.
+	if err := c.call(c.follower(), "Node.Deregister", &wrpc.NodeDeregisterRequest{ID: "n1", Epoch: reg.Epoch, Secret: nodeSecret("n1"),
+		Leaving: true}, &wr); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := l.State().Node("n1"); n.Status != scheduler.NodeDraining || n.DrainDeadline != 0 || !strings.Contains(n.StatusReason, "leaving") {
+		t.Fatalf("node of a leaving agent: %s (%s), deadline %d", n.Status, n.StatusReason, n.DrainDeadline)
+	}
 	if err := c.call(c.follower(), "Node.Deregister", &wrpc.NodeDeregisterRequest{ID: "n1", Epoch: reg.Epoch, Secret: nodeSecret("n1")}, &wr); err != nil {
 		t.Fatal(err)
 	}

@@ -148,7 +148,7 @@ func (p *Proxy) allocateLocal(at *proxyAttempt, args *wrpc.AMAllocateRequest, as
 	if signer == nil || now.UnixNano() >= signer.Expiry() {
 		return nil
 	}
-	nodes := p.dist.Allocate(ask, now)
+	nodes := p.dist.Allocate(ask, nil, now) // simulated AMs blacklist no node
 	if len(nodes) == 0 {
 		return nil
 	}

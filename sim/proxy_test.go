@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-sched/weft/internal/identity"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -21,6 +22,7 @@ func TestProxyAllocatesOpportunisticAsksFromTheList(t *testing.T) {
 		t.Fatal(err)
 	}
 	home.epoch = 3
+	certify(t, home)
 	p := home.Proxy()
 	if p == nil {
 		t.Fatal("a node with AMRMProxy has no proxy")
@@ -76,5 +78,33 @@ func TestProxyAllocatesOpportunisticAsksFromTheList(t *testing.T) {
 	p.update(&wrpc.HeartbeatResponse{LeastLoadedAt: 9, LeastLoaded: list, Centralized: true}, 8, time.Now())
 	if s = p.Split(req); len(s.Local) != 0 || len(s.Forward.Asks) != 2 {
 		t.Fatalf("centralized: %d local, %d forwarded asks; want none local, both forwarded", len(s.Local), len(s.Forward.Asks))
+	}
+}
+
+// certify plays the servers' part of a node's registration: their public
+// keys, and a certificate of the node's key, as a Node.Register answer
+// brings them.
+func certify(t testing.TB, n *Node) {
+	t.Helper()
+	secret := make([]byte, identity.KeySize)
+	secret[0] = 1
+	ring, err := identity.NewKeyring([]identity.Key{{ID: 1, Secret: secret}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := identity.NodePublicKey(n.nodeKey)
+	cert, err := ring.CertifyNode(n.cfg.ID, pub, time.Now().Add(time.Hour).UnixNano())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []wrpc.WorkloadKey
+	for _, k := range ring.PublicKeys() {
+		keys = append(keys, wrpc.WorkloadKey{ID: k.ID, PublicKey: k.Key})
+	}
+	n.mu.Lock()
+	n.setKeysLocked(keys, cert)
+	n.mu.Unlock()
+	if n.minter() == nil {
+		t.Fatal("the node took no certificate")
 	}
 }

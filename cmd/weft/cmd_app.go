@@ -59,7 +59,7 @@ func runAppSubmit(args []string) error {
 func parseSubmit(args []string) (spec scheduler.AppSpec, cf *clientFlags, wait bool, err error) {
 	var specFile, containerType, amType string
 	var memMB, vcores, amMemMB, amVcores int64
-	var prio int
+	var prio, perNode int
 	var relax bool
 	cf = &clientFlags{}
 	fs := newFlagSet("app submit")
@@ -77,6 +77,8 @@ func parseSubmit(args []string) (spec scheduler.AppSpec, cf *clientFlags, wait b
 	fs.Int64Var(&amMemMB, "am-memory-mb", scheduler.DefaultAMMemoryMB, "memory of the AM container in `MiB`")
 	fs.Int64Var(&amVcores, "am-vcores", scheduler.DefaultAMVcores, "virtual cores of the AM container")
 	fs.IntVar(&spec.MaxAMAttempts, "max-am-attempts", scheduler.DefaultMaxAMAttempts, "AM attempts before the app fails")
+	fs.IntVar(&perNode, "max-failures-per-node", scheduler.DefaultMaxFailuresPerNode,
+		"containers that may fail on one node (would not start, lost, never started) before the AM blacklists it for the app; 0 never blacklists")
 	fs.BoolVar(&spec.DShell.PromoteOpportunisticAfterStart, "promote-opportunistic-after-start", false, "ask to promote each opportunistic container once it runs")
 	fs.BoolVar(&spec.DShell.EnforceExecutionType, "enforce-execution-type", false, "never accept a container of another execution type")
 	fs.Var((*commaList)(&spec.DShell.Nodes), "nodes", "run the containers on these `NODES` (comma-separated node IDs; may repeat)")
@@ -97,6 +99,9 @@ func parseSubmit(args []string) (spec scheduler.AppSpec, cf *clientFlags, wait b
 	spec.DShell.ExecutionType = scheduler.ExecutionType(strings.ToUpper(containerType))
 	spec.DShell.Resources = scheduler.Resources{MemoryMB: memMB, Vcores: vcores}
 	spec.AMResources = scheduler.Resources{MemoryMB: amMemMB, Vcores: amVcores}
+	if set["max-failures-per-node"] {
+		spec.MaxFailuresPerNode = &perNode
+	}
 	if set["relax-locality"] {
 		// Only when given: left out, the spec file's relax_locality holds,
 		// and without one the servers relax, as the flag's default says.
@@ -177,6 +182,7 @@ func mergeSpec(file, flags scheduler.AppSpec, set map[string]bool) scheduler.App
 	pick("user", func() { out.User = flags.User })
 	pick("priority", func() { out.Priority = flags.Priority })
 	pick("max-am-attempts", func() { out.MaxAMAttempts = flags.MaxAMAttempts })
+	pick("max-failures-per-node", func() { out.MaxFailuresPerNode = flags.MaxFailuresPerNode })
 	pick("num-containers", func() { out.DShell.NumContainers = flags.DShell.NumContainers })
 	pick("container-type", func() { out.DShell.ExecutionType = flags.DShell.ExecutionType })
 	pick("memory-mb", func() {
@@ -327,6 +333,13 @@ func printApp(a rpc.AppInfo) {
 	}
 	for _, p := range a.Preemptions {
 		fmt.Fprintf(w, "Preempted\t%s: %s (for %s)\n", p.ContainerID, p.Reason, p.ForApp)
+	}
+	if len(a.Blacklist) > 0 {
+		note := fmt.Sprintf("after %d failures on each", a.MaxFailuresPerNode)
+		if a.BlacklistIgnored {
+			note = fmt.Sprintf("ignored: it names %d%% or more of the READY nodes", scheduler.BlacklistIgnorePercent)
+		}
+		fmt.Fprintf(w, "Blacklisted nodes\t%s (%s)\n", strings.Join(a.Blacklist, ", "), note)
 	}
 	w.Flush()
 	printJobSummary(a.Counters)

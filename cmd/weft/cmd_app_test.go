@@ -117,3 +117,20 @@ func TestThousands(t *testing.T) {
 		}
 	}
 }
+
+// The blacklist shows after the attempts, with why, and whether it is in
+// force; an app without one prints no line for it.
+func TestAppStatusPrintsTheBlacklist(t *testing.T) {
+	a := rpc.AppInfo{ID: "app-8", Name: "sh", Queue: "root.default", User: "alice", State: "RUNNING", MaxFailuresPerNode: 3}
+	if plain := printAppOutput(t, a); strings.Contains(plain, "Blacklisted") {
+		t.Fatalf("an app without a blacklist prints one:\n%s", plain)
+	}
+	a.Blacklist = []string{"a0", "a7"}
+	if got := printAppOutput(t, a); !strings.Contains(got, "Blacklisted nodes  a0, a7 (after 3 failures on each)\n") {
+		t.Fatalf("blacklist in force:\n%s", got)
+	}
+	a.BlacklistIgnored = true
+	if got := printAppOutput(t, a); !strings.Contains(got, "a0, a7 (ignored: it names 33% or more of the READY nodes)") {
+		t.Fatalf("blacklist ignored:\n%s", got)
+	}
+}

@@ -232,7 +232,7 @@ var helps = map[string]helpEntry{
 	"app status": {
 		usage:    []string{"weft app status [-json] [-stale] APP"},
 		summary:  "show an app",
-		desc:     "Shows an app: its state and diagnostics, containers, why it waits if it does, its AM attempts and the containers preempted from it.",
+		desc:     "Shows an app: its state and diagnostics, containers, why it waits if it does, its AM attempts, the containers preempted from it and the nodes its AM blacklisted.",
 		examples: []string{"weft app status app-7", "weft app status -json app-7"},
 	},
 	"app kill": {

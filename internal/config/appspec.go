@@ -19,6 +19,9 @@ type appFile struct {
 	AMResources   map[string]int64 `hcl:"am_resources,optional"`
 	DShell        *dshellBlock     `hcl:"dshell,block"`
 	MapReduce     *mapreduceBlock  `hcl:"mapreduce,block"`
+	// MaxFailuresPerNode is a pointer so that 0 (never blacklist) differs
+	// from left out (the default).
+	MaxFailuresPerNode *int `hcl:"max_failures_per_node,optional"`
 }
 
 // mapreduceBlock is a MapReduce job (SPEC §19). Relative paths are taken
@@ -99,7 +102,7 @@ func parseAppSpec(filename, base string, src []byte) (scheduler.AppSpec, error) 
 			return spec, at(err.Error())
 		}
 		spec = scheduler.AppSpec{Name: af.Name, Queue: af.Queue, User: af.User, Priority: af.Priority, MaxAMAttempts: af.MaxAMAttempts,
-			AMType: scheduler.AMTypeMapReduce, AMResources: amRes, MapReduce: job}
+			MaxFailuresPerNode: af.MaxFailuresPerNode, AMType: scheduler.AMTypeMapReduce, AMResources: amRes, MapReduce: job}
 		spec.SetDefaults()
 		if err := spec.Validate(); err != nil {
 			return spec, at(err.Error())
@@ -114,7 +117,7 @@ func parseAppSpec(filename, base string, src []byte) (scheduler.AppSpec, error) 
 	}
 	spec = scheduler.AppSpec{
 		Name: af.Name, Queue: af.Queue, User: af.User, Priority: af.Priority, MaxAMAttempts: af.MaxAMAttempts,
-		AMType: scheduler.AMTypeDShell, AMResources: amRes,
+		MaxFailuresPerNode: af.MaxFailuresPerNode, AMType: scheduler.AMTypeDShell, AMResources: amRes,
 		DShell: scheduler.DShell{
 			NumContainers: 1, Resources: res,
 			ExecutionType: scheduler.ExecutionType(strings.ToUpper(af.DShell.ContainerType)),

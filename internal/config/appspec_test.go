@@ -118,3 +118,25 @@ func TestAppSpecBodyRefusesRelativeJobPaths(t *testing.T) {
 		t.Fatalf("an absolute one: %v, %+v", err, spec.MapReduce)
 	}
 }
+
+// max_failures_per_node: left out is the default 3, 0 never blacklists,
+// out of range names the field.
+func TestAppSpecMaxFailuresPerNode(t *testing.T) {
+	for _, tc := range []struct {
+		src  string
+		want int
+	}{
+		{"dshell {\n  command = [\"true\"]\n}\n", 3},
+		{"max_failures_per_node = 0\ndshell {\n  command = [\"true\"]\n}\n", 0},
+		{"max_failures_per_node = 5\ndshell {\n  command = [\"true\"]\n}\n", 5},
+	} {
+		spec, err := ParseAppSpec("a.hcl", []byte(tc.src))
+		if err != nil || spec.FailuresPerNode() != tc.want {
+			t.Errorf("%q: %v, max_failures_per_node %d; want %d", tc.src, err, spec.FailuresPerNode(), tc.want)
+		}
+	}
+	_, err := ParseAppSpec("a.json", []byte(`{"max_failures_per_node": -1, "dshell": {"command": ["true"]}}`))
+	if err == nil || !strings.Contains(err.Error(), "max_failures_per_node: must be between 0") {
+		t.Fatalf("max_failures_per_node = -1: %v", err)
+	}
+}

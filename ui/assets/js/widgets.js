@@ -22,7 +22,7 @@ export function badge(state, extra) {
 export function containerBadge(c) {
   const bad = c.state === "COMPLETED" && ((c.exit_code !== null && c.exit_code !== undefined && c.exit_code !== 0) || (c.reason && c.reason !== "exited"));
   const el = badge(c.state, [c.reason, c.diagnostics].filter(Boolean).join(": "));
-  if (bad) el.className = `badge tone-${c.reason === "killed" || c.reason === "preempted" || c.reason === "drained" ? "warn" : "bad"}`;
+  if (bad) el.className = `badge tone-${["killed", "preempted", "drained", "node_stopped"].includes(c.reason) ? "warn" : "bad"}`;
   return el;
 }
 

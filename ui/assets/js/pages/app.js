@@ -105,7 +105,20 @@ function facts(app, cs) {
       `${c.running || 0} running · ${c.completed || 0} done${c.allocated ? ` · ${c.allocated} allocated` : ""}${c.queued ? ` · ${c.queued} queued` : ""}`),
       { dataset: { fact: "containers" } }),
     item("Pending", isZero(app.pending) ? "nothing" : res(app.pending)),
-    item("AM attempts", String(app.am_attempts ?? 0)));
+    item("AM attempts", String(app.am_attempts ?? 0)),
+    blacklisted(app, item));
+}
+
+/** blacklisted shows the nodes the app's AM blacklisted, and whether the
+ * list is in force (one naming a third of the READY nodes is ignored). */
+function blacklisted(app, item) {
+  const nodes = app.blacklist || [];
+  if (!nodes.length) return null;
+  const links = nodes.flatMap((n, i) => [i ? ", " : null, link(`/ui/nodes/${encodeURIComponent(n)}`, n)]);
+  const why = app.blacklist_ignored
+    ? h("span.muted", " (ignored: 33% or more of the READY nodes)")
+    : h("span.muted", ` (after ${app.max_failures_per_node} failures on each)`);
+  return item("Blacklisted nodes", h("span.mono", ...links, why), { dataset: { fact: "blacklist" } });
 }
 
 const W = 1000, ROW = 16, PADL = 150, PADR = 10;
