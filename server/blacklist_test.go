@@ -27,7 +27,7 @@ func TestAMBlacklistKeepsTheLeadersPlacementsOff(t *testing.T) {
 	if err := c.call(l, "AM.Register", &wrpc.AMRegisterRequest{AppID: app, Attempt: 1, Token: tok}, &ar); err != nil {
 		t.Fatal(err)
 	}
-	registerFake(t, c, l, "hole", scheduler.Resources{MemoryMB: 1 << 30, Vcores: 1 << 20})
+	registerFake(t, c, l, "hole", scheduler.Resources{MemoryMB: 4 << 20, Vcores: 1024}) // the most max_node_resources allows
 	registerFake(t, c, l, "y", fourCores)
 	registerFake(t, c, l, "z", fourCores)
 
