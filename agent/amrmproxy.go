@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -181,7 +182,7 @@ func (p *amrmProxy) checkAM(ctx context.Context, app string, attempt int, token 
 		return denied("app %s attempt %d: no AM with this token runs on node %s; an AM talks to the AMRMProxy of its own node",
 			app, attempt, p.a.config.NodeID)
 	}
-	return nil
+	return p.a.checkCaller(ctx, fmt.Sprintf("app %s attempt %d", app, attempt), claims.User, claims.UID)
 }
 
 // Register relays AM.Register for an AM running on this node.

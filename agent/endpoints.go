@@ -69,6 +69,10 @@ func (e *containerEndpoint) Start(ctx context.Context, args *wrpc.ContainerStart
 	if c.User, c.UID, err = e.a.accountOf(ctx, claims, args.AMToken); err != nil {
 		return err
 	}
+	// Its app's AM starts it: a process running as that app's account.
+	if err := e.a.checkCaller(ctx, "container "+c.ID, c.User, c.UID); err != nil {
+		return err
+	}
 	// AM containers are launched by the agent itself, on the leader's
 	// order: a client cannot claim one (and with it an AM's identity).
 	c.IsAM = false

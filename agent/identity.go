@@ -282,6 +282,35 @@ func (a *Agent) accountOf(ctx context.Context, claims *identity.Claims, amToken 
 	return am.User, am.UID, nil
 }
 
+// checkCaller admits a call a token of app user's (uid) authorised only
+// from one of that app's containers, not just from whoever holds the
+// token: a peer with a certificate (a server relaying a call, another
+// agent) answers for itself; one without, from this host, must run as the
+// account this agent runs the app's containers as (peeruid.go). A caller
+// from another host is judged by its token alone.
+func (a *Agent) checkCaller(ctx context.Context, what, user string, uid uint32) error {
+	ci := wrpc.ConnInfoFrom(ctx)
+	if ci == nil || ci.Role != "" {
+		return nil
+	}
+	got, local := ci.PeerUID(peerUID)
+	if !local {
+		return nil
+	}
+	acct, err := a.mgr.runAs.decide(user, uid, a.mgr.lookup)
+	if err != nil {
+		return denied("%s: %v", what, err)
+	}
+	want := uint32(os.Geteuid())
+	if acct.cred != nil {
+		want = acct.cred.Uid
+	}
+	if got != want {
+		return denied("%s: the calling process runs as uid %d, not as the app's containers (uid %d): a token is used only by its own app's containers", what, got, want)
+	}
+	return nil
+}
+
 // checkAppToken admits a call about containers of app only with a valid AM
 // token of that app (the AM may run on any node), or a container token of
 // exactly the container id (on this node). It returns the claims.
@@ -298,6 +327,18 @@ func (a *Agent) checkAppToken(ctx context.Context, token, app, id string) (*iden
 	case identity.KindContainer:
 		if claims.ContainerID != id || claims.NodeID != a.config.NodeID || app != "" && claims.AppID != app {
 			return nil, denied("container %s: the container token is for container %s on node %s", id, claims.ContainerID, claims.NodeID)
+		}
+	}
+	if claims.Kind == identity.KindAM {
+		// An AM token is what an app's containers hold: only they may use
+		// it. (A container token is the AM's, or a server's relaying a
+		// call; Container.Start checks its caller itself.)
+		what := "container " + id
+		if id == "" {
+			what = "app " + claims.AppID
+		}
+		if err := a.checkCaller(ctx, what, claims.User, claims.UID); err != nil {
+			return nil, err
 		}
 	}
 	return claims, nil

@@ -180,6 +180,7 @@ func TestABlackHoleNodeIsBlacklisted(t *testing.T) {
 		"-rpc-port", strconv.Itoa(rpcPort), "-serf-port", strconv.Itoa(serfPort),
 		"-join", net.JoinHostPort(w.ips[0], strconv.Itoa(w.serfPort)),
 		"-resources", "memory_mb=200,vcores=1000", "-rack", "/rack0", "-allow-root", "-config", w.sec.config("agent", "a0")}
+	w.sec.join(w.any(), "a0")
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "PATH=") })
 	w.agents["a0"] = startProcEnv(t, "a0", append(env, "PATH=/nonexistent"), args...)
 	waitFor(t, 30*time.Second, "a0 READY", func() error {

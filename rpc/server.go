@@ -126,6 +126,8 @@ func (s *Server) Capabilities() map[string]Capability {
 // verified identity when it came over TLS (RequireRole checks it).
 type ConnInfo struct {
 	RemoteAddr net.Addr
+	// LocalAddr is this end's address (nil in process).
+	LocalAddr net.Addr
 	// TLS is true for a connection that came over TLS; Role and CommonName
 	// are then those of the peer's verified certificate.
 	TLS bool
@@ -138,6 +140,29 @@ type ConnInfo struct {
 	// its client holds no certificate, so methods that ask a certificate
 	// role or a workload token are refused to it.
 	HTTP bool
+	// peer caches PeerUID's answer for the connection (shared by its
+	// streams' copies).
+	peer *peerUID
+}
+
+// peerUID is what PeerUID found of a connection's peer.
+type peerUID struct {
+	once sync.Once
+	uid  uint32
+	ok   bool
+}
+
+// PeerUID returns the uid of the process at the other end of the
+// connection, as find tells it from the connection's two addresses (the
+// kernel's socket table, on an agent), looked up once a connection; false
+// for a peer find does not know (on another host), and for a call made in
+// process.
+func (ci *ConnInfo) PeerUID(find func(remote, local net.Addr) (uint32, bool)) (uint32, bool) {
+	if ci == nil || ci.peer == nil || ci.RemoteAddr == nil || ci.LocalAddr == nil {
+		return 0, false
+	}
+	ci.peer.once.Do(func() { ci.peer.uid, ci.peer.ok = find(ci.RemoteAddr, ci.LocalAddr) })
+	return ci.peer.uid, ci.peer.ok
 }
 
 type connInfoKey struct{}

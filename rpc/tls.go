@@ -69,7 +69,7 @@ func (l *Listener) UseTLS(tc *tlsutil.Configurator, certs ClientCerts) {
 // inner type byte, all before deadline. It returns the connection to serve
 // (the TLS one), its inner type and its peer's identity.
 func (l *Listener) unwrapTLS(raw net.Conn, t ConnType, deadline time.Time) (net.Conn, ConnType, *ConnInfo, error) {
-	info := &ConnInfo{RemoteAddr: raw.RemoteAddr()}
+	info := &ConnInfo{RemoteAddr: raw.RemoteAddr(), LocalAddr: raw.LocalAddr(), peer: &peerUID{}}
 	switch {
 	case l.tls == nil && t == ConnTLS:
 		return nil, 0, nil, errors.New("TLS connection refused: TLS is not configured on this listener")
