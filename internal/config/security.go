@@ -180,15 +180,17 @@ func CheckSecure(what, bind string, gaps []string, insecure bool) (warning strin
 	lacks := strings.Join(gaps, ", ")
 	switch {
 	case IsLoopback(bind):
-		return fmt.Sprintf("this %s runs without %s; it is bound to loopback (%s), so only this machine can reach it", what, lacks, bind), nil
+		// Loopback is not private: every user and program of this machine
+		// reaches it. Open on loopback is for trying weft out, and says so.
+		return fmt.Sprintf("INSECURE: this %s runs on loopback (%s) without %s: every user and program of this machine can read and change the cluster and run commands on its agents; set them up (docs/security.md) on a machine others use", what, bind, lacks), nil
 	case insecure:
 		return fmt.Sprintf("INSECURE: this %s runs on %s without %s (-insecure): anyone who can reach it can read and change the cluster and run commands on its agents", what, bind, lacks), nil
 	}
 	return "", fmt.Errorf("this %s would listen on %s, which is not a loopback address, without %s: anyone who reaches it could run commands on every agent. Set them up (docs/security.md: 'weft tls ca create', 'weft operator keygen', acl { enabled = true }), or pass -insecure to run it open anyway", what, bind, lacks)
 }
 
-// InsecureWarningInterval is how often an open process off loopback
-// repeats its warning.
+// InsecureWarningInterval is how often an open process repeats its
+// warning.
 const InsecureWarningInterval = 10 * time.Minute
 
 // DefaultDynamicUIDRange is dynamic_uid_range unless configured: uids no
