@@ -154,10 +154,14 @@ func New(config *Config) (*Agent, error) {
 		return nil, fmt.Errorf("listen for RPC: %w", err)
 	}
 	a.listener, a.rpcAddr = ln, ln.Addr().String()
+	a.mgr.agentAddr = a.rpcAddr
 	a.rpcConns = wrpc.NewListener(a.registerEndpoints(), a.logger, nil, wrpc.WithLimits(config.Limits))
 	if config.TLS != nil {
-		// AMs have no certificate: they are authorized by their tokens.
-		a.rpcConns.UseTLS(config.TLS, wrpc.OptionalClientCert)
+		// Containers have no certificate: they reach their own node's
+		// agent (which knows their account, and relays their calls for
+		// other nodes), authorized by their tokens; from elsewhere, only
+		// holders of a weft certificate get past the handshake.
+		a.rpcConns.UseTLS(config.TLS, wrpc.LocalOptionalClientCert)
 	}
 	a.goFunc(func() { a.rpcConns.Serve(ln) })
 

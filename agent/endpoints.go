@@ -45,6 +45,14 @@ func (e *containerEndpoint) Start(ctx context.Context, args *wrpc.ContainerStart
 	if err := checkContainerIDs(&c); err != nil {
 		return err
 	}
+	if c.NodeID != e.a.config.NodeID {
+		if relay, err := e.a.relayTarget(ctx, c.NodeAddress); relay {
+			if err == nil {
+				err = e.relayStart(ctx, args, reply)
+			}
+			return err
+		}
+	}
 	switch {
 	case c.NodeID != e.a.config.NodeID:
 		return wrpc.Errorf(wrpc.CodeBadRequest, "container %s is placed on node %s, not on %s", c.ID, c.NodeID, e.a.config.NodeID)
@@ -90,6 +98,12 @@ func (e *containerEndpoint) Stop(ctx context.Context, args *wrpc.ContainerIDRequ
 	if err := checkID("id", args.ID); err != nil {
 		return err
 	}
+	if relay, err := e.a.relayTarget(ctx, args.Node); relay {
+		if err == nil {
+			err = e.relayAMCall(ctx, args.Node, "Container.Stop", args.Token, args, reply)
+		}
+		return err
+	}
 	app, _, err := e.amToken(ctx, args.Token, args.ID, "stopping a container")
 	if err != nil {
 		return err
@@ -129,6 +143,12 @@ func (e *containerEndpoint) Status(ctx context.Context, args *wrpc.ContainerStat
 	if err := checkIDs("ids", args.IDs); err != nil {
 		return err
 	}
+	if relay, err := e.a.relayTarget(ctx, args.Node); relay {
+		if err == nil {
+			err = e.relayAMCall(ctx, args.Node, "Container.Status", args.Token, args, reply)
+		}
+		return err
+	}
 	claims, err := e.a.checkAppToken(ctx, args.Token, "", "")
 	if err != nil {
 		return err
@@ -153,6 +173,12 @@ func (e *containerEndpoint) Status(ctx context.Context, args *wrpc.ContainerStat
 // it matches one container or none.
 func (e *containerEndpoint) Logs(ctx context.Context, args *wrpc.ContainerLogsRequest, reply *wrpc.ContainerLogsResponse) error {
 	if err := checkLogsRequest(args); err != nil {
+		return err
+	}
+	if relay, err := e.a.relayTarget(ctx, args.Node); relay {
+		if err == nil {
+			err = e.relayAMCall(ctx, args.Node, "Container.Logs", args.Token, args, reply)
+		}
 		return err
 	}
 	app, _ := e.a.mgr.appOf(args.ID)
@@ -180,6 +206,12 @@ func (e *containerEndpoint) Logs(ctx context.Context, args *wrpc.ContainerLogsRe
 // or none.
 func (e *containerEndpoint) Output(ctx context.Context, args *wrpc.ContainerOutputRequest, reply *wrpc.ContainerOutputResponse) error {
 	if err := checkOutputRequest(args); err != nil {
+		return err
+	}
+	if relay, err := e.a.relayTarget(ctx, args.Node); relay {
+		if err == nil {
+			err = e.relayAMCall(ctx, args.Node, "Container.Output", args.Token, args, reply)
+		}
 		return err
 	}
 	_, claims, err := e.amToken(ctx, args.Token, args.ID, "reading its output")

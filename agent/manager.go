@@ -35,6 +35,9 @@ type manager struct {
 	// lookup; the agent sets both before the first start.
 	runAs  runAsPolicy
 	lookup lookupFunc
+	// agentAddr is the agent's RPC address, which containers call (and
+	// through which they reach other agents); set before the first start.
+	agentAddr string
 
 	queueCapacity int
 
@@ -299,6 +302,7 @@ func (m *manager) env(c *ctr) []string {
 		rpc.EnvAppID+"="+c.info.AppID,
 		rpc.EnvNodeID+"="+m.nodeID,
 		rpc.EnvExecutionType+"="+c.info.ExecutionType,
+		rpc.EnvAgentAddr+"="+m.agentAddr,
 	)
 	for k, v := range c.launch.Env {
 		env = append(env, k+"="+v)

@@ -18,6 +18,9 @@ const (
 	EnvAppID         = "WEFT_APP_ID"
 	EnvAppAttempt    = "WEFT_APP_ATTEMPT"
 	EnvAMRMAddr      = "WEFT_AMRM_ADDR"
+	// EnvAgentAddr is the RPC address of the container's own agent, which
+	// relays its calls to other agents.
+	EnvAgentAddr     = "WEFT_AGENT_ADDR"
 	EnvContainerID   = "WEFT_CONTAINER_ID"
 	EnvNodeID        = "WEFT_NODE_ID"
 	EnvExecutionType = "WEFT_EXECUTION_TYPE"
@@ -64,6 +67,12 @@ type AMClient struct {
 	AppID   string
 	Attempt int
 	Token   string
+	// Via, if set, is the RPC address of this node's agent: container
+	// calls for other nodes go to it, and it relays them. An agent with
+	// TLS on serves callers without a certificate only from its own host
+	// (and checks which app's account is calling), so a container reaches
+	// other nodes through its own agent.
+	Via string
 
 	amrm  *Client
 	nodes *Pool
@@ -84,7 +93,21 @@ func NewAMClientTLS(appID string, attempt int, token, amrmAddr string, tc *tlsut
 	nodes := NewTLSPool(nil, tc, RoleAgent)
 	amrm := NewClient([]string{amrmAddr}, nodes)
 	amrm.RetryBudget = time.Minute // ride out a server failover behind the proxy
-	return &AMClient{AppID: appID, Attempt: attempt, Token: token, amrm: amrm, nodes: nodes}
+	c := &AMClient{AppID: appID, Attempt: attempt, Token: token, amrm: amrm, nodes: nodes}
+	if tc != nil {
+		c.Via = amrmAddr
+	}
+	return c
+}
+
+// route returns where a call for the agent at addr goes, and the node the
+// request must name for the agent there to relay it ("" to call addr
+// itself).
+func (c *AMClient) route(addr string) (to, node string) {
+	if c.Via == "" || addr == c.Via {
+		return addr, ""
+	}
+	return c.Via, addr
 }
 
 // NewAMClientFromEnv builds a client from the environment an AM container
@@ -152,29 +175,35 @@ func (c *AMClient) FinishWith(ctx context.Context, req AMFinishRequest) error {
 // StartContainer asks the container's node to run launch in it.
 func (c *AMClient) StartContainer(ctx context.Context, ci ContainerInfo, launch LaunchSpec) (*ContainerStartResponse, error) {
 	var resp ContainerStartResponse
-	err := c.nodes.Call(ctx, ci.NodeAddress, "Container.Start", &ContainerStartRequest{Token: ci.Token, Container: ci, Launch: launch, AMToken: c.Token}, &resp)
+	to, _ := c.route(ci.NodeAddress) // the container names its node
+	err := c.nodes.Call(ctx, to, "Container.Start", &ContainerStartRequest{Token: ci.Token, Container: ci, Launch: launch, AMToken: c.Token}, &resp)
 	return &resp, err
 }
 
 // StopContainer asks the container's node to stop it.
 func (c *AMClient) StopContainer(ctx context.Context, ci ContainerInfo) error {
-	return c.nodes.Call(ctx, ci.NodeAddress, "Container.Stop", &ContainerIDRequest{ID: ci.ID, Token: c.Token}, &struct{}{})
+	to, node := c.route(ci.NodeAddress)
+	return c.nodes.Call(ctx, to, "Container.Stop", &ContainerIDRequest{ID: ci.ID, Token: c.Token, Node: node}, &struct{}{})
 }
 
 // ContainerLogs reads one of the app's containers' output on its node.
 func (c *AMClient) ContainerLogs(ctx context.Context, ci ContainerInfo, req ContainerLogsRequest) (*ContainerLogsResponse, error) {
+	var to string
+	to, req.Node = c.route(ci.NodeAddress)
 	req.ID, req.Token = ci.ID, c.Token
 	var resp ContainerLogsResponse
-	err := c.nodes.Call(ctx, ci.NodeAddress, "Container.Logs", &req, &resp)
+	err := c.nodes.Call(ctx, to, "Container.Logs", &req, &resp)
 	return &resp, err
 }
 
 // ContainerOutput reads a file one of the app's completed containers left
 // in its work directory, on the container's node.
 func (c *AMClient) ContainerOutput(ctx context.Context, ci ContainerInfo, req ContainerOutputRequest) (*ContainerOutputResponse, error) {
+	var to string
+	to, req.Node = c.route(ci.NodeAddress)
 	req.ID, req.Token = ci.ID, c.Token
 	var resp ContainerOutputResponse
-	err := c.nodes.Call(ctx, ci.NodeAddress, "Container.Output", &req, &resp)
+	err := c.nodes.Call(ctx, to, "Container.Output", &req, &resp)
 	return &resp, err
 }
 

@@ -122,6 +122,10 @@ type ContainerIDRequest struct {
 	RequestHeader
 	ID    string `codec:"id"`
 	Token string `codec:"token" json:"-"`
+	// Node is the RPC address of the agent the call is for, when it is
+	// not the agent called: a container calls only its own node's agent,
+	// which relays the call there (with its certificate).
+	Node string `codec:"node,omitempty"`
 }
 
 // ContainerStatusRequest asks an agent about containers (Container.Status).
@@ -130,6 +134,10 @@ type ContainerStatusRequest struct {
 	RequestHeader
 	IDs   []string `codec:"ids"`
 	Token string   `codec:"token" json:"-"`
+	// Node is the RPC address of the agent the call is for, when it is
+	// not the agent called: a container calls only its own node's agent,
+	// which relays the call there (with its certificate).
+	Node string `codec:"node,omitempty"`
 }
 
 // ContainerStatusResponse answers Container.Status.
@@ -158,6 +166,10 @@ type ContainerLogsRequest struct {
 	Offset int64  `codec:"offset"`
 	Limit  int    `codec:"limit"`
 	Token  string `codec:"token" json:"-"`
+	// Node is the RPC address of the agent the call is for, when it is
+	// not the agent called: a container calls only its own node's agent,
+	// which relays the call there (with its certificate).
+	Node string `codec:"node,omitempty"`
 }
 
 // ContainerOutputRequest reads a file a completed container left in its
@@ -173,6 +185,10 @@ type ContainerOutputRequest struct {
 	Offset int64  `codec:"offset"`
 	Limit  int    `codec:"limit"`
 	Token  string `codec:"token" json:"-"`
+	// Node is the RPC address of the agent the call is for, when it is
+	// not the agent called: a container calls only its own node's agent,
+	// which relays the call there (with its certificate).
+	Node string `codec:"node,omitempty"`
 }
 
 // MaxOutputPath bounds ContainerOutputRequest.Path.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/weft-sched/weft/internal/tlsutil"
@@ -38,12 +39,21 @@ const (
 	// AMs in containers (who hold no certificate) reach. Endpoints there
 	// must authorize such callers by other means (AM and container tokens).
 	OptionalClientCert
+	// LocalOptionalClientCert is OptionalClientCert for peers on this host
+	// only: a peer without a certificate from another host is closed
+	// after the handshake. An agent's port: its containers reach it from
+	// its own host (and other nodes through it), so nobody elsewhere gets
+	// past its handshake without a weft certificate.
+	LocalOptionalClientCert
 )
 
 // listenerTLS is a listener's TLS setting.
 type listenerTLS struct {
 	conf   *tlsutil.Configurator
 	config *tls.Config
+	// localAnonymous serves peers without a certificate only from this
+	// host (LocalOptionalClientCert).
+	localAnonymous bool
 }
 
 // UseTLS makes l accept only TLS connections (first byte ConnTLS, then a
@@ -58,10 +68,10 @@ func (l *Listener) UseTLS(tc *tlsutil.Configurator, certs ClientCerts) {
 		return
 	}
 	config := tc.IncomingConfig()
-	if certs == OptionalClientCert {
+	if certs == OptionalClientCert || certs == LocalOptionalClientCert {
 		config = tc.IncomingConfigCertOptional()
 	}
-	l.tls = &listenerTLS{conf: tc, config: config}
+	l.tls = &listenerTLS{conf: tc, config: config, localAnonymous: certs == LocalOptionalClientCert}
 }
 
 // unwrapTLS checks a new connection's first byte t against the listener's
@@ -94,6 +104,9 @@ func (l *Listener) unwrapTLS(raw net.Conn, t ConnType, deadline time.Time) (net.
 	cs := conn.ConnectionState()
 	info.TLS = true
 	info.Role, _ = l.tls.conf.PeerRole(cs)
+	if l.tls.localAnonymous && len(cs.PeerCertificates) == 0 && !IsLocalAddr(raw.RemoteAddr()) {
+		return nil, 0, nil, errors.New("a peer without a certificate is served only from this host")
+	}
 	if len(cs.PeerCertificates) > 0 {
 		info.CommonName = cs.PeerCertificates[0].Subject.CommonName
 	}
@@ -206,4 +219,46 @@ func RequireRole(ctx context.Context, roles ...Role) error {
 	}
 	return Errorf(CodePermissionDenied, "%w: this call needs a certificate of role %s; the caller presented %s",
 		ErrPermissionDenied, strings.Join(names, " or "), describeRole(ci))
+}
+
+// IsLocalAddr reports whether a is an address of this host: loopback, or
+// one of its interfaces' (looked up at most every localAddrsTTL).
+func IsLocalAddr(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok {
+		return false
+	}
+	if tcp.IP.IsLoopback() {
+		return true
+	}
+	return localAddrs.has(tcp.IP)
+}
+
+// localAddrsTTL is how long the host's interface addresses are trusted.
+const localAddrsTTL = 10 * time.Second
+
+var localAddrs hostAddrs
+
+// hostAddrs caches this host's interface addresses.
+type hostAddrs struct {
+	mu  sync.Mutex
+	at  time.Time
+	ips []net.IP
+}
+
+func (h *hostAddrs) has(ip net.IP) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if time.Since(h.at) > localAddrsTTL {
+		h.ips = h.ips[:0]
+		if addrs, err := net.InterfaceAddrs(); err == nil {
+			for _, a := range addrs {
+				if n, ok := a.(*net.IPNet); ok {
+					h.ips = append(h.ips, n.IP)
+				}
+			}
+		}
+		h.at = time.Now()
+	}
+	return slices.ContainsFunc(h.ips, ip.Equal)
 }

@@ -107,6 +107,9 @@ func runReduceTask(args []string) error {
 		return err
 	}
 	client := rpc.NewAMClientTLS(os.Getenv(rpc.EnvAppID), 0, token, "", tc)
+	if tc != nil {
+		client.Via = os.Getenv(rpc.EnvAgentAddr) // its node's agent relays its fetches
+	}
 	defer client.Close()
 	t.Fetch = client
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
