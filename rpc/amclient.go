@@ -15,9 +15,9 @@ import (
 // Environment variables an AM container is started with (SPEC §8), and
 // every container (SPEC §12).
 const (
-	EnvAppID         = "WEFT_APP_ID"
-	EnvAppAttempt    = "WEFT_APP_ATTEMPT"
-	EnvAMRMAddr      = "WEFT_AMRM_ADDR"
+	EnvAppID      = "WEFT_APP_ID"
+	EnvAppAttempt = "WEFT_APP_ATTEMPT"
+	EnvAMRMAddr   = "WEFT_AMRM_ADDR"
 	// EnvAgentAddr is the RPC address of the container's own agent, which
 	// relays its calls to other agents.
 	EnvAgentAddr     = "WEFT_AGENT_ADDR"
