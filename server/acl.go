@@ -2,8 +2,8 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/weft-sched/weft/acl"
@@ -54,9 +54,9 @@ func (s *Server) callerOf(ctx context.Context) *caller {
 	return &caller{acl: acl.DenyAll}
 }
 
-// tokenLookupTimeout bounds how long a follower asks the leader about a
-// token it does not know: one created a moment ago may not have reached
-// it yet.
+// tokenLookupTimeout bounds how long a follower waits to catch up with the
+// leader before it refuses a token it does not know: one created a moment
+// ago may not have reached it yet.
 const tokenLookupTimeout = time.Second
 
 // resolveToken turns a secret into the caller's identity (SPEC §15).
@@ -71,12 +71,14 @@ func (s *Server) resolveToken(ctx context.Context, secret string) (*caller, erro
 	tok, ok := st.ACLTokenBySecret(secret)
 	if !ok && !s.IsLeader() {
 		var err error
-		if tok, ok, err = s.tokenFromLeader(ctx, secret); err != nil {
-			// Not known here, and no leader to ask (a server that has
-			// just restarted, say, before it has replayed its log): the
-			// client tries another server rather than hear "not found".
+		if st, err = s.catchUpWithLeader(ctx); err != nil {
+			// Not known here, and no leader to catch up with (a server
+			// that has just restarted, say, before it has replayed its
+			// log): the client tries another server rather than hear
+			// "not found".
 			return nil, fmt.Errorf("cannot check the ACL token: %w", err)
 		}
+		tok, ok = st.ACLTokenBySecret(secret)
 	}
 	if !ok {
 		return nil, fmt.Errorf("%w: ACL token not found", wrpc.ErrPermissionDenied)
@@ -107,28 +109,6 @@ func anonymousACL(st *fsm.State) *acl.ACL {
 		}
 	}
 	return acl.DenyAll
-}
-
-// tokenFromLeader asks the leader for the token whose secret is secret.
-// It reports false when the leader knows no such token, and an error
-// (retryable) when there is no leader to ask or it did not answer.
-func (s *Server) tokenFromLeader(ctx context.Context, secret string) (*acl.Token, bool, error) {
-	addr, _ := s.raft.LeaderWithID()
-	if addr == "" || string(addr) == s.rpcAddr {
-		return nil, false, wrpc.ErrNoLeader
-	}
-	ctx, cancel := context.WithTimeout(ctx, tokenLookupTimeout)
-	defer cancel()
-	var resp wrpc.ACLTokenResponse
-	if err := s.pool.Call(ctx, string(addr), "ACL.TokenSelf", &wrpc.RequestHeader{AuthToken: secret}, &resp); err != nil {
-		if errors.Is(err, wrpc.ErrPermissionDenied) {
-			return nil, false, nil
-		}
-		return nil, false, fmt.Errorf("%w: asking the leader: %v", wrpc.ErrUnavailable, err)
-	}
-	v := resp.Token
-	return &acl.Token{AccessorID: v.AccessorID, Name: v.Name, Type: v.Type, Policies: v.Policies, ExpiresAt: v.ExpiresAt,
-		CreateTime: v.CreateTime, CreateIndex: v.CreateIndex, ModifyIndex: v.ModifyIndex, SecretHash: acl.HashSecret(secret)}, true, nil
 }
 
 // authorize is the RPC server's authorizer: it resolves the request's
@@ -184,6 +164,49 @@ func (s *Server) allows(id *caller, c wrpc.Capability) (allowed, known bool) {
 	return false, false
 }
 
+// Authenticate checks, before a request is read, what of capability c
+// the secret grants without the request (package httpapi calls it for
+// every route before it reads a byte of the body or takes a slot): a
+// method-wide capability in full, queue:read and queue:submit as that
+// level on some queue, token as a valid token. It reports whether the
+// secret is a management token's. It resolves the token as the RPC
+// authorizer does (resolveToken), and the method still checks everything
+// once it has the request: Authenticate only refuses earlier, it never
+// lets a request do more.
+func (s *Server) Authenticate(ctx context.Context, method, secret string, c wrpc.Capability) (management bool, err error) {
+	switch c {
+	case wrpc.CapPublic:
+		return false, nil
+	case wrpc.CapAgent, wrpc.CapServer, wrpc.CapWorkload, wrpc.CapFederation:
+		// Certificates and workload tokens, which no HTTP client holds.
+		return false, fmt.Errorf("%s: %w: it needs a %s credential, which no HTTP client holds", method, wrpc.ErrPermissionDenied, c)
+	}
+	id, err := s.resolveToken(ctx, secret)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", method, err)
+	}
+	var allowed, known bool
+	switch c {
+	case wrpc.CapQueueRead:
+		allowed, known = id.acl.AllowAnyQueue(acl.LevelRead), true
+	case wrpc.CapQueueSubmit:
+		allowed, known = id.acl.AllowAnyQueue(acl.LevelSubmit), true
+	default:
+		allowed, known = s.allows(id, c)
+	}
+	if !known {
+		return false, fmt.Errorf("%s: %w: the method declares an unknown capability %q", method, wrpc.ErrInternal, c)
+	}
+	if !allowed {
+		need := string(c)
+		if c == wrpc.CapQueueRead || c == wrpc.CapQueueSubmit {
+			need = strings.TrimPrefix(need, "queue:") + " on any queue"
+		}
+		return false, denied(method, id, need)
+	}
+	return id.token != nil && id.acl.IsManagement(), nil
+}
+
 // denied is the answer to a caller whose ACL lacks what a method needs.
 func denied(method string, id *caller, need string) error {
 	return fmt.Errorf("%s: %w: %s lacks %s", method, wrpc.ErrPermissionDenied, id.describe(), need)
@@ -201,6 +224,28 @@ func (s *Server) allowQueue(ctx context.Context, method, queue string, want acl.
 // canReadQueue reports whether the caller may see a queue and its apps.
 func (s *Server) canReadQueue(ctx context.Context, queue string) bool {
 	return s.callerOf(ctx).acl.AllowQueue(queue, acl.LevelRead)
+}
+
+// notFound answers a caller about what it names but may not read (an app,
+// container or queue in a queue its token does not read) exactly as about
+// a name nothing has: not_found, with the same message, so that no answer
+// tells a caller whether something it may not see exists. what names it
+// ("app app-7"); among says what the caller looks among ("apps"). With
+// ACLs on, the message says whose view was searched, so that a caller who
+// may not read it learns why without learning whether it exists.
+func (s *Server) notFound(ctx context.Context, what, among string) error {
+	return wrpc.Errorf(wrpc.CodeNotFound, "%s", s.notFoundText(ctx, what, among))
+}
+
+func (s *Server) notFoundText(ctx context.Context, what, among string) string {
+	id := s.callerOf(ctx)
+	switch {
+	case !s.config.ACLEnabled || id.acl.IsManagement():
+		return what + " not found"
+	case id.token == nil:
+		return fmt.Sprintf("%s not found among the %s the anonymous caller may read (no ACL token given: set -token or WEFT_TOKEN)", what, among)
+	}
+	return fmt.Sprintf("%s not found among the %s token %q may read", what, among, id.token.Name)
 }
 
 // allowKill checks that the caller may kill app a: admin on its queue, or

@@ -20,6 +20,7 @@ func (s *Server) registerEndpoints() {
 	wrpc.Register(r, "Status.Cluster", wrpc.CapOperatorRead, status.Cluster)
 	wrpc.Register(r, "Status.Raft", wrpc.CapOperatorRead, status.Raft)
 	wrpc.Register(r, "Status.Self", wrpc.CapServer, shared.Self)
+	wrpc.Register(r, "Status.AppliedIndex", wrpc.CapServer, status.AppliedIndex)
 
 	wrpc.Register(r, "Operator.RaftGetConfiguration", wrpc.CapOperatorRead, shared.RaftGetConfiguration)
 	wrpc.Register(r, "Operator.RaftRemovePeer", wrpc.CapOperatorWrite, shared.RaftRemovePeer)
