@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/weft-sched/weft/acl"
@@ -27,6 +26,10 @@ func (id *caller) name() string {
 	}
 	return id.token.Name
 }
+
+// isManagement reports whether the caller gave a management token (not
+// merely may do everything because ACLs are off).
+func (id *caller) isManagement() bool { return id.token != nil && id.acl.IsManagement() }
 
 // describe names the caller in a refusal.
 func (id *caller) describe() string {
@@ -185,26 +188,34 @@ func (s *Server) Authenticate(ctx context.Context, method, secret string, c wrpc
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", method, err)
 	}
+	if err := s.allowWithoutRequest(method, id, c); err != nil {
+		return false, err
+	}
+	return id.isManagement(), nil
+}
+
+// allowWithoutRequest checks what of capability c the caller holds
+// before a request names a queue: a method-wide capability in full,
+// queue:read and queue:submit as that level on some queue, token as a
+// token.
+func (s *Server) allowWithoutRequest(method string, id *caller, c wrpc.Capability) error {
 	var allowed, known bool
+	need := string(c)
 	switch c {
 	case wrpc.CapQueueRead:
-		allowed, known = id.acl.AllowAnyQueue(acl.LevelRead), true
+		allowed, known, need = id.acl.AllowAnyQueue(acl.LevelRead), true, "read on any queue"
 	case wrpc.CapQueueSubmit:
-		allowed, known = id.acl.AllowAnyQueue(acl.LevelSubmit), true
+		allowed, known, need = id.acl.AllowAnyQueue(acl.LevelSubmit), true, "submit on any queue"
 	default:
 		allowed, known = s.allows(id, c)
 	}
 	if !known {
-		return false, fmt.Errorf("%s: %w: the method declares an unknown capability %q", method, wrpc.ErrInternal, c)
+		return fmt.Errorf("%s: %w: the method declares an unknown capability %q", method, wrpc.ErrInternal, c)
 	}
 	if !allowed {
-		need := string(c)
-		if c == wrpc.CapQueueRead || c == wrpc.CapQueueSubmit {
-			need = strings.TrimPrefix(need, "queue:") + " on any queue"
-		}
-		return false, denied(method, id, need)
+		return denied(method, id, need)
 	}
-	return id.token != nil && id.acl.IsManagement(), nil
+	return nil
 }
 
 // denied is the answer to a caller whose ACL lacks what a method needs.

@@ -63,7 +63,7 @@ var wantCapabilities = map[string]wrpc.Capability{
 	"ACL.TokenList":                 wrpc.CapACLRead,
 	"ACL.TokenInfo":                 wrpc.CapACLRead,
 	"ACL.TokenSelf":                 wrpc.CapToken,
-	"ACL.Authorize":                 wrpc.CapToken,
+	"ACL.Authorize":                 wrpc.CapPublic,
 	"ACL.TokenDelete":               wrpc.CapACLWrite,
 	"ACL.PolicyApply":               wrpc.CapACLWrite,
 	"ACL.PolicyList":                wrpc.CapACLRead,

@@ -65,7 +65,7 @@ func (s *Server) registerEndpoints() {
 	wrpc.Register(r, "ACL.TokenList", wrpc.CapACLRead, acls.TokenList)
 	wrpc.Register(r, "ACL.TokenInfo", wrpc.CapACLRead, acls.TokenInfo)
 	wrpc.Register(r, "ACL.TokenSelf", wrpc.CapToken, acls.TokenSelf)
-	wrpc.Register(r, "ACL.Authorize", wrpc.CapToken, acls.Authorize)
+	wrpc.Register(r, "ACL.Authorize", wrpc.CapPublic, acls.Authorize)
 	wrpc.Register(r, "ACL.TokenDelete", wrpc.CapACLWrite, acls.TokenDelete)
 	wrpc.Register(r, "ACL.PolicyApply", wrpc.CapACLWrite, acls.PolicyApply)
 	wrpc.Register(r, "ACL.PolicyList", wrpc.CapACLRead, acls.PolicyList)
