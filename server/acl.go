@@ -115,9 +115,10 @@ func anonymousACL(st *fsm.State) *acl.ACL {
 }
 
 // authorize is the RPC server's authorizer: it resolves the request's
-// token, checks the method-wide part of the method's capability, and hands
-// the identity to the handler, which checks the rest (which queue, whose
-// app).
+// token, checks the part of the method's capability that does not depend
+// on the request (allowWithoutRequest, as Authenticate does for the HTTP
+// API), and hands the identity to the handler, which checks the rest
+// (which queue, whose app).
 func (s *Server) authorize(ctx context.Context, method string, c wrpc.Capability, args any) (context.Context, error) {
 	switch c {
 	case wrpc.CapPublic, wrpc.CapAgent, wrpc.CapServer, wrpc.CapWorkload, wrpc.CapFederation:
@@ -133,18 +134,14 @@ func (s *Server) authorize(ctx context.Context, method string, c wrpc.Capability
 	if err != nil {
 		return ctx, fmt.Errorf("%s: %w", method, err)
 	}
-	allowed, known := s.allows(id, c)
-	if !known {
-		return ctx, fmt.Errorf("%s: %w: the method declares an unknown capability %q", method, wrpc.ErrInternal, c)
-	}
-	if !allowed {
-		return ctx, denied(method, id, string(c))
+	if err := s.allowWithoutRequest(method, id, c); err != nil {
+		return ctx, err
 	}
 	return context.WithValue(ctx, callerKey{}, id), nil
 }
 
-// allows reports whether id holds the method-wide part of capability c;
-// known is false for a capability that is not an ACL one.
+// allows reports whether id holds method-wide capability c; known is
+// false for one that is not (the per-queue ones: allowWithoutRequest).
 func (s *Server) allows(id *caller, c wrpc.Capability) (allowed, known bool) {
 	switch c {
 	case wrpc.CapOperatorRead:
@@ -159,8 +156,6 @@ func (s *Server) allows(id *caller, c wrpc.Capability) (allowed, known bool) {
 		return id.acl.AllowACL(acl.LevelRead), true
 	case wrpc.CapACLWrite:
 		return id.acl.AllowACL(acl.LevelWrite), true
-	case wrpc.CapQueueRead, wrpc.CapQueueSubmit:
-		return true, true // per queue, in the handler
 	case wrpc.CapToken:
 		return id.token != nil || !s.config.ACLEnabled, true
 	}

@@ -63,7 +63,12 @@ queue "root.p" { policy = "read" }`)
 	app := func(id string) any { return &wrpc.AppRequest{AppID: id} }
 	same(alice, "App.Status", app, bobs, "app-999", wrpc.CodeNotFound, `app NAME not found among the apps token "alice" may read`)
 	same(alice, "App.Kill", app, bobs, "app-999", wrpc.CodeNotFound, `app NAME not found among the apps token "alice" may read`)
+	// A caller who may read no queue at all hears so, whatever it names.
 	anon := aclClient{c: w.c}
+	same(anon, "App.Status", app, bobs, "app-999", wrpc.CodePermissionDenied, "the anonymous caller (no ACL token given: set -token or WEFT_TOKEN) lacks read on any queue")
+	if err := w.mgmt.call(l, "ACL.PolicyApply", &wrpc.ACLPolicyApplyRequest{Policy: wrpc.ACLPolicy{Name: "anonymous", Rules: `queue "root.c" { policy = "read" }`}}, &wrpc.WriteResponse{}); err != nil {
+		t.Fatal(err)
+	}
 	same(anon, "App.Status", app, bobs, "app-999", wrpc.CodeNotFound, "not found among the apps the anonymous caller may read (no ACL token given")
 	same(alice, "Queue.Status", func(n string) any { return &wrpc.QueueStatusRequest{Name: n} }, "root.b", "root.nope", wrpc.CodeNotFound,
 		`queue NAME not found among the queues token "alice" may read; queues are: root.a, root.c, root.p`)
