@@ -267,11 +267,14 @@ func (a *api) admit(q *request, rt route) (release func(), err error) {
 	limit := min(rt.maxBody, a.maxBody())
 	declared := q.r.ContentLength
 	switch {
-	case declared == 0 || declared < 0 && q.r.Body == http.NoBody:
-		return freeSlot, nil
-	case limit == 0:
+	case rt.maxBody == 0 && declared > 0:
 		freeSlot()
 		return nil, &refusal{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("%s %s takes no request body", rt.method, rt.path)}
+	case rt.maxBody == 0 || declared == 0:
+		if declared != 0 {
+			closeAfter(q.w, q.r) // a body of no declared length: never read, nor read past
+		}
+		return freeSlot, nil
 	case declared > limit:
 		freeSlot()
 		return nil, rpc.Errorf(rpc.CodeTooLarge, "request body is larger than %d bytes (%d); nothing was changed", limit, declared)
@@ -304,8 +307,8 @@ func (a *api) maxBody() int64 {
 // been read and will not be: the connection is closed after the answer
 // rather than read past it.
 func (a *api) refuse(w http.ResponseWriter, r *http.Request, err error) {
-	if r.ContentLength != 0 && r.Body != http.NoBody {
-		w.Header().Set("Connection", "close")
+	if r.ContentLength != 0 {
+		closeAfter(w, r)
 	}
 	var ref *refusal
 	if errors.As(err, &ref) {
@@ -316,6 +319,16 @@ func (a *api) refuse(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	a.fail(w, r, err)
+}
+
+// closeAfter closes an HTTP/1 connection after the answer to a request
+// whose body is not read: rather than read the body to reach the next
+// request. (Over HTTP/2 an unread body ends with its stream, and
+// "Connection: close" would end every other stream of the connection.)
+func closeAfter(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 1 {
+		w.Header().Set("Connection", "close")
+	}
 }
 
 // orList joins words as "A, B or C".
