@@ -121,6 +121,34 @@ func TestDefaultDenyAndManagement(t *testing.T) {
 	}
 }
 
+// AllowAnyQueue is what a per-queue method can check before it knows the
+// queue: some rule grants the level, and a deny grants nothing.
+func TestAllowAnyQueue(t *testing.T) {
+	parse := func(src string) *Rules {
+		r, err := ParseRules("p.hcl", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	alice := Compile(parse(`queue "root.a" { policy = "submit" }`))
+	if !alice.AllowAnyQueue(LevelRead) || !alice.AllowAnyQueue(LevelSubmit) || alice.AllowAnyQueue(LevelAdmin) {
+		t.Error("submit on root.a grants read and submit on some queue, not admin")
+	}
+	denied := Compile(parse(`queue "*" { policy = "deny" }`), parse(`node { policy = "write" }`))
+	if denied.AllowAnyQueue(LevelRead) {
+		t.Error("a deny rule grants no queue")
+	}
+	for _, a := range []*ACL{DenyAll, Compile()} {
+		if a.AllowAnyQueue(LevelRead) {
+			t.Error("an empty ACL grants no queue")
+		}
+	}
+	if !Management.AllowAnyQueue(LevelAdmin) {
+		t.Error("management grants every queue")
+	}
+}
+
 func TestTokenSecretsAndIDs(t *testing.T) {
 	secret := NewID()
 	if err := ValidateID("secret_id", secret); err != nil {

@@ -237,8 +237,8 @@ func TestErrorShapesAndLimits(t *testing.T) {
 	ta.do("GET", "/v1/container/c-1-0/logs?offset=-4", nil).errorIs(t, 400, "offset:")
 	ta.do("GET", "/v1/nope", nil).errorIs(t, 404, "no route GET /v1/nope")
 	a := ta.do("PATCH", "/v1/apps", nil)
-	a.errorIs(t, 405, "/v1/apps takes GET or POST")
-	if a.header.Get("Allow") != "GET, POST" {
+	a.errorIs(t, 405, "/v1/apps takes GET, HEAD or POST, not PATCH")
+	if a.header.Get("Allow") != "GET, HEAD, POST" {
 		t.Fatalf("Allow %q", a.header.Get("Allow"))
 	}
 	ta.do("POST", "/v1/apps", []byte(`{"name": "x"`)).errorIs(t, 400, "nothing was submitted")

@@ -8,8 +8,13 @@
 // JSON types, the same as the CLI's -json. It maps blocking queries
 // (?index=&wait=), ?stale and the ACL token (X-Weft-Token or
 // Authorization: Bearer) onto the request header, rpc error codes onto
-// HTTP statuses, and bounds what one request may hold (body size, header
-// time, requests in flight).
+// HTTP statuses, and answers HEAD as GET without the body. It bounds what
+// a client may hold: before its token is checked (the process's own
+// check, Config.Authenticate, which the method repeats), only its
+// connections and headers, per source address; after, a slot among the
+// requests in flight from its source (management tokens have their own)
+// and, for a body, the route's cap and what parsing it may cost out of a
+// byte budget (admit.go).
 //
 // It must never hold cluster state, decide anything itself, or dial the
 // process's own RPC port; nor import the metrics or UI packages: their

@@ -104,6 +104,9 @@ func (a *api) followLogs(q *request, req rpc.ContainerLogsRequest) error {
 			q.w.Header().Set("X-Content-Type-Options", "nosniff")
 			q.w.WriteHeader(http.StatusOK)
 			started = true
+			if q.r.Method == http.MethodHead {
+				return nil // the status and headers: no stream to follow
+			}
 		}
 		rc.SetWriteDeadline(time.Now().Add(time.Minute)) // a stalled reader ends the stream
 		if len(resp.Data) > 0 {

@@ -1,8 +1,8 @@
 package httpapi
 
 import (
+	"bytes"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -22,6 +22,9 @@ type request struct {
 	query url.Values
 	// header carries the token and, for reads, the consistency asked for.
 	header rpc.RequestHeader
+	// bodyLimit is the most of the body that may be read: the route's
+	// cap, within which admit reserved its cost.
+	bodyLimit int64
 }
 
 // Query parameters every read route takes (SPEC §16, consistency).
@@ -168,11 +171,19 @@ func parseWait(v string) (time.Duration, error) {
 	return d, nil
 }
 
-// body reads the request's whole body, bounded by Limits.MaxBodyBytes.
+// body reads the request's whole body, at most bodyLimit bytes (what
+// admit reserved the cost of).
 func (q *request) body() ([]byte, error) {
+	if q.bodyLimit == 0 {
+		return nil, nil // none was declared: admit let in no body
+	}
 	rc := http.NewResponseController(q.w)
 	rc.SetReadDeadline(time.Now().Add(BodyTimeout))
-	b, err := io.ReadAll(q.r.Body)
+	var buf bytes.Buffer
+	if n := q.r.ContentLength; n > 0 {
+		buf.Grow(int(n) + bytes.MinRead) // within bodyLimit: admit refused more; ReadFrom wants MinRead spare
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(q.w, q.r.Body, q.bodyLimit))
 	rc.SetReadDeadline(time.Time{})
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
@@ -181,7 +192,7 @@ func (q *request) body() ([]byte, error) {
 	if err != nil {
 		return nil, badRequest("reading the request body: %v", err)
 	}
-	return b, nil
+	return buf.Bytes(), nil
 }
 
 // boolParam reads an optional boolean query parameter.

@@ -23,6 +23,11 @@ type route struct {
 	params     []string
 	read       bool
 	handle     func(a *api, q *request) error
+	// maxBody caps the request body of a route that reads one (0: the
+	// route takes none), and cost is what reading and parsing a body of
+	// n bytes may allocate (bodies.go).
+	maxBody int64
+	cost    func(n int64) int64
 }
 
 // serverRoutes is a server's whole HTTP API (SPEC §16).
@@ -34,12 +39,13 @@ var serverRoutes = []route{
 	{method: "GET", path: "/v1/operator/raft/peers", rpc: "Operator.RaftGetConfiguration", capability: rpc.CapOperatorRead, read: true, handle: (*api).raftPeers},
 	{method: "GET", path: "/v1/nodes", rpc: "Node.List", capability: rpc.CapNodeRead, read: true, params: []string{"state"}, handle: (*api).nodes},
 	{method: "GET", path: "/v1/node/{id}", rpc: "Node.Status", capability: rpc.CapNodeRead, read: true, handle: (*api).node},
-	{method: "POST", path: "/v1/node/{id}/drain", rpc: "Node.Drain", capability: rpc.CapNodeWrite, handle: (*api).drain},
+	{method: "POST", path: "/v1/node/{id}/drain", rpc: "Node.Drain", capability: rpc.CapNodeWrite, handle: (*api).drain, maxBody: MaxDrainBody, cost: drainCost},
 	{method: "GET", path: "/v1/queues", rpc: "Queue.List", capability: rpc.CapQueueRead, read: true, handle: (*api).queues},
-	{method: "PUT", path: "/v1/queues", rpc: "Queue.Apply", capability: rpc.CapOperatorWrite, params: []string{"dry_run"}, handle: (*api).queueApply},
+	{method: "PUT", path: "/v1/queues", rpc: "Queue.Apply", capability: rpc.CapOperatorWrite, params: []string{"dry_run"}, handle: (*api).queueApply,
+		maxBody: MaxQueueConfigBody, cost: queueConfigCost},
 	{method: "GET", path: "/v1/queue/{name}", rpc: "Queue.Status", capability: rpc.CapQueueRead, read: true, handle: (*api).queue},
 	{method: "GET", path: "/v1/apps", rpc: "App.List", capability: rpc.CapQueueRead, read: true, params: []string{"queue", "state", "user"}, handle: (*api).apps},
-	{method: "POST", path: "/v1/apps", rpc: "App.Submit", capability: rpc.CapQueueSubmit, handle: (*api).submit},
+	{method: "POST", path: "/v1/apps", rpc: "App.Submit", capability: rpc.CapQueueSubmit, handle: (*api).submit, maxBody: MaxAppSpecBody, cost: appSpecCost},
 	{method: "GET", path: "/v1/app/{id}", rpc: "App.Status", capability: rpc.CapQueueRead, read: true, handle: (*api).app},
 	{method: "DELETE", path: "/v1/app/{id}", rpc: "App.Kill", capability: rpc.CapQueueSubmit, handle: (*api).kill},
 	{method: "GET", path: "/v1/app/{id}/containers", rpc: "Container.List", capability: rpc.CapQueueRead, read: true, params: []string{"state"}, handle: (*api).appContainers},
@@ -244,7 +250,7 @@ func (a *api) queueApply(q *request) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := config.ParseQueueConfig("request body", src)
+	cfg, err := config.ParseQueueConfigBody("request body", src)
 	if err != nil {
 		return badRequest("%v; nothing was changed", err)
 	}
@@ -270,7 +276,7 @@ func (a *api) apps(q *request) error {
 }
 
 // submit submits the app spec of the body: the format of `weft app submit
-// -spec FILE`, in JSON (or HCL).
+// -spec FILE`, in JSON.
 func (a *api) submit(q *request) error {
 	src, err := q.body()
 	if err != nil {

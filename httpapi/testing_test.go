@@ -46,6 +46,7 @@ type testAPI struct {
 	srv    *server.Server
 	agents []*agent.Agent
 	api    *api
+	h      http.Handler
 	url    string
 	// token is sent with every request of do when not empty.
 	token string
@@ -91,10 +92,11 @@ func newTestAPI(t *testing.T, o apiOpts) *testAPI {
 		t.Cleanup(func() { a.Shutdown() })
 		ta.agents = append(ta.agents, a)
 	}
-	ta.api = newAPI(srv, logger.Named("http"), o.limits)
+	ta.api = newAPI(srv, srv.Authenticate, logger.Named("http"), o.limits)
 	ta.api.metrics = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "weft_up 1\n") })
 	ta.api.ui = http.StripPrefix("/ui/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ui:"+r.URL.Path) }))
-	hs := httptest.NewServer(ta.api.handler(serverRoutes))
+	ta.h = ta.api.handler(serverRoutes)
+	hs := httptest.NewServer(ta.h)
 	t.Cleanup(hs.Close)
 	ta.url = hs.URL
 	testutil.WaitForNoError(t, 15*time.Second, "a leader and the agents registered", func() error {
@@ -217,4 +219,44 @@ func testutilWait(t *testing.T, cond func() bool) {
 }
 
 // inFlight is how many requests the API is serving.
-func (ta *testAPI) inFlight() int { return len(ta.api.slots) }
+func (ta *testAPI) inFlight() int {
+	all, _ := ta.api.slots.counts()
+	return all
+}
+
+// serve hands one request to the API's handler in process, as if from
+// remote ("IP:port"), with body as its body (declaring length bytes; -1
+// for none declared), and returns the answer.
+func (ta *testAPI) serve(method, path string, body io.Reader, length int64, remote string, header ...string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, path, body)
+	req.ContentLength, req.RemoteAddr = length, remote
+	if body == nil {
+		req.Body = http.NoBody
+	}
+	if ta.token != "" {
+		req.Header.Set(HeaderToken, ta.token)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	rec := httptest.NewRecorder()
+	ta.h.ServeHTTP(rec, req)
+	return rec
+}
+
+// makeToken creates a token of one policy holding rules, with the
+// test's (management) token.
+func (ta *testAPI) makeToken(name, rules string) string {
+	ta.t.Helper()
+	hdr := rpc.RequestHeader{AuthToken: ta.token}
+	if err := ta.srv.Call(context.Background(), "ACL.PolicyApply", &rpc.ACLPolicyApplyRequest{RequestHeader: hdr,
+		Policy: rpc.ACLPolicy{Name: name, Rules: rules}}, &rpc.WriteResponse{}); err != nil {
+		ta.t.Fatal(err)
+	}
+	var tok rpc.ACLTokenResponse
+	if err := ta.srv.Call(context.Background(), "ACL.TokenCreate", &rpc.ACLTokenCreateRequest{RequestHeader: hdr,
+		Name: name, Type: "client", Policies: []string{name}}, &tok); err != nil {
+		ta.t.Fatal(err)
+	}
+	return tok.Token.SecretID
+}

@@ -17,14 +17,27 @@ import (
 // a sub-cluster carries the caller's token, and the sub-cluster checks it
 // as if called directly. A call a router answers itself — the federation's
 // own methods, the routers' Raft and gossip — is checked, with ACLs on,
-// against a RUNNING sub-cluster (ACL.Authorize); a grant is remembered for
-// aclGrantTTL, so a revoked token keeps the routers' methods that long.
+// against a RUNNING sub-cluster (ACL.Authorize), and so is every request
+// to a router's HTTP API before it is read (Authenticate). A grant is
+// remembered for aclGrantTTL, so a revoked token keeps the routers'
+// methods that long; a refusal for aclRefusalTTL, so a flood of requests
+// with one bad token (or none) asks a sub-cluster once; and at most
+// maxACLChecks questions are in flight, so a flood of random tokens asks
+// no more than that at once (the rest are answered 503 at once).
 
-// aclGrantTTL is how long a router trusts a sub-cluster's grant.
-const aclGrantTTL = 30 * time.Second
+// aclGrantTTL is how long a router trusts a sub-cluster's grant, and
+// aclRefusalTTL its refusal.
+const (
+	aclGrantTTL   = 30 * time.Second
+	aclRefusalTTL = 5 * time.Second
+)
 
-// maxACLGrants bounds the grants a router remembers.
+// maxACLGrants bounds the grants and refusals a router remembers.
 const maxACLGrants = 4096
+
+// maxACLChecks bounds the questions a router asks sub-clusters about
+// tokens at once.
+const maxACLChecks = 16
 
 // aclCheckTimeout bounds one sub-cluster's answer to ACL.Authorize.
 const aclCheckTimeout = 3 * time.Second
@@ -46,32 +59,40 @@ var relayed = map[string]bool{
 	"ACL.TokenDelete": true, "ACL.PolicyApply": true, "ACL.PolicyList": true, "ACL.PolicyInfo": true, "ACL.PolicyDelete": true,
 }
 
-// grants remembers the capabilities sub-clusters granted tokens.
+// grants remembers what sub-clusters answered about tokens.
 type grants struct {
 	mu sync.Mutex
-	m  map[[sha256.Size]byte]time.Time
+	m  map[[sha256.Size]byte]grant
+}
+
+// grant is a sub-cluster's answer about a token and a capability, and
+// until when it is trusted.
+type grant struct {
+	until      time.Time
+	management bool
+	refusal    error // the refusal, or nil for a grant
 }
 
 func grantKey(secret string, c wrpc.Capability, queue string) [sha256.Size]byte {
 	return sha256.Sum256([]byte(secret + "\x00" + string(c) + "\x00" + queue))
 }
 
-func (g *grants) valid(k [sha256.Size]byte, now time.Time) bool {
+func (g *grants) lookup(k [sha256.Size]byte, now time.Time) (grant, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	exp, ok := g.m[k]
-	return ok && now.Before(exp)
+	gr, ok := g.m[k]
+	return gr, ok && now.Before(gr.until)
 }
 
-func (g *grants) add(k [sha256.Size]byte, now time.Time) {
+func (g *grants) add(k [sha256.Size]byte, now time.Time, gr grant) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.m == nil {
-		g.m = map[[sha256.Size]byte]time.Time{}
+		g.m = map[[sha256.Size]byte]grant{}
 	}
 	if len(g.m) >= maxACLGrants {
-		for key, exp := range g.m {
-			if !now.Before(exp) {
+		for key, old := range g.m {
+			if !now.Before(old.until) {
 				delete(g.m, key)
 			}
 		}
@@ -79,7 +100,7 @@ func (g *grants) add(k [sha256.Size]byte, now time.Time) {
 			clear(g.m)
 		}
 	}
-	g.m[k] = now.Add(aclGrantTTL)
+	g.m[k] = gr
 }
 
 // authorize is the RPC server's authorizer (see above).
@@ -107,43 +128,81 @@ func (r *Router) authorize(ctx context.Context, method string, c wrpc.Capability
 	return ctx, nil
 }
 
+// Authenticate checks, before a request to the HTTP API is read, what of
+// capability c the secret grants without the request, as a sub-cluster
+// answers it (ACL.Authorize; queue:read and queue:submit on some queue),
+// and whether it is a management token's. The method checks again, where
+// it is answered.
+func (r *Router) Authenticate(ctx context.Context, method, secret string, c wrpc.Capability) (management bool, err error) {
+	switch c {
+	case wrpc.CapPublic:
+		return false, nil
+	case wrpc.CapAgent, wrpc.CapServer, wrpc.CapWorkload, wrpc.CapFederation:
+		return false, fmt.Errorf("%s: %w: it needs a %s credential, which no HTTP client holds", method, wrpc.ErrPermissionDenied, c)
+	}
+	if !r.config.ACLEnabled {
+		return false, nil
+	}
+	management, err = r.tokenGrant(ctx, secret, c, "")
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", method, err)
+	}
+	return management, nil
+}
+
 // checkToken asks the reachable sub-clusters (NEW, RUNNING or UNHEALTHY:
 // their ACLs do not depend on their nodes), in turn until one answers,
 // whether secret grants c (on queue, for the queue capabilities).
 func (r *Router) checkToken(ctx context.Context, secret string, c wrpc.Capability, queue string) error {
+	_, err := r.tokenGrant(ctx, secret, c, queue)
+	return err
+}
+
+// tokenGrant is checkToken, also reporting whether the token is a
+// management token's.
+func (r *Router) tokenGrant(ctx context.Context, secret string, c wrpc.Capability, queue string) (management bool, err error) {
 	if !r.config.ACLEnabled {
-		return nil
+		return false, nil
 	}
 	k := grantKey(secret, c, queue)
-	if r.grants.valid(k, r.clock.Now()) {
-		return nil
+	if g, ok := r.grants.lookup(k, r.clock.Now()); ok {
+		return g.management, g.refusal
+	}
+	select {
+	case r.aclChecks <- struct{}{}:
+		defer func() { <-r.aclChecks }()
+	default:
+		return false, wrpc.Errorf(wrpc.CodeUnavailable, "this router is checking %d tokens with the sub-clusters already; retry shortly", maxACLChecks)
 	}
 	var tried []string
 	for _, sc := range r.fsm.State().Subclusters() {
 		if !sc.State.Reachable() {
 			continue
 		}
-		err := r.askGrant(ctx, sc, secret, c, queue)
+		management, err := r.askGrant(ctx, sc, secret, c, queue)
 		switch {
 		case err == nil:
-			r.grants.add(k, r.clock.Now())
-			return nil
+			r.grants.add(k, r.clock.Now(), grant{until: r.clock.Now().Add(aclGrantTTL), management: management})
+			return management, nil
 		case wrpc.ErrorCode(err) == wrpc.CodePermissionDenied:
-			return err
+			r.grants.add(k, r.clock.Now(), grant{until: r.clock.Now().Add(aclRefusalTTL), refusal: err})
+			return false, err
 		case wrpc.ErrorCode(err) == wrpc.CodeBadRequest:
-			return fmt.Errorf("%w: sub-cluster %s: %v", wrpc.ErrInternal, sc.ID, err)
+			return false, fmt.Errorf("%w: sub-cluster %s: %v", wrpc.ErrInternal, sc.ID, err)
 		}
 		tried = append(tried, fmt.Sprintf("%s (%s)", sc.ID, firstLine(err.Error())))
 	}
 	if len(tried) == 0 {
-		return wrpc.Errorf(wrpc.CodeUnavailable, "no reachable sub-cluster to check the token against: the routers hold no ACLs of their own")
+		return false, wrpc.Errorf(wrpc.CodeUnavailable, "no RUNNING sub-cluster to check the token against: the routers hold no ACLs of their own")
 	}
-	return wrpc.Errorf(wrpc.CodeUnavailable, "no sub-cluster answered to check the token: %v", tried)
+	return false, wrpc.Errorf(wrpc.CodeUnavailable, "no sub-cluster answered to check the token: %v", tried)
 }
 
-func (r *Router) askGrant(ctx context.Context, sc *fedstate.Subcluster, secret string, c wrpc.Capability, queue string) error {
+func (r *Router) askGrant(ctx context.Context, sc *fedstate.Subcluster, secret string, c wrpc.Capability, queue string) (management bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, aclCheckTimeout)
 	defer cancel()
 	req := &wrpc.ACLAuthorizeRequest{RequestHeader: wrpc.RequestHeader{AuthToken: secret, AllowStale: true}, Capability: c, Queue: queue}
-	return wrpc.NewClient(sc.Servers, r.serverPool).Call(ctx, "ACL.Authorize", req, &struct{}{})
+	var resp wrpc.ACLAuthorizeResponse
+	err = wrpc.NewClient(sc.Servers, r.serverPool).Call(ctx, "ACL.Authorize", req, &resp)
+	return resp.Management, err
 }

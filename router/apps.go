@@ -237,14 +237,14 @@ func (e *App) List(ctx context.Context, args *wrpc.AppListRequest, reply *wrpc.A
 
 // Kill kills an app at its home.
 func (e *App) Kill(ctx context.Context, args *wrpc.AppRequest, reply *wrpc.WriteResponse) error {
-	sc, localID, _, err := e.home(e.r.fsm.State(), args.AppID)
+	sc, localID, _, err := e.home(ctx, e.r.fsm.State(), args.AppID, args.AuthToken)
 	if err != nil {
 		return err
 	}
 	local := *args
 	local.AppID = localID
 	if err := e.r.callSubcluster(ctx, sc, "app "+args.AppID, "App.Kill", &local, reply); err != nil {
-		return err
+		return orAppNotFound(err, args.AppID)
 	}
 	if h := e.r.fsm.State().AppHome(args.AppID); h != nil && len(h.Spans) > 0 {
 		e.r.killSpans(ctx, e.r.fsm.State(), h, args.RequestHeader)
@@ -254,9 +254,20 @@ func (e *App) Kill(ctx context.Context, args *wrpc.AppRequest, reply *wrpc.Write
 
 // home resolves an app ID given to a router: the routers' own (app-fN)
 // through their mapping, or SUBCLUSTER.ID for an app submitted to a
-// sub-cluster directly.
-func (e *App) home(st *fedstate.State, id string) (sc *fedstate.Subcluster, localID, fedID string, err error) {
+// sub-cluster directly. What the routers answer themselves, about an app
+// not (yet) in a sub-cluster, is answered only to a caller who may read
+// its queue: to anyone else, as to everyone about an ID nothing has, it
+// is not found.
+func (e *App) home(ctx context.Context, st *fedstate.State, id, secret string) (sc *fedstate.Subcluster, localID, fedID string, err error) {
 	if h := st.AppHome(id); h != nil {
+		if h.State != fedstate.HomeSubmitted {
+			if err := e.r.checkToken(ctx, secret, wrpc.CapQueueRead, scheduler.SubmitQueuePath(h.Queue)); err != nil {
+				if wrpc.ErrorCode(err) == wrpc.CodePermissionDenied {
+					return nil, "", "", appNotFound(id)
+				}
+				return nil, "", "", err
+			}
+		}
 		switch {
 		case h.State == fedstate.HomeFailed:
 			return nil, "", "", wrpc.Errorf(wrpc.CodeNotFound, "app %s was never submitted: %s", id, tries(h))
@@ -268,9 +279,26 @@ func (e *App) home(st *fedstate.State, id string) (sc *fedstate.Subcluster, loca
 		sc, localID, fedID = st.Subcluster(scID), local, id
 	}
 	if sc == nil {
-		return nil, "", "", wrpc.Errorf(wrpc.CodeNotFound, "app %s not found (through a router, an app is app-fN, or SUBCLUSTER.ID for one submitted to a sub-cluster directly)", id)
+		return nil, "", "", appNotFound(id)
 	}
 	return sc, localID, fedID, nil
+}
+
+// appNotFound is the answer about an app nothing has, and about one the
+// caller may not read (its home answers not_found for that too): the
+// same, so that no answer tells a caller whether an app it may not see
+// exists.
+func appNotFound(id string) error {
+	return wrpc.Errorf(wrpc.CodeNotFound, "app %s not found (through a router, an app is app-fN, or SUBCLUSTER.ID for one submitted to a sub-cluster directly; a token finds only the apps of queues it may read)", id)
+}
+
+// orAppNotFound turns a home's not_found about an app into appNotFound:
+// the home's message names its own ID for the app.
+func orAppNotFound(err error, id string) error {
+	if wrpc.ErrorCode(err) == wrpc.CodeNotFound {
+		return appNotFound(id)
+	}
+	return err
 }
 
 // Status returns an app from its home, under the routers' ID, with the
@@ -279,14 +307,14 @@ func (e *App) Status(ctx context.Context, args *wrpc.AppRequest, reply *wrpc.App
 	if done, err := e.r.node.ForwardRead(ctx, "App.Status", &args.RequestHeader, args, reply); done {
 		return err
 	}
-	sc, localID, fedID, err := e.home(e.r.fsm.State(), args.AppID)
+	sc, localID, fedID, err := e.home(ctx, e.r.fsm.State(), args.AppID, args.AuthToken)
 	if err != nil {
 		return err
 	}
 	local := *args
 	local.AppID = localID // a blocking index is the home's: the last answer came from it
 	if err := e.r.callSubcluster(ctx, sc, "app "+args.AppID, "App.Status", &local, reply); err != nil {
-		return err
+		return orAppNotFound(err, args.AppID)
 	}
 	st := e.r.fsm.State()
 	reply.App.ID, reply.App.Home = fedID, sc.ID

@@ -26,7 +26,13 @@ func (e *Container) List(ctx context.Context, args *wrpc.ContainerListRequest, r
 	var only *fedstate.Subcluster
 	var spans []string // a spanning app's other sub-clusters
 	if args.AppID != "" {
-		sc, localID, fedID, err := (&App{e.r}).home(st, args.AppID)
+		sc, localID, fedID, err := (&App{e.r}).home(ctx, st, args.AppID, args.AuthToken)
+		if wrpc.ErrorCode(err) == wrpc.CodeNotFound {
+			// As a sub-cluster answers about an app it lacks, or one the
+			// caller may not read: no containers.
+			reply.Containers, reply.Index, reply.KnownLeader = []wrpc.ContainerInfo{}, st.Index(), true
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -100,7 +106,7 @@ func (e *Container) List(ctx context.Context, args *wrpc.ContainerListRequest, r
 func (e *Container) Logs(ctx context.Context, args *wrpc.ContainerLogsRequest, reply *wrpc.ContainerLogsResponse) error {
 	sc, localID, ok := scoped(e.r.fsm.State(), args.ID)
 	if !ok {
-		return wrpc.Errorf(wrpc.CodeNotFound, "container %s not found: through a router a container is SUBCLUSTER.ID, as 'weft container list' shows", args.ID)
+		return containerNotFound(args.ID)
 	}
 	local := *args
 	local.ID = localID
@@ -114,6 +120,14 @@ func (e *Container) Logs(ctx context.Context, args *wrpc.ContainerLogsRequest, r
 			wrpc.ErrorCode(err2) != wrpc.CodeNotFound {
 			return err2
 		}
+		return containerNotFound(args.ID)
 	}
 	return err
+}
+
+// containerNotFound is the answer about a container nothing has, and
+// about one the caller may not read (its sub-cluster answers not_found for
+// that too): the same.
+func containerNotFound(id string) error {
+	return wrpc.Errorf(wrpc.CodeNotFound, "container %s not found (through a router a container is SUBCLUSTER.ID, as 'weft container list' shows; a token finds only the containers of queues it may read)", id)
 }

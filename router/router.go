@@ -45,8 +45,9 @@ type Router struct {
 	// sub-cluster is not marked LOST before subcluster_timeout from then,
 	// as a new leader may not have heard from it yet (SPEC §13).
 	leaderSince atomic.Int64
-	weightsMu   sync.Mutex // one generator run at a time
-	grants      grants     // tokens sub-clusters granted capabilities (acl.go)
+	weightsMu   sync.Mutex    // one generator run at a time
+	grants      grants        // tokens sub-clusters granted capabilities (acl.go)
+	aclChecks   chan struct{} // a token per question about a token in flight (acl.go)
 	shutdownMu  sync.Mutex
 	shutdown    bool
 	shutdownCh  chan struct{}
@@ -68,6 +69,7 @@ func New(config *Config) (*Router, error) {
 		shutdownCh:  make(chan struct{}),
 		pool:        wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleRouter),
 		serverPool:  wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleServer),
+		aclChecks:   make(chan struct{}, maxACLChecks),
 	}
 	if err := os.MkdirAll(config.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)

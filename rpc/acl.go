@@ -108,6 +108,13 @@ func NewACLIDs() (accessor, secret string) { return acl.NewID(), acl.NewID() }
 type ACLAuthorizeRequest struct {
 	RequestHeader
 	Capability Capability `codec:"capability" json:"capability"`
-	// Queue names the queue for queue:read and queue:submit.
+	// Queue names the queue for queue:read and queue:submit; without one
+	// they ask for that level on some queue.
 	Queue string `codec:"queue" json:"queue"`
+}
+
+// ACLAuthorizeResponse answers ACL.Authorize: the capability is granted,
+// and whether by a management token.
+type ACLAuthorizeResponse struct {
+	Management bool `codec:"management" json:"management"`
 }

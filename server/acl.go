@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -27,6 +26,10 @@ func (id *caller) name() string {
 	}
 	return id.token.Name
 }
+
+// isManagement reports whether the caller gave a management token (not
+// merely may do everything because ACLs are off).
+func (id *caller) isManagement() bool { return id.token != nil && id.acl.IsManagement() }
 
 // describe names the caller in a refusal.
 func (id *caller) describe() string {
@@ -54,9 +57,9 @@ func (s *Server) callerOf(ctx context.Context) *caller {
 	return &caller{acl: acl.DenyAll}
 }
 
-// tokenLookupTimeout bounds how long a follower asks the leader about a
-// token it does not know: one created a moment ago may not have reached
-// it yet.
+// tokenLookupTimeout bounds how long a follower waits to catch up with the
+// leader before it refuses a token it does not know: one created a moment
+// ago may not have reached it yet.
 const tokenLookupTimeout = time.Second
 
 // resolveToken turns a secret into the caller's identity (SPEC §15).
@@ -71,12 +74,14 @@ func (s *Server) resolveToken(ctx context.Context, secret string) (*caller, erro
 	tok, ok := st.ACLTokenBySecret(secret)
 	if !ok && !s.IsLeader() {
 		var err error
-		if tok, ok, err = s.tokenFromLeader(ctx, secret); err != nil {
-			// Not known here, and no leader to ask (a server that has
-			// just restarted, say, before it has replayed its log): the
-			// client tries another server rather than hear "not found".
+		if st, err = s.catchUpWithLeader(ctx); err != nil {
+			// Not known here, and no leader to catch up with (a server
+			// that has just restarted, say, before it has replayed its
+			// log): the client tries another server rather than hear
+			// "not found".
 			return nil, fmt.Errorf("cannot check the ACL token: %w", err)
 		}
+		tok, ok = st.ACLTokenBySecret(secret)
 	}
 	if !ok {
 		return nil, fmt.Errorf("%w: ACL token not found", wrpc.ErrPermissionDenied)
@@ -109,32 +114,11 @@ func anonymousACL(st *fsm.State) *acl.ACL {
 	return acl.DenyAll
 }
 
-// tokenFromLeader asks the leader for the token whose secret is secret.
-// It reports false when the leader knows no such token, and an error
-// (retryable) when there is no leader to ask or it did not answer.
-func (s *Server) tokenFromLeader(ctx context.Context, secret string) (*acl.Token, bool, error) {
-	addr, _ := s.raft.LeaderWithID()
-	if addr == "" || string(addr) == s.rpcAddr {
-		return nil, false, wrpc.ErrNoLeader
-	}
-	ctx, cancel := context.WithTimeout(ctx, tokenLookupTimeout)
-	defer cancel()
-	var resp wrpc.ACLTokenResponse
-	if err := s.pool.Call(ctx, string(addr), "ACL.TokenSelf", &wrpc.RequestHeader{AuthToken: secret}, &resp); err != nil {
-		if errors.Is(err, wrpc.ErrPermissionDenied) {
-			return nil, false, nil
-		}
-		return nil, false, fmt.Errorf("%w: asking the leader: %v", wrpc.ErrUnavailable, err)
-	}
-	v := resp.Token
-	return &acl.Token{AccessorID: v.AccessorID, Name: v.Name, Type: v.Type, Policies: v.Policies, ExpiresAt: v.ExpiresAt,
-		CreateTime: v.CreateTime, CreateIndex: v.CreateIndex, ModifyIndex: v.ModifyIndex, SecretHash: acl.HashSecret(secret)}, true, nil
-}
-
 // authorize is the RPC server's authorizer: it resolves the request's
-// token, checks the method-wide part of the method's capability, and hands
-// the identity to the handler, which checks the rest (which queue, whose
-// app).
+// token, checks the part of the method's capability that does not depend
+// on the request (allowWithoutRequest, as Authenticate does for the HTTP
+// API), and hands the identity to the handler, which checks the rest
+// (which queue, whose app).
 func (s *Server) authorize(ctx context.Context, method string, c wrpc.Capability, args any) (context.Context, error) {
 	switch c {
 	case wrpc.CapPublic, wrpc.CapAgent, wrpc.CapServer, wrpc.CapWorkload, wrpc.CapFederation:
@@ -150,18 +134,14 @@ func (s *Server) authorize(ctx context.Context, method string, c wrpc.Capability
 	if err != nil {
 		return ctx, fmt.Errorf("%s: %w", method, err)
 	}
-	allowed, known := s.allows(id, c)
-	if !known {
-		return ctx, fmt.Errorf("%s: %w: the method declares an unknown capability %q", method, wrpc.ErrInternal, c)
-	}
-	if !allowed {
-		return ctx, denied(method, id, string(c))
+	if err := s.allowWithoutRequest(method, id, c); err != nil {
+		return ctx, err
 	}
 	return context.WithValue(ctx, callerKey{}, id), nil
 }
 
-// allows reports whether id holds the method-wide part of capability c;
-// known is false for a capability that is not an ACL one.
+// allows reports whether id holds method-wide capability c; known is
+// false for one that is not (the per-queue ones: allowWithoutRequest).
 func (s *Server) allows(id *caller, c wrpc.Capability) (allowed, known bool) {
 	switch c {
 	case wrpc.CapOperatorRead:
@@ -176,12 +156,61 @@ func (s *Server) allows(id *caller, c wrpc.Capability) (allowed, known bool) {
 		return id.acl.AllowACL(acl.LevelRead), true
 	case wrpc.CapACLWrite:
 		return id.acl.AllowACL(acl.LevelWrite), true
-	case wrpc.CapQueueRead, wrpc.CapQueueSubmit:
-		return true, true // per queue, in the handler
 	case wrpc.CapToken:
 		return id.token != nil || !s.config.ACLEnabled, true
 	}
 	return false, false
+}
+
+// Authenticate checks, before a request is read, what of capability c
+// the secret grants without the request (package httpapi calls it for
+// every route before it reads a byte of the body or takes a slot): a
+// method-wide capability in full, queue:read and queue:submit as that
+// level on some queue, token as a valid token. It reports whether the
+// secret is a management token's. It resolves the token as the RPC
+// authorizer does (resolveToken), and the method still checks everything
+// once it has the request: Authenticate only refuses earlier, it never
+// lets a request do more.
+func (s *Server) Authenticate(ctx context.Context, method, secret string, c wrpc.Capability) (management bool, err error) {
+	switch c {
+	case wrpc.CapPublic:
+		return false, nil
+	case wrpc.CapAgent, wrpc.CapServer, wrpc.CapWorkload, wrpc.CapFederation:
+		// Certificates and workload tokens, which no HTTP client holds.
+		return false, fmt.Errorf("%s: %w: it needs a %s credential, which no HTTP client holds", method, wrpc.ErrPermissionDenied, c)
+	}
+	id, err := s.resolveToken(ctx, secret)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", method, err)
+	}
+	if err := s.allowWithoutRequest(method, id, c); err != nil {
+		return false, err
+	}
+	return id.isManagement(), nil
+}
+
+// allowWithoutRequest checks what of capability c the caller holds
+// before a request names a queue: a method-wide capability in full,
+// queue:read and queue:submit as that level on some queue, token as a
+// token.
+func (s *Server) allowWithoutRequest(method string, id *caller, c wrpc.Capability) error {
+	var allowed, known bool
+	need := string(c)
+	switch c {
+	case wrpc.CapQueueRead:
+		allowed, known, need = id.acl.AllowAnyQueue(acl.LevelRead), true, "read on any queue"
+	case wrpc.CapQueueSubmit:
+		allowed, known, need = id.acl.AllowAnyQueue(acl.LevelSubmit), true, "submit on any queue"
+	default:
+		allowed, known = s.allows(id, c)
+	}
+	if !known {
+		return fmt.Errorf("%s: %w: the method declares an unknown capability %q", method, wrpc.ErrInternal, c)
+	}
+	if !allowed {
+		return denied(method, id, need)
+	}
+	return nil
 }
 
 // denied is the answer to a caller whose ACL lacks what a method needs.
@@ -201,6 +230,28 @@ func (s *Server) allowQueue(ctx context.Context, method, queue string, want acl.
 // canReadQueue reports whether the caller may see a queue and its apps.
 func (s *Server) canReadQueue(ctx context.Context, queue string) bool {
 	return s.callerOf(ctx).acl.AllowQueue(queue, acl.LevelRead)
+}
+
+// notFound answers a caller about what it names but may not read (an app,
+// container or queue in a queue its token does not read) exactly as about
+// a name nothing has: not_found, with the same message, so that no answer
+// tells a caller whether something it may not see exists. what names it
+// ("app app-7"); among says what the caller looks among ("apps"). With
+// ACLs on, the message says whose view was searched, so that a caller who
+// may not read it learns why without learning whether it exists.
+func (s *Server) notFound(ctx context.Context, what, among string) error {
+	return wrpc.Errorf(wrpc.CodeNotFound, "%s", s.notFoundText(ctx, what, among))
+}
+
+func (s *Server) notFoundText(ctx context.Context, what, among string) string {
+	id := s.callerOf(ctx)
+	switch {
+	case !s.config.ACLEnabled || id.acl.IsManagement():
+		return what + " not found"
+	case id.token == nil:
+		return fmt.Sprintf("%s not found among the %s the anonymous caller may read (no ACL token given: set -token or WEFT_TOKEN)", what, among)
+	}
+	return fmt.Sprintf("%s not found among the %s token %q may read", what, among, id.token.Name)
 }
 
 // allowKill checks that the caller may kill app a: admin on its queue, or

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/weft-sched/weft/acl"
@@ -154,30 +155,44 @@ func (e *ACL) TokenSelf(ctx context.Context, args *wrpc.RequestHeader, reply *wr
 	return nil
 }
 
-// Authorize answers whether the caller's token grants a method-wide
-// capability (operator, node or acl, read or write): a federation's
-// routers ask it of a sub-cluster for their own methods. It is answered by
-// the server asked; a token it does not grant is refused as the method
-// itself would be.
-func (e *ACL) Authorize(ctx context.Context, args *wrpc.ACLAuthorizeRequest, reply *struct{}) error {
-	id := e.srv.callerOf(ctx)
+// Authorize answers whether the caller's token grants a capability, and
+// whether it is a management token: a federation's routers ask it of a
+// sub-cluster for their own methods, and for every request to their HTTP
+// API before they read it. queue:read and queue:submit are checked on
+// the queue named, or on some queue when none is; token asks for a valid
+// token. It is answered by the server asked; a token it does not grant is
+// refused as the method itself would be.
+//
+// It is public, so that it answers for the anonymous caller too (whom an
+// "anonymous" policy may grant something): it resolves the token itself.
+func (e *ACL) Authorize(ctx context.Context, args *wrpc.ACLAuthorizeRequest, reply *wrpc.ACLAuthorizeResponse) error {
+	id, err := e.srv.resolveToken(ctx, args.AuthToken)
+	if err != nil {
+		return fmt.Errorf("ACL.Authorize: %w", err)
+	}
+	ctx = context.WithValue(ctx, callerKey{}, id)
 	switch args.Capability {
 	case wrpc.CapQueueRead, wrpc.CapQueueSubmit:
+		if args.Queue == "" {
+			break
+		}
 		level := acl.LevelRead
 		if args.Capability == wrpc.CapQueueSubmit {
 			level = acl.LevelSubmit
 		}
-		if args.Queue == "" {
-			return wrpc.Errorf(wrpc.CodeBadRequest, "queue: required with capability %s", args.Capability)
+		if err := e.srv.allowQueue(ctx, "ACL.Authorize", args.Queue, level); err != nil {
+			return err
 		}
-		return e.srv.allowQueue(ctx, "ACL.Authorize", args.Queue, level)
-	case wrpc.CapOperatorRead, wrpc.CapOperatorWrite, wrpc.CapNodeRead, wrpc.CapNodeWrite, wrpc.CapACLRead, wrpc.CapACLWrite:
+		reply.Management = id.isManagement()
+		return nil
+	case wrpc.CapOperatorRead, wrpc.CapOperatorWrite, wrpc.CapNodeRead, wrpc.CapNodeWrite, wrpc.CapACLRead, wrpc.CapACLWrite, wrpc.CapToken:
 	default:
-		return wrpc.Errorf(wrpc.CodeBadRequest, "capability: %q is not one of operator:read, operator:write, node:read, node:write, acl:read, acl:write, queue:read, queue:submit", args.Capability)
+		return wrpc.Errorf(wrpc.CodeBadRequest, "capability: %q is not one of operator:read, operator:write, node:read, node:write, acl:read, acl:write, queue:read, queue:submit, token", args.Capability)
 	}
-	if allowed, _ := e.srv.allows(id, args.Capability); !allowed {
-		return denied("ACL.Authorize", id, string(args.Capability))
+	if err := e.srv.allowWithoutRequest("ACL.Authorize", id, args.Capability); err != nil {
+		return err
 	}
+	reply.Management = id.isManagement()
 	return nil
 }
 

@@ -25,9 +25,9 @@ func (e *App) Submit(ctx context.Context, args *wrpc.AppSubmitRequest, reply *wr
 	}
 	spec := args.Spec
 	st := e.srv.fsm.State()
-	queue, err := st.QueueConfig().CheckSubmitQueue(spec.Queue)
+	queue, err := e.submitQueue(ctx, st, spec.Queue)
 	if err != nil {
-		return wrpc.Errorf(wrpc.CodeBadRequest, "%v", err)
+		return err
 	}
 	if err := e.srv.allowQueue(ctx, "App.Submit", queue, acl.LevelSubmit); err != nil {
 		return err
@@ -57,6 +57,44 @@ func (e *App) Submit(ctx context.Context, args *wrpc.AppSubmitRequest, reply *wr
 	}
 	reply.AppID, reply.Index, reply.RequestID = res.(string), index, args.RequestID
 	return nil
+}
+
+// submitQueue is the leaf queue an app submitted to name goes to. A queue
+// the caller may not read is answered as one that does not exist, and the
+// leaves an answer names are those it may read: submitting must not tell
+// a caller which queues it cannot see exist.
+func (e *App) submitQueue(ctx context.Context, st *fsm.State, name string) (string, error) {
+	cfg := st.QueueConfig()
+	if !e.srv.config.ACLEnabled || e.srv.callerOf(ctx).acl.IsManagement() {
+		queue, err := cfg.CheckSubmitQueue(name)
+		if err != nil {
+			return "", wrpc.Errorf(wrpc.CodeBadRequest, "%v", err)
+		}
+		return queue, nil
+	}
+	path := scheduler.SubmitQueuePath(name)
+	var leaves []string
+	parent := false
+	for _, q := range st.Queues() {
+		if !e.srv.canReadQueue(ctx, q.Path) {
+			continue
+		}
+		switch {
+		case q.Path == path && q.IsLeaf():
+			return path, nil
+		case q.Path == path:
+			parent = true
+		case q.IsLeaf():
+			leaves = append(leaves, q.Path)
+		}
+	}
+	if len(leaves) == 0 {
+		leaves = []string{"none"}
+	}
+	if parent {
+		return "", wrpc.Errorf(wrpc.CodeBadRequest, "queue %s is a parent queue; submit to a leaf: %s", path, strings.Join(leaves, ", "))
+	}
+	return "", wrpc.Errorf(wrpc.CodeBadRequest, "%s; leaf queues it may read are: %s", e.srv.notFoundText(ctx, "queue "+path, "queues"), strings.Join(leaves, ", "))
 }
 
 // checkFitsSomeNode refuses an app whose AM or containers are larger than
@@ -137,11 +175,8 @@ func (e *App) Status(ctx context.Context, args *wrpc.AppRequest, reply *wrpc.App
 	}
 	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
 		a, ok := st.App(args.AppID)
-		if !ok {
-			return 0, wrpc.Errorf(wrpc.CodeNotFound, "app %s not found", args.AppID)
-		}
-		if err := e.srv.allowQueue(ctx, "App.Status", a.Queue, acl.LevelRead); err != nil {
-			return 0, err
+		if !ok || !e.srv.canReadQueue(ctx, a.Queue) {
+			return 0, e.srv.notFound(ctx, "app "+args.AppID, "apps")
 		}
 		reply.App = appInfo(a, st, e.srv.whyPending(st))
 		// Counters in the app's status only: a list of many apps would
@@ -166,8 +201,8 @@ func (e *App) Kill(ctx context.Context, args *wrpc.AppRequest, reply *wrpc.Write
 		return nil
 	}
 	a, ok := e.srv.fsm.State().App(args.AppID)
-	if !ok {
-		return wrpc.Errorf(wrpc.CodeNotFound, "app %s not found", args.AppID)
+	if !ok || !e.srv.canReadQueue(ctx, a.Queue) {
+		return e.srv.notFound(ctx, "app "+args.AppID, "apps")
 	}
 	if err := e.srv.allowKill(ctx, a); err != nil {
 		return err
@@ -236,13 +271,12 @@ func (e *Container) List(ctx context.Context, args *wrpc.ContainerListRequest, r
 func (e *Container) Logs(ctx context.Context, args *wrpc.ContainerLogsRequest, reply *wrpc.ContainerLogsResponse) error {
 	st := e.srv.fsm.State()
 	c, ok := st.Container(args.ID)
-	if !ok {
-		return wrpc.Errorf(wrpc.CodeNotFound, "container %s not found", args.ID)
+	var a *scheduler.App
+	if ok {
+		a, ok = st.App(c.AppID)
 	}
-	if a, ok := st.App(c.AppID); !ok {
-		return wrpc.Errorf(wrpc.CodeNotFound, "app %s of container %s not found", c.AppID, args.ID)
-	} else if err := e.srv.allowQueue(ctx, "Container.Logs", a.Queue, acl.LevelRead); err != nil {
-		return err
+	if !ok || !e.srv.canReadQueue(ctx, a.Queue) {
+		return e.srv.notFound(ctx, "container "+args.ID, "containers")
 	}
 	n, ok := st.Node(c.NodeID)
 	if !ok {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 
-	"github.com/weft-sched/weft/acl"
 	"github.com/weft-sched/weft/fsm"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
@@ -88,20 +87,21 @@ func (e *Queue) Status(ctx context.Context, args *wrpc.QueueStatusRequest, reply
 		name = scheduler.RootQueue + "." + name
 	}
 	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+		var names []string // what the caller may read, for the answer when name is not among them
 		for _, q := range st.Queues() {
+			if !e.srv.canReadQueue(ctx, q.Path) {
+				continue
+			}
 			if q.Path == name {
-				if err := e.srv.allowQueue(ctx, "Queue.Status", name, acl.LevelRead); err != nil {
-					return 0, err
-				}
 				reply.Queue = queueInfo(q, scheduler.QueueStats(st)[q.Path])
 				return queueIndex(st), nil
 			}
-		}
-		var names []string
-		for _, q := range st.Queues() {
 			names = append(names, q.Path)
 		}
-		return 0, wrpc.Errorf(wrpc.CodeNotFound, "queue %s not found; queues are: %s", name, strings.Join(names, ", "))
+		if len(names) == 0 {
+			names = []string{"none"}
+		}
+		return 0, wrpc.Errorf(wrpc.CodeNotFound, "%s; queues are: %s", e.srv.notFoundText(ctx, "queue "+name, "queues"), strings.Join(names, ", "))
 	})
 }
 

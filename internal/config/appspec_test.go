@@ -140,3 +140,33 @@ func TestAppSpecMaxFailuresPerNode(t *testing.T) {
 		t.Fatalf("max_failures_per_node = -1: %v", err)
 	}
 }
+
+// A JSON spec is read by one decoder, from a file or a request body: its
+// errors name the line, column and field, unknown fields are refused, and
+// one split may be an object, as HCL's JSON syntax allows. Over the
+// network only JSON is read, and a body packed with values is refused
+// before it is decoded.
+func TestAppSpecJSON(t *testing.T) {
+	for _, tc := range []struct{ src, want string }{
+		{`{"dshell": {"command": ["true"], "num_containers": "five"}}`, `a.json:1,58: dshell.num_containers: string is not a whole number`},
+		{"{\"dshell\": {\n  \"command\": [\"true\"],\n  \"colour\": 1}}", `a.json: unknown field "colour"`},
+		{`{"dshell": {"command": ["true"]}`, `a.json:1,33: the JSON ends before its object does`},
+		{`{"dshell": {"command": ["true"]}} {}`, `more than one JSON value`},
+	} {
+		if _, err := ParseAppSpec("a.json", []byte(tc.src)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.src, err, tc.want)
+		}
+	}
+	one := `{"mapreduce": {"map": ["cat"], "reduce": ["cat"], "reducers": 1, "output": "/o", "split": {"path": "/in/0", "nodes": ["n1"]}}}`
+	spec, err := ParseAppSpecBody("request body", []byte(one))
+	if err != nil || len(spec.MapReduce.Splits) != 1 || spec.MapReduce.Splits[0].Path != "/in/0" {
+		t.Fatalf("one split as an object: %v %+v", err, spec.MapReduce)
+	}
+	if _, err := ParseAppSpecBody("request body", []byte(`dshell { command = ["true"] }`)); err == nil || !strings.Contains(err.Error(), "give the app spec as JSON") {
+		t.Errorf("an HCL body: %v", err)
+	}
+	packed := `{"dshell": {"command": ["true"], "nodes": [` + strings.Repeat(`"",`, 2000) + `""]}}`
+	if _, err := ParseAppSpecBody("request body", []byte(packed)); err == nil || !strings.Contains(err.Error(), "JSON values; at most") {
+		t.Errorf("a body of empty strings: %v", err)
+	}
+}

@@ -4,7 +4,10 @@
 // line (flags win, then the file, then the default); and the files of the
 // client commands — queue configurations for `weft queue apply` and app
 // specs for `weft app submit -spec` — as HCL or JSON. Every error names
-// the file, line and field.
+// the file, line and field. The same files sent to the HTTP API are read
+// with bounds (ParseQueueConfigBody, ParseAppSpecBody): a body is scanned
+// without allocating before it is parsed, and what parsing it may cost is
+// bounded and stated (QueueConfigBodyCost, AppSpecBodyCost).
 //
 // It must never talk to a server or touch state: it turns bytes and flags
 // into validated values, nothing more.

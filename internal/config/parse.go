@@ -21,10 +21,19 @@ type Error struct {
 
 func (e *Error) Error() string { return strings.Join(e.Problems, "; ") }
 
+// maxProblems bounds the problems an Error lists: a file with thousands
+// of mistakes is answered with the first ones and a count.
+const maxProblems = 20
+
 func diagError(diags hcl.Diagnostics) error {
 	e := &Error{}
+	more := 0
 	for _, d := range diags {
 		if d.Severity != hcl.DiagError {
+			continue
+		}
+		if len(e.Problems) == maxProblems {
+			more++
 			continue
 		}
 		msg := d.Summary
@@ -36,16 +45,24 @@ func diagError(diags hcl.Diagnostics) error {
 		}
 		e.Problems = append(e.Problems, msg)
 	}
+	if more > 0 {
+		e.Problems = append(e.Problems, fmt.Sprintf("and %d more problems", more))
+	}
 	if len(e.Problems) == 0 {
 		return nil
 	}
 	return e
 }
 
-// parseFile parses HCL, or JSON when the file name ends in .json or the
+// isJSON reports whether a file is JSON: its name ends in .json or its
 // content starts with '{'.
+func isJSON(filename string, src []byte) bool {
+	return strings.EqualFold(filepath.Ext(filename), ".json") || bytes.HasPrefix(bytes.TrimSpace(src), []byte("{"))
+}
+
+// parseFile parses HCL, or JSON (HCL's JSON syntax) when isJSON.
 func parseFile(filename string, src []byte) (*hcl.File, hcl.Diagnostics) {
-	if strings.EqualFold(filepath.Ext(filename), ".json") || bytes.HasPrefix(bytes.TrimSpace(src), []byte("{")) {
+	if isJSON(filename, src) {
 		return hcljson.Parse(src, filename)
 	}
 	return hclsyntax.ParseConfig(src, filename, hcl.Pos{Line: 1, Column: 1})

@@ -55,6 +55,23 @@ func (d *queueDecoder) add(diags hcl.Diagnostics) bool {
 	return !diags.HasErrors()
 }
 
+// ParseQueueConfigBody reads a queue configuration sent over the network
+// (the HTTP API's body), named name in errors: HCL, or JSON, scanned
+// before it is parsed (CheckHCLBody, CheckJSONBody) so that what parsing
+// it costs is bounded (QueueConfigBodyCost).
+func ParseQueueConfigBody(name string, src []byte) (*scheduler.QueueConfig, error) {
+	var err error
+	if isJSON(name, src) {
+		err = CheckJSONBody(name, src, MaxQueueConfigJSONValues)
+	} else {
+		err = CheckHCLBody(name, src, MaxQueueConfigTokens)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ParseQueueConfig(name, src)
+}
+
 // ParseQueueConfig reads a queue configuration file. It returns the
 // configuration only if the file parses and validates completely; otherwise
 // an *Error listing every problem as file:line,col: reason.
