@@ -73,7 +73,10 @@ func runJoinTokenCreate(args []string) error {
 	if resp.Node != "" {
 		scope = "node " + resp.Node
 	}
-	fmt.Fprintf(stdout, "Join token for %s, valid until %s (give it to the agent as join_token, or in WEFT_JOIN_TOKEN):\n%s\n",
-		scope, time.Unix(0, resp.ExpiresAt).UTC().Format(time.RFC3339), resp.Token)
+	// The token alone on stdout, so that it can be written where agents
+	// read it (join_token_file); what it is good for on stderr.
+	fmt.Fprintf(stderr, "Join token for %s, valid until %s: give it to the agent as join_token, in join_token_file or in WEFT_JOIN_TOKEN\n",
+		scope, time.Unix(0, resp.ExpiresAt).UTC().Format(time.RFC3339))
+	fmt.Fprintln(stdout, resp.Token)
 	return nil
 }
