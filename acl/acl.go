@@ -89,6 +89,21 @@ func (a *ACL) QueueLevel(path string) Level {
 // AllowQueue reports whether the ACL grants at least want on the queue.
 func (a *ACL) AllowQueue(path string, want Level) bool { return granted(a.QueueLevel(path), want) }
 
+// AnyQueue reports whether the ACL grants at least want on some queue
+// (one that exists or may one day): a caller with no such grant can be
+// refused every queue method at once, before anything is looked up.
+func (a *ACL) AnyQueue(want Level) bool {
+	if a.management {
+		return true
+	}
+	for _, r := range a.queues {
+		if granted(r.Level, want) {
+			return true
+		}
+	}
+	return false
+}
+
 // AllowNode reports whether the ACL grants at least want (read or write)
 // on nodes.
 func (a *ACL) AllowNode(want Level) bool { return a.management || granted(a.node, want) }

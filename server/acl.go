@@ -8,6 +8,7 @@ import (
 
 	"github.com/weft-sched/weft/acl"
 	"github.com/weft-sched/weft/fsm"
+	"github.com/weft-sched/weft/internal/raftnode"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -18,6 +19,10 @@ type caller struct {
 	acl *acl.ACL
 	// token is nil for the anonymous caller, and when ACLs are off.
 	token *acl.Token
+	// partial is set when the token names a policy this server does not
+	// hold (yet: one written a moment ago, on a follower): its ACL may
+	// grant less here than the leader's would.
+	partial bool
 }
 
 // name is the user the caller's apps run as when ACLs are on.
@@ -88,14 +93,18 @@ func (s *Server) resolveToken(ctx context.Context, secret string) (*caller, erro
 		return &caller{acl: acl.Management, token: tok}, nil
 	}
 	rules := make([]*acl.Rules, 0, len(tok.Policies))
+	partial := false
 	for _, name := range tok.Policies {
-		if p, ok := st.ACLPolicy(name); ok {
-			if r, err := p.Parsed(); err == nil {
-				rules = append(rules, r)
-			}
+		p, ok := st.ACLPolicy(name)
+		if !ok {
+			partial = true
+			continue
+		}
+		if r, err := p.Parsed(); err == nil {
+			rules = append(rules, r)
 		}
 	}
-	return &caller{acl: acl.Compile(rules...), token: tok}, nil
+	return &caller{acl: acl.Compile(rules...), token: tok, partial: partial}, nil
 }
 
 // anonymousACL is what a request without a token may do: what the
@@ -113,14 +122,16 @@ func anonymousACL(st *fsm.State) *acl.ACL {
 // It reports false when the leader knows no such token, and an error
 // (retryable) when there is no leader to ask or it did not answer.
 func (s *Server) tokenFromLeader(ctx context.Context, secret string) (*acl.Token, bool, error) {
-	addr, _ := s.raft.LeaderWithID()
-	if addr == "" || string(addr) == s.rpcAddr {
-		return nil, false, wrpc.ErrNoLeader
-	}
 	ctx, cancel := context.WithTimeout(ctx, tokenLookupTimeout)
 	defer cancel()
 	var resp wrpc.ACLTokenResponse
-	if err := s.pool.Call(ctx, string(addr), "ACL.TokenSelf", &wrpc.RequestHeader{AuthToken: secret}, &resp); err != nil {
+	// A client's lookup is one of the client calls this server makes to
+	// the leader, bounded as they are (raftnode.ClientCall): a flood of
+	// unknown tokens costs the leader no more than that.
+	if err := s.node.CallLeader(ctx, "ACL.TokenSelf", &wrpc.RequestHeader{AuthToken: secret}, &resp); err != nil {
+		if errors.Is(err, wrpc.ErrRateLimited) || errors.Is(err, wrpc.ErrNoLeader) {
+			return nil, false, err
+		}
 		if errors.Is(err, wrpc.ErrPermissionDenied) {
 			return nil, false, nil
 		}
@@ -134,8 +145,13 @@ func (s *Server) tokenFromLeader(ctx context.Context, secret string) (*acl.Token
 // authorize is the RPC server's authorizer: it resolves the request's
 // token, checks the method-wide part of the method's capability, and hands
 // the identity to the handler, which checks the rest (which queue, whose
-// app).
+// app). Before the handler runs, and so before anything is forwarded or
+// waited for: a client's call is marked as one (its forwarding is bounded,
+// raftnode.ClientCall); a caller whose token grants nothing a method could
+// answer (no queue it may read, for the queue methods) is refused; and a
+// blocking query past its caller's bounds is refused (admitBlocking).
 func (s *Server) authorize(ctx context.Context, method string, c wrpc.Capability, args any) (context.Context, error) {
+	ctx = raftnode.ClientCall(ctx, c)
 	switch c {
 	case wrpc.CapPublic, wrpc.CapAgent, wrpc.CapServer, wrpc.CapWorkload, wrpc.CapFederation:
 		// Not ACL capabilities: certificates, node secrets and workload
@@ -155,9 +171,9 @@ func (s *Server) authorize(ctx context.Context, method string, c wrpc.Capability
 		return ctx, fmt.Errorf("%s: %w: the method declares an unknown capability %q", method, wrpc.ErrInternal, c)
 	}
 	if !allowed {
-		return ctx, denied(method, id, string(c))
+		return ctx, denied(method, id, needs(c))
 	}
-	return context.WithValue(ctx, callerKey{}, id), nil
+	return s.admitBlocking(context.WithValue(ctx, callerKey{}, id), method, id, args)
 }
 
 // allows reports whether id holds the method-wide part of capability c;
@@ -176,12 +192,28 @@ func (s *Server) allows(id *caller, c wrpc.Capability) (allowed, known bool) {
 		return id.acl.AllowACL(acl.LevelRead), true
 	case wrpc.CapACLWrite:
 		return id.acl.AllowACL(acl.LevelWrite), true
-	case wrpc.CapQueueRead, wrpc.CapQueueSubmit:
-		return true, true // per queue, in the handler
+	case wrpc.CapQueueRead:
+		// And per queue, in the handler (on the leader, for what is
+		// forwarded): a caller with a policy this server lacks yet is
+		// left to it.
+		return id.partial || id.acl.AnyQueue(acl.LevelRead), true
+	case wrpc.CapQueueSubmit:
+		return id.partial || id.acl.AnyQueue(acl.LevelSubmit), true
 	case wrpc.CapToken:
 		return id.token != nil || !s.config.ACLEnabled, true
 	}
 	return false, false
+}
+
+// needs names what a capability asks of a token, in a refusal.
+func needs(c wrpc.Capability) string {
+	switch c {
+	case wrpc.CapQueueRead:
+		return "read on any queue"
+	case wrpc.CapQueueSubmit:
+		return "submit on any queue"
+	}
+	return string(c)
 }
 
 // denied is the answer to a caller whose ACL lacks what a method needs.

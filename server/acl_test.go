@@ -133,7 +133,7 @@ func TestACLsOnAThreeServerCluster(t *testing.T) {
 		t.Fatalf("a refused queue apply changed the queues (index %d)", got)
 	}
 	mustBeDenied(t, anon.call(l, "Node.List", &wrpc.RequestHeader{}, &wrpc.NodeListResponse{}), "lacks node:read")
-	mustBeDenied(t, anon.call(l, "App.Submit", &wrpc.AppSubmitRequest{Spec: testSpec("x")}, &wrpc.AppSubmitResponse{}), "lacks submit on queue root.default")
+	mustBeDenied(t, anon.call(l, "App.Submit", &wrpc.AppSubmitRequest{Spec: testSpec("x")}, &wrpc.AppSubmitResponse{}), "lacks submit on any queue")
 	if err := anon.call(l, "Status.Ping", &wrpc.RequestHeader{}, &struct{}{}); err != nil {
 		t.Fatalf("ping is public: %v", err)
 	}

@@ -65,7 +65,7 @@ func (e *Queue) List(ctx context.Context, args *wrpc.QueueListRequest, reply *wr
 	if done, err := e.srv.forwardRead(ctx, "Queue.List", &args.RequestHeader, args, reply); done {
 		return err
 	}
-	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, queueIndex, func(st *fsm.State) (uint64, error) {
 		reply.Scheduler = st.QueueConfig().Scheduler
 		reply.Queues = reply.Queues[:0]
 		stats := scheduler.QueueStats(st)
@@ -74,7 +74,7 @@ func (e *Queue) List(ctx context.Context, args *wrpc.QueueListRequest, reply *wr
 				reply.Queues = append(reply.Queues, queueInfo(q, stats[q.Path]))
 			}
 		}
-		return queueIndex(st), nil
+		return queueIndex(st)
 	})
 }
 
@@ -87,28 +87,41 @@ func (e *Queue) Status(ctx context.Context, args *wrpc.QueueStatusRequest, reply
 	if name != scheduler.RootQueue && !strings.HasPrefix(name, scheduler.RootQueue+".") {
 		name = scheduler.RootQueue + "." + name
 	}
-	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+	find := func(st *fsm.State) (*scheduler.Queue, error) {
 		for _, q := range st.Queues() {
 			if q.Path == name {
 				if err := e.srv.allowQueue(ctx, "Queue.Status", name, acl.LevelRead); err != nil {
-					return 0, err
+					return nil, err
 				}
-				reply.Queue = queueInfo(q, scheduler.QueueStats(st)[q.Path])
-				return queueIndex(st), nil
+				return q, nil
 			}
 		}
 		var names []string
 		for _, q := range st.Queues() {
 			names = append(names, q.Path)
 		}
-		return 0, wrpc.Errorf(wrpc.CodeNotFound, "queue %s not found; queues are: %s", name, strings.Join(names, ", "))
+		return nil, wrpc.Errorf(wrpc.CodeNotFound, "queue %s not found; queues are: %s", name, strings.Join(names, ", "))
+	}
+	watch := func(st *fsm.State) (uint64, error) {
+		if _, err := find(st); err != nil {
+			return 0, err
+		}
+		return queueIndex(st)
+	}
+	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, watch, func(st *fsm.State) (uint64, error) {
+		q, err := find(st)
+		if err != nil {
+			return 0, err
+		}
+		reply.Queue = queueInfo(q, scheduler.QueueStats(st)[q.Path])
+		return queueIndex(st)
 	})
 }
 
 // queueIndex is the index a queue listing depends on: the configuration,
 // and the apps and containers that make up usage and demand.
-func queueIndex(st *fsm.State) uint64 {
-	return max(st.TableIndex(fsm.TableQueues), st.TableIndex(fsm.TableApps), st.TableIndex(fsm.TableContainers), st.TableIndex(fsm.TableNodes))
+func queueIndex(st *fsm.State) (uint64, error) {
+	return max(st.TableIndex(fsm.TableQueues), st.TableIndex(fsm.TableApps), st.TableIndex(fsm.TableContainers), st.TableIndex(fsm.TableNodes)), nil
 }
 
 func queueInfo(q *scheduler.Queue, stat scheduler.QueueStat) wrpc.QueueInfo {
