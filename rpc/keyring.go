@@ -38,3 +38,21 @@ type KeyringResponse struct {
 
 // Complete reports whether every member answered and none failed.
 func (r *KeyringResponse) Complete() bool { return r.Failed == 0 && r.Responses >= r.Members }
+
+// GossipKeyringRequest asks one member of the gossip pool to list or
+// change its own keyring (Gossip.Keyring, a server's certificate only; a
+// router's among routers): the server answering an operator's keyring
+// command calls every member with it.
+type GossipKeyringRequest struct {
+	RequestHeader
+	// Op is "list", "install", "use" or "remove".
+	Op string `codec:"op" json:"op"`
+	// Key is a gossip key (the base64 of 32 bytes); empty to list.
+	Key string `codec:"key" json:"-"`
+}
+
+// GossipKeyringResponse is a member's keyring after the operation.
+type GossipKeyringResponse struct {
+	// Keys are the keys the member holds, its primary key first.
+	Keys []string `codec:"keys" json:"-"`
+}

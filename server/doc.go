@@ -42,8 +42,8 @@
 // unmanaged_am_timeout.
 // A server whose FSM halts on a committed entry it cannot apply stops by itself
 // (Halted) with the entry's index and the recovery, its state intact.
-// Any server rotates the gossip keys of the whole pool over serf, no
-// leader needed.
+// Any server rotates the gossip keys of the whole pool, no leader
+// needed, by calling every member's keyring method over mutual TLS.
 //
 // The server is plumbing around fsm and scheduler: every decision about
 // resources belongs to the scheduler package, and every change to the

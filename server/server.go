@@ -47,6 +47,7 @@ type Server struct {
 	hadRaftState bool
 
 	serf        *serf.Serf
+	keyring     *gossip.Keyring
 	serfEventCh chan serf.Event
 
 	listener  net.Listener
@@ -193,7 +194,7 @@ func New(config *Config) (*Server, error) {
 		return nil, err
 	}
 	s.unregisterMetrics = metrics.RegisterServer(s.metricsSample)
-	s.node.Start(s.serf, s.goFunc)
+	s.node.Start(s.serf, s.keyring, s.goFunc)
 	s.goFunc(s.serfEventLoop)
 	s.goFunc(s.watchHalt)
 	s.goFunc(func() { s.updates.run(s.shutdownCh) })

@@ -13,8 +13,9 @@
 // forwards, bounded and on connections of their own so that they never
 // take what agents' heartbeats and Raft need (clientcalls.go); snapshots
 // taken by bytes of log, not entries (snapshot.go); a graceful leave
-// (node.go); and the operator methods on Raft, the gossip pool and its
-// keyring, which every such process serves (operator.go).
+// (node.go); and the operator methods on Raft and the gossip pool
+// (operator.go) and its keyring, changed on every member over mutual TLS
+// (keyring.go), which every such process serves.
 //
 // What a quorum holds is the process's own: a Node takes any
 // raft.BatchingFSM, and the process says with Hooks what a new leader

@@ -15,6 +15,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/hashicorp/serf/serf"
 	"github.com/weft-sched/weft/internal/clock"
+	"github.com/weft-sched/weft/internal/gossip"
 	"github.com/weft-sched/weft/internal/inflight"
 	"github.com/weft-sched/weft/internal/tlsutil"
 	wrpc "github.com/weft-sched/weft/rpc"
@@ -100,6 +101,7 @@ type Node struct {
 	hadState bool
 
 	serf        *serf.Serf
+	keyring     *gossip.Keyring // the member's own gossip keyring
 	reconcileCh chan serf.Member
 	// ready is true on the leader once it has applied a barrier in its
 	// term, so consistent reads never see state older than the term.
@@ -204,10 +206,11 @@ func New(cfg Config, hooks Hooks, shutdown <-chan struct{}, addr net.Addr, fsm r
 
 // Start begins the leadership, snapshot and freshness loops (each through
 // goFunc, which the process waits for at shutdown), with s the process's
-// serf for bootstrap and reconciliation: call it before anything hands the
-// node serf events. The loops end when shutdown closes.
-func (n *Node) Start(s *serf.Serf, goFunc func(func())) {
-	n.serf = s
+// serf for bootstrap and reconciliation and keyring its gossip keyring (the
+// keyring methods, keyring.go): call it before anything hands the node
+// serf events. The loops end when shutdown closes.
+func (n *Node) Start(s *serf.Serf, keyring *gossip.Keyring, goFunc func(func())) {
+	n.serf, n.keyring = s, keyring
 	goFunc(n.monitorLeadership)
 	goFunc(func() { n.snapshotLoop(n.shutdownCh) })
 	goFunc(n.freshnessLoop)
