@@ -102,7 +102,13 @@ func dialFrom(t *testing.T, s *Server, ip string) *rpc.Client {
 // When the follower loses its leader, a blocking read waiting there
 // answers at once and says it knows no leader.
 func TestFollowerAnswersBlockingReadsFromItsOwnState(t *testing.T) {
-	c := startThree(t)
+	c := newTestCluster(t)
+	c.tune = func(cfg *Config) { cfg.RaftConfig = steadyRaftConfig() } // the follower stays fresh throughout
+	s1 := c.start("s1", 3)
+	c.start("s2", 3, s1.SerfAddr())
+	c.start("s3", 3, s1.SerfAddr())
+	c.waitForLeader()
+	c.waitForVoters("s1", "s2", "s3")
 	l, f := c.leader(), c.follower()
 	waitFresh(t, f)
 	var first wrpc.AppListResponse
