@@ -200,3 +200,29 @@ func FuzzParseRules(f *testing.F) {
 		}
 	})
 }
+
+// AnyQueue says whether a token may reach a queue method at all: what the
+// servers refuse before they look anything up or wait.
+func TestAnyQueue(t *testing.T) {
+	reader := Compile(mustParse(t, `queue "root.a" { policy = "read" }`))
+	submitter := Compile(mustParse(t, `queue "root.b.*" { policy = "submit" }`))
+	denied := Compile(mustParse(t, `queue "*" { policy = "deny" }`), mustParse(t, `node { policy = "write" }`))
+	for _, tt := range []struct {
+		name       string
+		acl        *ACL
+		read, subm bool
+	}{
+		{"read on one queue", reader, true, false},
+		{"submit on a subtree", submitter, true, true},
+		{"deny everywhere, node write", denied, false, false},
+		{"the anonymous caller's", DenyAll, false, false},
+		{"management", Management, true, true},
+	} {
+		if got := tt.acl.AllowAnyQueue(LevelRead); got != tt.read {
+			t.Errorf("%s: AnyQueue(read) = %v", tt.name, got)
+		}
+		if got := tt.acl.AllowAnyQueue(LevelSubmit); got != tt.subm {
+			t.Errorf("%s: AnyQueue(submit) = %v", tt.name, got)
+		}
+	}
+}

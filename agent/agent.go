@@ -36,8 +36,11 @@ type Agent struct {
 	rpcAddr  string
 	rpcConns *wrpc.Listener
 	serf     *serf.Serf
-	client   *wrpc.Client // to the servers
-	mgr      *manager
+	// keyring is the agent's gossip keyring, set once gossip starts (its
+	// RPC port serves before).
+	keyring atomic.Pointer[gossip.Keyring]
+	client  *wrpc.Client // to the servers
+	mgr     *manager
 	// retention removes completed containers' directories (retention.go).
 	retention *logRetention
 	// agentPool reaches other agents (their loads, releasing containers).
@@ -165,7 +168,8 @@ func New(config *Config) (*Agent, error) {
 	}
 	a.goFunc(func() { a.rpcConns.Serve(ln) })
 
-	a.serf, err = gossip.Create(gossip.Config{
+	var keyring *gossip.Keyring
+	a.serf, keyring, err = gossip.Create(gossip.Config{
 		NodeID: config.NodeID, BindAddr: config.BindAddr, Port: port(config.SerfPort), DataDir: config.DataDir,
 		Tags: map[string]string{
 			gossip.TagRole: gossip.RoleAgent, gossip.TagRPCAddr: a.rpcAddr, gossip.TagID: config.NodeID,
@@ -177,6 +181,7 @@ func New(config *Config) (*Agent, error) {
 		a.Shutdown()
 		return nil, err
 	}
+	a.keyring.Store(keyring)
 	a.goFunc(func() { gossip.JoinLoop(a.serf, config.Join, config.JoinRetryInterval, a.logger, a.ctx.Done()) })
 	var runCtx context.Context
 	runCtx, a.runCancel = context.WithCancel(a.ctx)

@@ -9,7 +9,8 @@ import (
 
 // wantCapabilities is the capability of every method an agent serves
 // (SPEC §15): the AM protocol and container management need a workload
-// token, which the handlers verify; a node's load is for other agents. A
+// token, which the handlers verify; a node's load is for other agents; its
+// gossip keyring is the servers' to list and change. A
 // method added without an entry here fails this test.
 var wantCapabilities = map[string]wrpc.Capability{
 	"AM.Register":       wrpc.CapWorkload,
@@ -22,6 +23,7 @@ var wantCapabilities = map[string]wrpc.Capability{
 	"Container.Logs":    wrpc.CapWorkload,
 	"Container.Output":  wrpc.CapWorkload,
 	"Agent.Load":        wrpc.CapAgent,
+	"Gossip.Keyring":    wrpc.CapServer,
 }
 
 func TestEveryMethodDeclaresItsCapability(t *testing.T) {

@@ -9,7 +9,9 @@ import (
 )
 
 // registerEndpoints returns the agent's RPC server: the AM protocol (the
-// AMRMProxy), container management and the node's own load. Each method is
+// AMRMProxy), container management, the node's own load and its gossip
+// keyring (Gossip.Keyring, for the servers alone: how an operator's
+// `weft operator gossip keyring` reaches the agent). Each method is
 // named here once, so this is the agent's whole RPC surface. Every method
 // but Agent.Load needs a workload token (SPEC §15): AM.* the AM token of an
 // AM running here, Container.Start a container token of exactly that
@@ -32,6 +34,7 @@ func (a *Agent) registerEndpoints() *wrpc.Server {
 	wrpc.Register(s, "Container.Logs", wrpc.CapWorkload, c.Logs)
 	wrpc.Register(s, "Container.Output", wrpc.CapWorkload, c.Output)
 	wrpc.Register(s, "Agent.Load", wrpc.CapAgent, ag.Load)
+	wrpc.Register(s, "Gossip.Keyring", wrpc.CapServer, ag.GossipKeyring)
 	return s
 }
 
@@ -252,5 +255,21 @@ type agentEndpoint struct{ a *Agent }
 // while.
 func (e *agentEndpoint) Load(ctx context.Context, args *wrpc.RequestHeader, reply *wrpc.AgentLoadResponse) error {
 	*reply = e.a.loadResponse()
+	return nil
+}
+
+// GossipKeyring lists or changes this agent's own gossip keyring, for the
+// server answering an operator's keyring command (a server's certificate
+// only).
+func (e *agentEndpoint) GossipKeyring(ctx context.Context, args *wrpc.GossipKeyringRequest, reply *wrpc.GossipKeyringResponse) error {
+	keyring := e.a.keyring.Load()
+	if !keyring.Enabled() {
+		return wrpc.Errorf(wrpc.CodeConflict, "gossip encryption is off on node %s", e.a.config.NodeID)
+	}
+	keys, err := keyring.Apply(args.Op, args.Key)
+	if err != nil {
+		return wrpc.Errorf(wrpc.CodeBadRequest, "%v", err)
+	}
+	reply.Keys = keys
 	return nil
 }

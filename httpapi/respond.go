@@ -32,6 +32,8 @@ func statusOf(err error) int {
 		return http.StatusServiceUnavailable
 	case rpc.CodeTimeout:
 		return http.StatusGatewayTimeout
+	case rpc.CodeRateLimited:
+		return http.StatusTooManyRequests
 	}
 	var te *rpc.TransportError
 	if errors.As(err, &te) {
@@ -43,7 +45,7 @@ func statusOf(err error) int {
 // fail answers err. Retryable conditions say when to retry.
 func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status := statusOf(err)
-	if status == http.StatusServiceUnavailable {
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
 	if status == http.StatusInternalServerError {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weft-sched/weft/internal/raftnode"
 	"github.com/weft-sched/weft/router/fedstate"
 	wrpc "github.com/weft-sched/weft/rpc"
 )
@@ -105,6 +106,7 @@ func (g *grants) add(k [sha256.Size]byte, now time.Time, gr grant) {
 
 // authorize is the RPC server's authorizer (see above).
 func (r *Router) authorize(ctx context.Context, method string, c wrpc.Capability, args any) (context.Context, error) {
+	ctx = raftnode.ClientCall(ctx, c) // forwarded to the routers' leader, bounded
 	switch c {
 	case wrpc.CapPublic, wrpc.CapFederation, wrpc.CapAgent:
 		return ctx, nil // certificates: checked by the transport

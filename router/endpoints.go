@@ -18,7 +18,7 @@ import (
 func (r *Router) registerEndpoints() {
 	s := r.rpcServer
 	st, fed, op := &Status{r}, &Federation{r}, &Operator{r}
-	shared := &raftnode.Operator{Node: r.node, Meta: func(m *wrpc.ResponseMeta) { r.setMeta(m, r.fsm.State().Index()) },
+	shared := &raftnode.Operator{Node: r.node, Meta: func(m *wrpc.ResponseMeta) { r.setMeta(m, r.fsm.State().Index()) }, CallMember: r.callMember,
 		Logger: r.logger}
 	wrpc.Register(s, "Status.Ping", wrpc.CapPublic, shared.Ping)
 	wrpc.Register(s, "Status.Leader", wrpc.CapPublic, shared.Leader)
@@ -35,6 +35,7 @@ func (r *Router) registerEndpoints() {
 	wrpc.Register(s, "Operator.KeyringInstall", wrpc.CapOperatorWrite, shared.KeyringInstall)
 	wrpc.Register(s, "Operator.KeyringUse", wrpc.CapOperatorWrite, shared.KeyringUse)
 	wrpc.Register(s, "Operator.KeyringRemove", wrpc.CapOperatorWrite, shared.KeyringRemove)
+	wrpc.Register(s, "Gossip.Keyring", wrpc.CapFederation, shared.KeyringMember)
 	wrpc.Register(s, "Operator.WorkloadKeyRotate", wrpc.CapOperatorWrite, op.WorkloadKeyRotate)
 
 	wrpc.Register(s, "Federation.Heartbeat", wrpc.CapFederation, fed.Heartbeat)

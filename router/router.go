@@ -111,14 +111,15 @@ func New(config *Config) (*Router, error) {
 	if config.BootstrapExpect > 0 {
 		tags[gossip.TagExpect] = strconv.Itoa(config.BootstrapExpect)
 	}
-	r.serf, err = gossip.Create(gossip.Config{NodeID: config.NodeID, BindAddr: config.BindAddr, Port: port(config.SerfPort),
+	var keyring *gossip.Keyring
+	r.serf, keyring, err = gossip.Create(gossip.Config{NodeID: config.NodeID, BindAddr: config.BindAddr, Port: port(config.SerfPort),
 		DataDir: config.DataDir, Tags: tags, Fast: config.SerfFastGossip, Encrypt: config.Encrypt,
 		Logger: config.Logger.Named("serf"), EventCh: r.serfEventCh})
 	if err != nil {
 		r.Shutdown()
 		return nil, err
 	}
-	r.node.Start(r.serf, r.goFunc)
+	r.node.Start(r.serf, keyring, r.goFunc)
 	r.goFunc(r.serfEventLoop)
 	if len(config.Join) > 0 {
 		r.goFunc(func() { gossip.JoinLoop(r.serf, config.Join, config.JoinRetryInterval, r.logger, r.shutdownCh) })
@@ -232,4 +233,18 @@ func (r *Router) apply(ctx context.Context, t fedstate.MessageType, body any) (a
 		return nil, index, rejection(err)
 	}
 	return res, index, nil
+}
+
+// callMember calls another router of the routers' gossip pool at the RPC
+// address it gossips, over mutual TLS with a router's certificate (the
+// keyring methods reach every member so).
+func (r *Router) callMember(ctx context.Context, m serf.Member, method string, args, reply any) error {
+	addr := m.Tags[gossip.TagRPCAddr]
+	switch role := m.Tags[gossip.TagRole]; {
+	case addr == "":
+		return fmt.Errorf("it gossips no RPC address")
+	case role != gossip.RoleRouter:
+		return fmt.Errorf("its role %q is not a router's", role)
+	}
+	return r.pool.Call(ctx, addr, method, args, reply)
 }

@@ -19,6 +19,7 @@ const (
 	CodeNotReady         Code = "not_ready"         // the leader has not applied its barrier yet; retryable
 	CodeTimeout          Code = "timeout"           // the request's deadline passed first; retryable
 	CodeUnavailable      Code = "unavailable"       // a process the answer needs could not be reached; retryable
+	CodeRateLimited      Code = "rate_limited"      // the caller (or everyone, at this server) has as many calls of the kind in flight as it may; retryable after a pause
 	CodeUnreachable      Code = "unreachable"       // a federation's sub-cluster that holds the answer is LOST or DECOMMISSIONED; not retried: it may be gone for long
 	CodeNotFound         Code = "not_found"         // the named object does not exist
 	CodeBadRequest       Code = "bad_request"       // the request is malformed or invalid; it changed nothing
@@ -73,6 +74,7 @@ var (
 	ErrNotReady         = &Error{CodeNotReady, "the leader is not ready to serve consistent reads yet"}
 	ErrTimeout          = &Error{CodeTimeout, "the request's deadline passed before it was answered"}
 	ErrUnavailable      = &Error{CodeUnavailable, "unavailable"}
+	ErrRateLimited      = &Error{CodeRateLimited, "too many calls in flight"}
 	ErrNotFound         = &Error{CodeNotFound, "not found"}
 	ErrBadRequest       = &Error{CodeBadRequest, "bad request"}
 	ErrConflict         = &Error{CodeConflict, "conflict"}
@@ -181,7 +183,7 @@ func IsRetryable(err error) bool {
 		return true
 	}
 	switch ErrorCode(err) {
-	case CodeNoLeader, CodeNotReady, CodeTimeout, CodeUnavailable:
+	case CodeNoLeader, CodeNotReady, CodeTimeout, CodeUnavailable, CodeRateLimited:
 		return true
 	}
 	return false

@@ -22,7 +22,7 @@ var requestTypes = map[string]reflect.Type{}
 func init() {
 	for _, v := range []any{
 		ACLAuthorizeRequest{}, ACLBootstrapRequest{}, ACLPolicyApplyRequest{}, ACLPolicyRequest{}, ACLTokenCreateRequest{}, ACLTokenRequest{},
-		NodeResetSecretRequest{}, JoinTokenCreateRequest{}, KeyringRequest{}, AMAllocateRequest{}, AMFinishRequest{}, AMRegisterRequest{}, AppListRequest{}, AppRequest{},
+		NodeResetSecretRequest{}, JoinTokenCreateRequest{}, KeyringRequest{}, GossipKeyringRequest{}, AMAllocateRequest{}, AMFinishRequest{}, AMRegisterRequest{}, AppListRequest{}, AppRequest{},
 		AppSubmitRequest{}, ContainerIDRequest{}, ContainerListRequest{}, ContainerLogsRequest{}, ContainerOutputRequest{},
 		ContainerStartRequest{}, ContainerStatusRequest{}, HeartbeatRequest{}, HeartbeatBatchRequest{}, NodeDeregisterRequest{},
 		NodeRegisterRequest{}, NodeStatusRequest{}, QueueApplyRequest{}, QueueListRequest{},

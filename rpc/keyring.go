@@ -19,16 +19,17 @@ type GossipKey struct {
 }
 
 // KeyringResponse answers every Operator.Keyring method with what the
-// members of the gossip pool (servers and agents) answered the broadcast.
-// A member that failed is counted and named here; the call itself fails
-// only when the broadcast could not be made.
+// live members of the gossip pool (servers and agents) answered when the
+// answering server called each (Gossip.Keyring). A member that failed or
+// could not be reached is counted and named here; the call itself fails
+// only when the keyring cannot be changed at all (gossip not started, or
+// in plaintext).
 type KeyringResponse struct {
 	// Keys lists every key some member holds, sorted (KeyringList only).
 	Keys []GossipKey `codec:"keys" json:"keys"`
 	// Members is how many live members the answering server knew of.
 	Members int `codec:"members" json:"members"`
-	// Responses is how many members answered before the broadcast timed
-	// out.
+	// Responses is how many members answered (in time, over mutual TLS).
 	Responses int `codec:"responses" json:"responses"`
 	// Failed is how many of them answered with an error.
 	Failed int `codec:"failed" json:"failed"`
@@ -38,3 +39,21 @@ type KeyringResponse struct {
 
 // Complete reports whether every member answered and none failed.
 func (r *KeyringResponse) Complete() bool { return r.Failed == 0 && r.Responses >= r.Members }
+
+// GossipKeyringRequest asks one member of the gossip pool to list or
+// change its own keyring (Gossip.Keyring, a server's certificate only; a
+// router's among routers): the server answering an operator's keyring
+// command calls every member with it.
+type GossipKeyringRequest struct {
+	RequestHeader
+	// Op is "list", "install", "use" or "remove".
+	Op string `codec:"op" json:"op"`
+	// Key is a gossip key (the base64 of 32 bytes); empty to list.
+	Key string `codec:"key" json:"-"`
+}
+
+// GossipKeyringResponse is a member's keyring after the operation.
+type GossipKeyringResponse struct {
+	// Keys are the keys the member holds, its primary key first.
+	Keys []string `codec:"keys" json:"-"`
+}

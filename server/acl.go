@@ -7,6 +7,7 @@ import (
 
 	"github.com/weft-sched/weft/acl"
 	"github.com/weft-sched/weft/fsm"
+	"github.com/weft-sched/weft/internal/raftnode"
 	wrpc "github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
 )
@@ -17,6 +18,10 @@ type caller struct {
 	acl *acl.ACL
 	// token is nil for the anonymous caller, and when ACLs are off.
 	token *acl.Token
+	// partial is set when the token names a policy this server does not
+	// hold (yet: one written a moment ago, on a follower): its ACL may
+	// grant less here than the leader's would.
+	partial bool
 }
 
 // name is the user the caller's apps run as when ACLs are on.
@@ -93,14 +98,18 @@ func (s *Server) resolveToken(ctx context.Context, secret string) (*caller, erro
 		return &caller{acl: acl.Management, token: tok}, nil
 	}
 	rules := make([]*acl.Rules, 0, len(tok.Policies))
+	partial := false
 	for _, name := range tok.Policies {
-		if p, ok := st.ACLPolicy(name); ok {
-			if r, err := p.Parsed(); err == nil {
-				rules = append(rules, r)
-			}
+		p, ok := st.ACLPolicy(name)
+		if !ok {
+			partial = true
+			continue
+		}
+		if r, err := p.Parsed(); err == nil {
+			rules = append(rules, r)
 		}
 	}
-	return &caller{acl: acl.Compile(rules...), token: tok}, nil
+	return &caller{acl: acl.Compile(rules...), token: tok, partial: partial}, nil
 }
 
 // anonymousACL is what a request without a token may do: what the
@@ -118,8 +127,14 @@ func anonymousACL(st *fsm.State) *acl.ACL {
 // token, checks the part of the method's capability that does not depend
 // on the request (allowWithoutRequest, as Authenticate does for the HTTP
 // API), and hands the identity to the handler, which checks the rest
-// (which queue, whose app).
+// (which queue, whose app). Before the handler runs, and so before
+// anything is forwarded or waited for: a client's call is marked as one
+// (its forwarding is bounded, raftnode.ClientCall); a caller whose token
+// grants nothing a method could answer (no queue it may read, for the
+// queue methods) is refused; and a blocking query past its caller's
+// bounds is refused (admitBlocking).
 func (s *Server) authorize(ctx context.Context, method string, c wrpc.Capability, args any) (context.Context, error) {
+	ctx = raftnode.ClientCall(ctx, c)
 	switch c {
 	case wrpc.CapPublic, wrpc.CapAgent, wrpc.CapServer, wrpc.CapWorkload, wrpc.CapFederation:
 		// Not ACL capabilities: certificates, node secrets and workload
@@ -137,7 +152,7 @@ func (s *Server) authorize(ctx context.Context, method string, c wrpc.Capability
 	if err := s.allowWithoutRequest(method, id, c); err != nil {
 		return ctx, err
 	}
-	return context.WithValue(ctx, callerKey{}, id), nil
+	return s.admitBlocking(context.WithValue(ctx, callerKey{}, id), method, id, args)
 }
 
 // allows reports whether id holds method-wide capability c; known is
@@ -198,9 +213,12 @@ func (s *Server) allowWithoutRequest(method string, id *caller, c wrpc.Capabilit
 	need := string(c)
 	switch c {
 	case wrpc.CapQueueRead:
-		allowed, known, need = id.acl.AllowAnyQueue(acl.LevelRead), true, "read on any queue"
+		// And per queue, in the handler (on the leader, for what is
+		// forwarded): a caller with a policy this server lacks yet is left
+		// to it.
+		allowed, known, need = id.partial || id.acl.AllowAnyQueue(acl.LevelRead), true, "read on any queue"
 	case wrpc.CapQueueSubmit:
-		allowed, known, need = id.acl.AllowAnyQueue(acl.LevelSubmit), true, "submit on any queue"
+		allowed, known, need = id.partial || id.acl.AllowAnyQueue(acl.LevelSubmit), true, "submit on any queue"
 	default:
 		allowed, known = s.allows(id, c)
 	}

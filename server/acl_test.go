@@ -35,6 +35,7 @@ var wantCapabilities = map[string]wrpc.Capability{
 	"Operator.KeyringInstall":       wrpc.CapOperatorWrite,
 	"Operator.KeyringUse":           wrpc.CapOperatorWrite,
 	"Operator.KeyringRemove":        wrpc.CapOperatorWrite,
+	"Gossip.Keyring":                wrpc.CapServer,
 	"Queue.Apply":                   wrpc.CapOperatorWrite,
 	"Queue.List":                    wrpc.CapQueueRead,
 	"Queue.Status":                  wrpc.CapQueueRead,

@@ -9,14 +9,30 @@ import (
 	wrpc "github.com/weft-sched/weft/rpc"
 )
 
-// blockingQuery runs a read against the current state. With a
-// min_query_index it re-runs each time a newer state is published until the
-// index run reports exceeds it, or max_wait (capped, plus a little jitter so
-// that many watchers do not wake together) passes, or the request's
-// deadline comes. run returns the index of the data it read; blockingQuery
-// fills meta.
-func (s *Server) blockingQuery(ctx context.Context, hdr *wrpc.RequestHeader, meta *wrpc.ResponseMeta, run func(*fsm.State) (uint64, error)) error {
+// A read function reads this server's state: it returns the index of the
+// data it depends on, or an error to answer with.
+type readFunc func(*fsm.State) (uint64, error)
+
+// blockingQuery answers a read from this server's state: build fills the
+// reply and returns the index of the data it read; blockingQuery fills
+// meta. Without a min_query_index it builds once. With one (a blocking
+// read) it first waits until this server has applied that index (so it
+// never answers from a state older than one the client has seen), then
+// until the state's index for the read passes it, max_wait
+// (capped, plus a little jitter so that many watchers do not wake
+// together) passes, the request's deadline comes, or — for a read that
+// did not ask for a stale answer — this server stops being fresh
+// (raftnode.Node.Fresh: it answers at once with what it has, and meta
+// says how stale that is; the client's next read goes to the leader).
+//
+// watch, if not nil, returns the index build would report without
+// building the answer (or an error to answer at once): it is what runs on
+// every state change while the read waits, so a waiting read costs a
+// lookup per change, not an answer's worth of work and memory. Without
+// watch, build runs on every change.
+func (s *Server) blockingQuery(ctx context.Context, hdr *wrpc.RequestHeader, meta *wrpc.ResponseMeta, watch, build readFunc) error {
 	var timeout <-chan time.Time
+	var stale <-chan struct{}
 	if hdr.MinQueryIndex > 0 {
 		wait := hdr.MaxWait
 		if wait <= 0 || wait > wrpc.MaxBlockingWait {
@@ -28,10 +44,36 @@ func (s *Server) blockingQuery(ctx context.Context, hdr *wrpc.RequestHeader, met
 			wait = min(wait, time.Until(d)*15/16)
 		}
 		timeout = s.clock.After(wait)
+		if !hdr.AllowStale {
+			_, stale = s.node.Fresh()
+		}
 	}
+	over := false // the wait is over: answer with what there is
 	for {
 		st := s.fsm.State()
-		index, err := run(st)
+		if hdr.MinQueryIndex > 0 && !over && st.Index() < hdr.MinQueryIndex {
+			// This server is behind what the client has seen (a follower
+			// catching up with the leader that gave the index): its
+			// state would answer from before it, "not found" included.
+			var err error
+			if over, err = s.awaitChange(ctx, st, timeout, stale); err != nil {
+				return err
+			}
+			continue
+		}
+		if hdr.MinQueryIndex > 0 && !over && watch != nil {
+			index, err := watch(st)
+			if err != nil {
+				return err
+			}
+			if index <= hdr.MinQueryIndex {
+				if over, err = s.awaitChange(ctx, st, timeout, stale); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		index, err := build(st)
 		if err != nil {
 			return err
 		}
@@ -40,19 +82,29 @@ func (s *Server) blockingQuery(ctx context.Context, hdr *wrpc.RequestHeader, met
 		}
 		meta.Index = index
 		s.setMeta(meta)
-		if hdr.MinQueryIndex == 0 || index > hdr.MinQueryIndex {
+		if hdr.MinQueryIndex == 0 || index > hdr.MinQueryIndex || over {
 			return nil
 		}
-		select {
-		case <-st.Changed():
-		case <-timeout:
-			return nil
-		case <-ctx.Done():
-			return nil
-		case <-s.shutdownCh:
-			return nil
+		if over, err = s.awaitChange(ctx, st, timeout, stale); err != nil {
+			return err
 		}
 	}
+}
+
+// awaitChange waits for a state newer than st, and reports over when the
+// read's wait has ended instead (its max_wait, this server no longer
+// fresh, shutdown). A caller gone is an error: nobody is left to answer.
+func (s *Server) awaitChange(ctx context.Context, st *fsm.State, timeout <-chan time.Time, stale <-chan struct{}) (over bool, err error) {
+	select {
+	case <-st.Changed():
+		return false, nil
+	case <-timeout:
+	case <-stale:
+	case <-s.shutdownCh:
+	case <-ctx.Done():
+		return true, ctx.Err()
+	}
+	return true, nil
 }
 
 // setMeta records how fresh this server's answer is: on a follower, how

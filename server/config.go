@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/weft-sched/weft/fsm"
 	"github.com/weft-sched/weft/internal/clock"
+	"github.com/weft-sched/weft/internal/inflight"
 	"github.com/weft-sched/weft/internal/raftnode"
 	"github.com/weft-sched/weft/internal/tlsutil"
 	wrpc "github.com/weft-sched/weft/rpc"
@@ -108,6 +109,13 @@ type Config struct {
 	// handshake and idle time, streams; SPEC §15). Zero fields take
 	// rpc.DefaultLimits.
 	Limits wrpc.Limits
+	// BlockingQueries bound the blocking queries clients hold waiting on
+	// this server; zero fields take DefaultBlockingLimits.
+	BlockingQueries BlockingLimits
+	// ClientForwards bound the client calls this server forwards to the
+	// leader at once, in all and per client address; zero fields take
+	// raftnode.DefaultClientForwards.
+	ClientForwards inflight.Limits
 	// MaxCompletedApps is how many finished apps the state keeps; the
 	// leader removes the oldest beyond it (SPEC §20). Default 10,000.
 	MaxCompletedApps int

@@ -8,7 +8,10 @@
 // member enters the Raft configuration without proving a server
 // certificate), the RPC endpoints, follower-to-leader forwarding within each
 // request's deadline (agents' heartbeats group-committed into one
-// Node.HeartbeatBatch call per batch), client writes proposed with their request IDs, and the
+// Node.HeartbeatBatch call per batch; clients' calls bounded, on
+// connections of their own), blocking reads answered from the server's
+// own state while it is fresh and bounded per client address and per
+// token (blocking_limits.go), client writes proposed with their request IDs, and the
 // leader's duties: Raft membership reconciliation, the scheduling loop that
 // commits plans, preemption, node liveness (a Tick(now) state machine that
 // marks a node DOWN only on evidence a healthy node cannot produce),
@@ -39,8 +42,8 @@
 // unmanaged_am_timeout.
 // A server whose FSM halts on a committed entry it cannot apply stops by itself
 // (Halted) with the entry's index and the recovery, its state intact.
-// Any server rotates the gossip keys of the whole pool over serf, no
-// leader needed.
+// Any server rotates the gossip keys of the whole pool, no leader
+// needed, by calling every member's keyring method over mutual TLS.
 //
 // The server is plumbing around fsm and scheduler: every decision about
 // resources belongs to the scheduler package, and every change to the

@@ -117,7 +117,7 @@ func (e *ACL) TokenList(ctx context.Context, args *wrpc.RequestHeader, reply *wr
 	if done, err := e.srv.forwardRead(ctx, "ACL.TokenList", args, args, reply); done {
 		return err
 	}
-	return e.srv.blockingQuery(ctx, args, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+	return e.srv.blockingQuery(ctx, args, &reply.ResponseMeta, aclIndex, func(st *fsm.State) (uint64, error) {
 		reply.Tokens = reply.Tokens[:0]
 		for _, t := range st.ACLTokens() {
 			reply.Tokens = append(reply.Tokens, wrpc.NewACLToken(t))
@@ -131,7 +131,7 @@ func (e *ACL) TokenInfo(ctx context.Context, args *wrpc.ACLTokenRequest, reply *
 	if done, err := e.srv.forwardRead(ctx, "ACL.TokenInfo", &args.RequestHeader, args, reply); done {
 		return err
 	}
-	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, nil, func(st *fsm.State) (uint64, error) {
 		t, ok := st.ACLToken(args.AccessorID)
 		if !ok {
 			return 0, wrpc.Errorf(wrpc.CodeNotFound, "token %s not found", args.AccessorID)
@@ -230,21 +230,24 @@ func (e *ACL) PolicyList(ctx context.Context, args *wrpc.RequestHeader, reply *w
 	if done, err := e.srv.forwardRead(ctx, "ACL.PolicyList", args, args, reply); done {
 		return err
 	}
-	return e.srv.blockingQuery(ctx, args, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+	return e.srv.blockingQuery(ctx, args, &reply.ResponseMeta, aclIndex, func(st *fsm.State) (uint64, error) {
 		reply.Policies = reply.Policies[:0]
 		for _, p := range st.ACLPolicies() {
 			reply.Policies = append(reply.Policies, policyView(p))
 		}
-		return st.TableIndex(fsm.TableACL), nil
+		return aclIndex(st)
 	})
 }
+
+// aclIndex is the index the ACL listings depend on.
+func aclIndex(st *fsm.State) (uint64, error) { return st.TableIndex(fsm.TableACL), nil }
 
 // PolicyInfo shows one policy.
 func (e *ACL) PolicyInfo(ctx context.Context, args *wrpc.ACLPolicyRequest, reply *wrpc.ACLPolicyResponse) error {
 	if done, err := e.srv.forwardRead(ctx, "ACL.PolicyInfo", &args.RequestHeader, args, reply); done {
 		return err
 	}
-	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, nil, func(st *fsm.State) (uint64, error) {
 		p, ok := st.ACLPolicy(args.Name)
 		if !ok {
 			return 0, wrpc.Errorf(wrpc.CodeNotFound, "policy %s not found", args.Name)

@@ -184,7 +184,8 @@ func (e *AM) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, reply *
 			}
 		}
 	}
-	return e.srv.blockingQuery(ctx, &hdr, &wrpc.ResponseMeta{}, func(st *fsm.State) (uint64, error) {
+	// No watch: amAnswer reads only what changed since the AM's index.
+	return e.srv.blockingQuery(ctx, &hdr, &wrpc.ResponseMeta{}, nil, func(st *fsm.State) (uint64, error) {
 		return amAnswer(st, args, reply)
 	})
 }

@@ -153,7 +153,7 @@ func (e *App) List(ctx context.Context, args *wrpc.AppListRequest, reply *wrpc.A
 	if err != nil {
 		return wrpc.Errorf(wrpc.CodeBadRequest, "invalid filter: %v", err)
 	}
-	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, appListIndex, func(st *fsm.State) (uint64, error) {
 		reply.Apps = reply.Apps[:0]
 		pending := e.srv.whyPending(st)
 		for _, a := range st.Apps() {
@@ -164,8 +164,14 @@ func (e *App) List(ctx context.Context, args *wrpc.AppListRequest, reply *wrpc.A
 			reply.Apps = append(reply.Apps, appInfo(a, st, pending))
 		}
 		sort.Slice(reply.Apps, func(i, j int) bool { return scheduler.CompareIDs(reply.Apps[i].ID, reply.Apps[j].ID) < 0 })
-		return max(st.TableIndex(fsm.TableApps), st.TableIndex(fsm.TableContainers)), nil
+		return appListIndex(st)
 	})
+}
+
+// appListIndex is the index an app listing depends on: the apps and their
+// containers.
+func appListIndex(st *fsm.State) (uint64, error) {
+	return max(st.TableIndex(fsm.TableApps), st.TableIndex(fsm.TableContainers)), nil
 }
 
 // Status returns one app. As a blocking query it wakes when the app changes.
@@ -173,19 +179,28 @@ func (e *App) Status(ctx context.Context, args *wrpc.AppRequest, reply *wrpc.App
 	if done, err := e.srv.forwardRead(ctx, "App.Status", &args.RequestHeader, args, reply); done {
 		return err
 	}
-	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+	// The app's own index: it and its containers.
+	watch := func(st *fsm.State) (uint64, error) {
 		a, ok := st.App(args.AppID)
 		if !ok || !e.srv.canReadQueue(ctx, a.Queue) {
 			return 0, e.srv.notFound(ctx, "app "+args.AppID, "apps")
 		}
-		reply.App = appInfo(a, st, e.srv.whyPending(st))
-		// Counters in the app's status only: a list of many apps would
-		// carry up to MaxCounters of each.
-		reply.App.Counters = maps.Clone(a.Counters)
 		index := a.ModifyIndex
 		for _, c := range st.AppContainers(a.ID) {
 			index = max(index, c.ModifyIndex)
 		}
+		return index, nil
+	}
+	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, watch, func(st *fsm.State) (uint64, error) {
+		index, err := watch(st)
+		if err != nil {
+			return 0, err
+		}
+		a, _ := st.App(args.AppID)
+		reply.App = appInfo(a, st, e.srv.whyPending(st))
+		// Counters in the app's status only: a list of many apps would
+		// carry up to MaxCounters of each.
+		reply.App.Counters = maps.Clone(a.Counters)
 		return index, nil
 	})
 }
@@ -234,7 +249,7 @@ func (e *Container) List(ctx context.Context, args *wrpc.ContainerListRequest, r
 	if err != nil {
 		return wrpc.Errorf(wrpc.CodeBadRequest, "invalid filter: %v", err)
 	}
-	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, containersIndex, func(st *fsm.State) (uint64, error) {
 		var cs []*scheduler.Container
 		switch {
 		case args.AppID != "":
@@ -263,9 +278,12 @@ func (e *Container) List(ctx context.Context, args *wrpc.ContainerListRequest, r
 		sort.Slice(reply.Containers, func(i, j int) bool {
 			return scheduler.CompareIDs(reply.Containers[i].ID, reply.Containers[j].ID) < 0
 		})
-		return st.TableIndex(fsm.TableContainers), nil
+		return containersIndex(st)
 	})
 }
+
+// containersIndex is the index a container listing depends on.
+func containersIndex(st *fsm.State) (uint64, error) { return st.TableIndex(fsm.TableContainers), nil }
 
 // Logs relays a log read to the container's node (any server may answer).
 func (e *Container) Logs(ctx context.Context, args *wrpc.ContainerLogsRequest, reply *wrpc.ContainerLogsResponse) error {

@@ -400,7 +400,7 @@ func (e *Node) List(ctx context.Context, args *wrpc.NodeListRequest, reply *wrpc
 	if err != nil {
 		return wrpc.Errorf(wrpc.CodeBadRequest, "invalid filter: %v", err)
 	}
-	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, nodesIndex, func(st *fsm.State) (uint64, error) {
 		reply.Nodes = reply.Nodes[:0]
 		nodes := st.Nodes()
 		sort.Slice(nodes, func(i, j int) bool { return scheduler.CompareIDs(nodes[i].ID, nodes[j].ID) < 0 })
@@ -412,20 +412,30 @@ func (e *Node) List(ctx context.Context, args *wrpc.NodeListRequest, reply *wrpc
 			info.EstimatedQueueWait = e.srv.queueWait(n.ID)
 			reply.Nodes = append(reply.Nodes, info)
 		}
-		return st.TableIndex(fsm.TableNodes), nil
+		return nodesIndex(st)
 	})
 }
+
+// nodesIndex is the index a node listing depends on.
+func nodesIndex(st *fsm.State) (uint64, error) { return st.TableIndex(fsm.TableNodes), nil }
 
 // Status returns one node and its live containers.
 func (e *Node) Status(ctx context.Context, args *wrpc.NodeStatusRequest, reply *wrpc.NodeStatusResponse) error {
 	if done, err := e.srv.forwardRead(ctx, "Node.Status", &args.RequestHeader, args, reply); done {
 		return err
 	}
-	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
-		n, ok := st.Node(args.ID)
-		if !ok {
+	watch := func(st *fsm.State) (uint64, error) {
+		if _, ok := st.Node(args.ID); !ok {
 			return 0, wrpc.Errorf(wrpc.CodeNotFound, "node %s not found", args.ID)
 		}
+		return max(st.TableIndex(fsm.TableNodes), st.TableIndex(fsm.TableContainers)), nil
+	}
+	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, watch, func(st *fsm.State) (uint64, error) {
+		index, err := watch(st)
+		if err != nil {
+			return 0, err
+		}
+		n, _ := st.Node(args.ID)
 		reply.Node = wrpc.NewNodeInfo(n)
 		reply.Node.EstimatedQueueWait = e.srv.queueWait(n.ID)
 		reply.Containers = reply.Containers[:0]
@@ -435,7 +445,7 @@ func (e *Node) Status(ctx context.Context, args *wrpc.NodeStatusRequest, reply *
 		sort.Slice(reply.Containers, func(i, j int) bool {
 			return scheduler.CompareIDs(reply.Containers[i].ID, reply.Containers[j].ID) < 0
 		})
-		return max(st.TableIndex(fsm.TableNodes), st.TableIndex(fsm.TableContainers)), nil
+		return index, nil
 	})
 }
 

@@ -64,7 +64,7 @@ func (e *Queue) List(ctx context.Context, args *wrpc.QueueListRequest, reply *wr
 	if done, err := e.srv.forwardRead(ctx, "Queue.List", &args.RequestHeader, args, reply); done {
 		return err
 	}
-	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, queueIndex, func(st *fsm.State) (uint64, error) {
 		reply.Scheduler = st.QueueConfig().Scheduler
 		reply.Queues = reply.Queues[:0]
 		stats := scheduler.QueueStats(st)
@@ -73,7 +73,7 @@ func (e *Queue) List(ctx context.Context, args *wrpc.QueueListRequest, reply *wr
 				reply.Queues = append(reply.Queues, queueInfo(q, stats[q.Path]))
 			}
 		}
-		return queueIndex(st), nil
+		return queueIndex(st)
 	})
 }
 
@@ -86,29 +86,42 @@ func (e *Queue) Status(ctx context.Context, args *wrpc.QueueStatusRequest, reply
 	if name != scheduler.RootQueue && !strings.HasPrefix(name, scheduler.RootQueue+".") {
 		name = scheduler.RootQueue + "." + name
 	}
-	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+	find := func(st *fsm.State) (*scheduler.Queue, error) {
 		var names []string // what the caller may read, for the answer when name is not among them
 		for _, q := range st.Queues() {
 			if !e.srv.canReadQueue(ctx, q.Path) {
 				continue
 			}
 			if q.Path == name {
-				reply.Queue = queueInfo(q, scheduler.QueueStats(st)[q.Path])
-				return queueIndex(st), nil
+				return q, nil
 			}
 			names = append(names, q.Path)
 		}
 		if len(names) == 0 {
 			names = []string{"none"}
 		}
-		return 0, wrpc.Errorf(wrpc.CodeNotFound, "%s; queues are: %s", e.srv.notFoundText(ctx, "queue "+name, "queues"), strings.Join(names, ", "))
+		return nil, wrpc.Errorf(wrpc.CodeNotFound, "%s; queues are: %s", e.srv.notFoundText(ctx, "queue "+name, "queues"), strings.Join(names, ", "))
+	}
+	watch := func(st *fsm.State) (uint64, error) {
+		if _, err := find(st); err != nil {
+			return 0, err
+		}
+		return queueIndex(st)
+	}
+	return e.srv.blockingQuery(ctx, &args.RequestHeader, &reply.ResponseMeta, watch, func(st *fsm.State) (uint64, error) {
+		q, err := find(st)
+		if err != nil {
+			return 0, err
+		}
+		reply.Queue = queueInfo(q, scheduler.QueueStats(st)[q.Path])
+		return queueIndex(st)
 	})
 }
 
 // queueIndex is the index a queue listing depends on: the configuration,
 // and the apps and containers that make up usage and demand.
-func queueIndex(st *fsm.State) uint64 {
-	return max(st.TableIndex(fsm.TableQueues), st.TableIndex(fsm.TableApps), st.TableIndex(fsm.TableContainers), st.TableIndex(fsm.TableNodes))
+func queueIndex(st *fsm.State) (uint64, error) {
+	return max(st.TableIndex(fsm.TableQueues), st.TableIndex(fsm.TableApps), st.TableIndex(fsm.TableContainers), st.TableIndex(fsm.TableNodes)), nil
 }
 
 func queueInfo(q *scheduler.Queue, stat scheduler.QueueStat) wrpc.QueueInfo {

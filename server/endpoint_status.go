@@ -21,7 +21,8 @@ func (e *Status) Cluster(ctx context.Context, args *wrpc.RequestHeader, reply *w
 	if err != nil {
 		return err
 	}
-	return e.srv.blockingQuery(ctx, args, &reply.ResponseMeta, func(st *fsm.State) (uint64, error) {
+	watch := func(st *fsm.State) (uint64, error) { return st.Index(), nil }
+	return e.srv.blockingQuery(ctx, args, &reply.ResponseMeta, watch, func(st *fsm.State) (uint64, error) {
 		addr, _ := e.srv.raft.LeaderWithID()
 		reply.Leader = string(addr)
 		reply.Servers = servers

@@ -10,7 +10,7 @@ import (
 func (s *Server) registerEndpoints() {
 	r := s.rpcServer
 	status, op, queue := &Status{s}, &Operator{s}, &Queue{s}
-	shared := &raftnode.Operator{Node: s.node, Meta: s.setMeta, Logger: s.logger}
+	shared := &raftnode.Operator{Node: s.node, Meta: s.setMeta, Logger: s.logger, CallMember: s.callMember}
 	node, app, ctr, am := &Node{s}, &App{s}, &Container{s}, &AM{s}
 
 	wrpc.Register(r, "Status.Ping", wrpc.CapPublic, shared.Ping)
@@ -30,6 +30,7 @@ func (s *Server) registerEndpoints() {
 	wrpc.Register(r, "Operator.KeyringInstall", wrpc.CapOperatorWrite, shared.KeyringInstall)
 	wrpc.Register(r, "Operator.KeyringUse", wrpc.CapOperatorWrite, shared.KeyringUse)
 	wrpc.Register(r, "Operator.KeyringRemove", wrpc.CapOperatorWrite, shared.KeyringRemove)
+	wrpc.Register(r, "Gossip.Keyring", wrpc.CapServer, shared.KeyringMember)
 
 	wrpc.Register(r, "Queue.Apply", wrpc.CapOperatorWrite, queue.Apply)
 	wrpc.Register(r, "Queue.List", wrpc.CapQueueRead, queue.List)

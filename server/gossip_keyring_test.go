@@ -189,3 +189,59 @@ func TestKeyringRequests(t *testing.T) {
 		t.Fatalf("using an unknown key: %+v; want enc's failure", resp)
 	}
 }
+
+// TestAGossipKeyHolderIsShutOutByARotation: a holder of the pool's gossip
+// key joins as a serf member of its own (no certificate, no weft). Its key
+// queries change no member's keyring, and the servers' keyring methods
+// never give it a key: they reach members over RPC, where it is not one.
+// So rotating the key (install, use, remove through any server) shuts it
+// out: the members find it failed, and it never learns the new key.
+func TestAGossipKeyHolderIsShutOutByARotation(t *testing.T) {
+	oldKey, newKey, planted := gossipKey(t), gossipKey(t), gossipKey(t)
+	c := newTestCluster(t)
+	c.encrypt = map[string]string{"s1": oldKey, "s2": oldKey, "s3": oldKey}
+	s1 := c.start("s1", 3)
+	c.start("s2", 3, s1.SerfAddr())
+	c.start("s3", 3, s1.SerfAddr())
+	c.waitForLeader()
+	c.waitForVoters("s1", "s2", "s3")
+	rogue := testutil.RogueGossipMember(t, "rogue", oldKey, map[string]string{TagRole: RoleAgent, TagID: "rogue", TagRPCAddr: "127.0.0.1:1"}, s1.SerfAddr())
+	testutil.WaitFor(t, 10*time.Second, func() bool { return aliveMembers(s1)["rogue"] })
+
+	if r, _ := rogue.KeyManager().InstallKey(planted); r == nil || r.NumResp != 1 {
+		t.Fatalf("the rogue's install was answered by %+v; want by itself alone", r)
+	}
+	f := c.follower()
+	var list wrpc.KeyringResponse
+	if err := c.call(f, "Operator.KeyringList", &wrpc.KeyringRequest{}, &list); err != nil {
+		t.Fatal(err)
+	}
+	if got := keysHeld(list); len(got) != 1 || got[oldKey] != [2]int{3, 3} || list.Members != 4 || list.Responses != 3 || list.Messages["rogue"] == "" {
+		t.Fatalf("keys the servers list: %v, %d of %d members answered, messages %v; want the old key on the three servers and the rogue named unreachable",
+			got, list.Responses, list.Members, list.Messages)
+	}
+
+	for _, step := range []struct{ method, key string }{
+		{"Operator.KeyringInstall", newKey}, {"Operator.KeyringUse", newKey}, {"Operator.KeyringRemove", oldKey},
+	} {
+		var resp wrpc.KeyringResponse
+		if err := c.call(f, step.method, &wrpc.KeyringRequest{Key: step.key}, &resp); err != nil {
+			t.Fatalf("%s: %v", step.method, err)
+		}
+		if resp.Failed != 0 || resp.Responses != 3 {
+			t.Fatalf("%s: %+v; want the three servers to apply it", step.method, resp)
+		}
+	}
+	for id, s := range c.servers {
+		if keys := keyringFile(t, s); len(keys) != 1 || keys[0] != newKey {
+			t.Fatalf("%s's keyring file after the rotation holds %d keys; want only the new one", id, len(keys))
+		}
+	}
+	testutil.WaitFor(t, 60*time.Second, func() bool { return !aliveMembers(s1)["rogue"] })
+	if r, _ := rogue.KeyManager().ListKeys(); r == nil || r.Keys[newKey] != 0 {
+		t.Fatalf("the rogue's keyring after the rotation: %+v; it must never hold the new key", r)
+	}
+	if err := c.call(f, "Operator.KeyringList", &wrpc.KeyringRequest{}, &list); err != nil || !list.Complete() || list.Members != 3 {
+		t.Fatalf("keys listed once the rogue is out: %+v, %v; want the three servers, complete", list, err)
+	}
+}

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -29,7 +31,7 @@ func (s *Server) setupSerf() error {
 		tags[TagExpect] = strconv.Itoa(s.config.BootstrapExpect)
 	}
 	var err error
-	s.serf, err = gossip.Create(gossip.Config{
+	s.serf, s.keyring, err = gossip.Create(gossip.Config{
 		NodeID: s.config.NodeID, BindAddr: s.config.BindAddr, Port: port(s.config.SerfPort), DataDir: s.config.DataDir,
 		Tags: tags, Fast: s.config.SerfFastGossip, Encrypt: s.config.Encrypt, Logger: s.config.Logger.Named("serf"), EventCh: s.serfEventCh,
 	})
@@ -82,4 +84,22 @@ func gossipOfEvent(t serf.EventType, st serf.MemberStatus) gossipStatus {
 		return gossipAlive
 	}
 	return gossipOf(st)
+}
+
+// callMember calls a member of the gossip pool at the RPC address it
+// gossips, over mutual TLS: a server with the servers' pool, an agent with
+// the agents', each proving the certificate of its role (the keyring
+// methods reach every member so).
+func (s *Server) callMember(ctx context.Context, m serf.Member, method string, args, reply any) error {
+	addr := m.Tags[TagRPCAddr]
+	switch role := m.Tags[TagRole]; {
+	case addr == "":
+		return fmt.Errorf("it gossips no RPC address")
+	case role == RoleServer:
+		return s.pool.Call(ctx, addr, method, args, reply)
+	case role == RoleAgent:
+		return s.agentPool.Call(ctx, addr, method, args, reply)
+	default:
+		return fmt.Errorf("its role %q is neither a server's nor an agent's", role)
+	}
 }

@@ -48,14 +48,21 @@ type Server struct {
 	hadRaftState bool
 
 	serf        *serf.Serf
+	keyring     *gossip.Keyring
 	serfEventCh chan serf.Event
 
 	listener  net.Listener
 	rpcAddr   string
 	rpcServer *wrpc.Server
 	rpcConns  *wrpc.Listener
-	pool      *wrpc.Pool // to servers
+	pool      *wrpc.Pool // to servers: forwarded calls of agents, heartbeats, peer checks
 	agentPool *wrpc.Pool // to agents
+	// clientPool carries to the leader the calls of clients this server
+	// forwards, on connections of their own: a flood of them never takes
+	// what heartbeats and Raft's peer checks need (raftnode.ClientCall).
+	clientPool *wrpc.Pool
+	// blocking counts the blocking queries clients hold waiting here.
+	blocking *blockingCounts
 	// routers reaches the federation's routers (with -subcluster-id), on
 	// routerPool; nil otherwise.
 	routers    *wrpc.Client
@@ -133,8 +140,10 @@ func New(config *Config) (*Server, error) {
 		stoppedCh:    make(chan struct{}),
 		haltedCh:     make(chan struct{}),
 		pool:         wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleServer),
+		clientPool:   wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleServer),
 		agentPool:    wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleAgent),
 		sigs:         identity.NewSigCache(sigCacheSize),
+		blocking:     newBlockingCounts(config.BlockingQueries),
 	}
 	if config.SubclusterID != "" {
 		s.routerPool = wrpc.NewTLSPool(config.Logger, config.TLS, wrpc.RoleRouter)
@@ -167,7 +176,8 @@ func New(config *Config) (*Server, error) {
 		BootstrapExpect: config.BootstrapExpect, RaftConfig: config.RaftConfig, TrailingLogs: config.RaftTrailingLogs,
 		SnapshotInterval: snapInterval, Snapshots: snapPolicy, RPCHoldTimeout: config.RPCHoldTimeout,
 		ReconcileInterval: config.ReconcileInterval, HandshakeTimeout: config.Limits.HandshakeTimeout,
-		TLS: config.TLS, Pool: s.pool, Clock: config.Clock, Logger: config.Logger,
+		TLS: config.TLS, Pool: s.pool, ClientPool: s.clientPool, ClientForwards: config.ClientForwards,
+		Clock: config.Clock, Logger: config.Logger,
 	}, raftnode.Hooks{
 		Establish:    s.establishLeadership,
 		Duties:       []func(context.Context){s.scheduleLoop, s.leaderDuties, s.federationLoop},
@@ -194,7 +204,7 @@ func New(config *Config) (*Server, error) {
 		return nil, err
 	}
 	s.unregisterMetrics = metrics.RegisterServer(s.metricsSample)
-	s.node.Start(s.serf, s.goFunc)
+	s.node.Start(s.serf, s.keyring, s.goFunc)
 	s.goFunc(s.serfEventLoop)
 	s.goFunc(s.watchHalt)
 	s.goFunc(func() { s.updates.run(s.shutdownCh) })
@@ -272,6 +282,7 @@ func (s *Server) stop() {
 	s.listener.Close()
 	s.rpcConns.Close()
 	s.pool.Shutdown()
+	s.clientPool.Shutdown()
 	s.agentPool.Shutdown()
 	if s.routerPool != nil {
 		s.routerPool.Shutdown()

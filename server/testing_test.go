@@ -83,7 +83,9 @@ func (c *testCluster) start(id string, expect int, join ...string) *Server {
 	run := *cfg
 	run.Join = join
 	run.Logger = c.logger.Named(id)
-	run.RaftConfig = fastRaftConfig()
+	if run.RaftConfig == nil {
+		run.RaftConfig = fastRaftConfig()
+	}
 	run.Clock = c.clock
 	s, err := New(&run)
 	if err != nil {

@@ -251,7 +251,7 @@ func TestOnlyServerCertificatesBecomeRaftVoters(t *testing.T) {
 	t.Cleanup(func() { intruder.Shutdown() })
 
 	// A bare gossip member claiming to be server "impostor" at s2's address.
-	imp, err := gossip.Create(gossip.Config{NodeID: "impostor", BindAddr: "127.0.0.1", Logger: c.logger.Named("impostor"),
+	imp, _, err := gossip.Create(gossip.Config{NodeID: "impostor", BindAddr: "127.0.0.1", Logger: c.logger.Named("impostor"),
 		Tags: map[string]string{TagRole: RoleServer, TagID: "impostor", TagRPCAddr: c.servers["s2"].RPCAddr()}, Fast: true})
 	if err != nil {
 		t.Fatal(err)

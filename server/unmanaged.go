@@ -41,6 +41,7 @@ const DefaultUnmanagedAMTimeout = 2 * time.Minute
 // behind the leader could still take an attempt that has just ended for
 // the current one.
 func (e *AM) Verify(ctx context.Context, args *wrpc.AMVerifyRequest, reply *wrpc.AMVerifyResponse) error {
+	args.MinQueryIndex = 0 // it never blocks: not a read a fresh follower may answer
 	if done, err := e.srv.forwardRead(ctx, "AM.Verify", &args.RequestHeader, args, reply); done {
 		return err
 	}

@@ -180,8 +180,10 @@ func TestDeregisteredNodeIsDownAtOnce(t *testing.T) {
 	}
 }
 
-// A blocking query forwarded by a follower waits as long as it asked,
-// though that is longer than the follower holds requests for a leader.
+// A blocking query through a follower waits as long as it asked, though
+// that is longer than the follower holds requests for a leader (a fresh
+// follower answers it from its own state; one that is not forwards it,
+// with the request's whole deadline).
 func TestForwardedBlockingQueryOutlivesTheHoldTime(t *testing.T) {
 	c := startThree(t)
 	f := c.follower()

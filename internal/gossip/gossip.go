@@ -47,16 +47,22 @@ type Config struct {
 // Create starts a member: it opens the keyring, binds the guarded gossip
 // transport and starts serf. With a key, every packet and stream must be
 // encrypted and authenticated with a key of the keyring before anything in
-// it is decoded; without, the guard bounds what memberlist decodes.
-func Create(c Config) (*serf.Serf, error) {
+// it is decoded; without, the guard bounds what memberlist decodes. Either
+// way serf's key queries are refused (guard.go): the member's keyring, which
+// Create returns, changes only through Keyring.Apply.
+func Create(c Config) (*serf.Serf, *Keyring, error) {
 	conf, err := serfConfig(c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ml := conf.MemberlistConfig
-	t, err := newGuard(ml.BindAddr, ml.BindPort, ml.Keyring != nil, c.Logger.Named("guard"))
+	keyring := &Keyring{ring: ml.Keyring}
+	if ml.Keyring != nil && c.DataDir != "" {
+		keyring.file = KeyringFile(c.DataDir)
+	}
+	t, err := newGuard(ml.BindAddr, ml.BindPort, ml.Keyring, c.Logger.Named("guard"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if ml.BindPort == 0 {
 		ml.BindPort = t.GetAutoBindPort()
@@ -66,9 +72,9 @@ func Create(c Config) (*serf.Serf, error) {
 	s, err := serf.Create(conf)
 	if err != nil {
 		t.Shutdown()
-		return nil, fmt.Errorf("start serf: %w", err)
+		return nil, nil, fmt.Errorf("start serf: %w", err)
 	}
-	return s, nil
+	return s, keyring, nil
 }
 
 // serfConfig builds the serf configuration for a member, without a
@@ -106,7 +112,8 @@ func serfConfig(c Config) (*serf.Config, error) {
 			return nil, fmt.Errorf("create serf dir: %w", err)
 		}
 		conf.SnapshotPath = filepath.Join(dir, "local.snapshot")
-		conf.KeyringFile = KeyringFile(c.DataDir) // serf rewrites it on every keyring change
+		// No conf.KeyringFile: serf writes it only when it answers a key
+		// query, which the guard refuses; Keyring.Apply writes it.
 	}
 	keyring, err := openKeyring(c)
 	if err != nil {

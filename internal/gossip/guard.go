@@ -42,13 +42,14 @@ const inspectTimeout = 10 * time.Second
 
 // guard is memberlist's network transport with every inbound stream, every
 // reply read from an outbound stream and every packet inspected before
-// memberlist decodes it (inspectStream, inspectPacket). It is the
-// transport of every weft member, encrypted or not.
+// memberlist decodes it (inspectStream, inspectPacket); with a keyring,
+// the guard opens encrypted messages to inspect what they carry too. It is
+// the transport of every weft member, encrypted or not.
 type guard struct {
 	*memberlist.NetTransport
-	encrypted bool
-	logger    *refusalLog
-	budget    *budget
+	keys   *memberlist.Keyring // nil: plaintext gossip
+	logger *refusalLog
+	budget *budget
 
 	streamCh chan net.Conn
 	packetCh chan *memberlist.Packet
@@ -67,7 +68,9 @@ type guard struct {
 
 // newGuard binds memberlist's TCP and UDP listeners on addr:port (port 0
 // picks a free one, the same for both) and starts inspecting what arrives.
-func newGuard(addr string, port int, encrypted bool, logger hclog.Logger) (*guard, error) {
+// keys is the member's keyring (nil: plaintext gossip), the one memberlist
+// encrypts and decrypts with.
+func newGuard(addr string, port int, keys *memberlist.Keyring, logger hclog.Logger) (*guard, error) {
 	std := logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
 	nc := &memberlist.NetTransportConfig{BindAddrs: []string{addr}, BindPort: port, Logger: std}
 	// Binding TCP and UDP on one free port races other processes; retry
@@ -88,7 +91,7 @@ func newGuard(addr string, port int, encrypted bool, logger hclog.Logger) (*guar
 	}
 	g := &guard{
 		NetTransport:  nt,
-		encrypted:     encrypted,
+		keys:          keys,
 		logger:        &refusalLog{logger: logger},
 		budget:        &budget{limit: pushPullBudget, perIP: pushPullBudgetPerIP, held: map[string]int64{}},
 		streamCh:      make(chan net.Conn),
@@ -238,9 +241,22 @@ func (g *guard) check(conn net.Conn) (*replayConn, error) {
 		return func() { g.budget.give(ip, seen.taken+extra) }
 	}
 	br := bufio.NewReader(conn)
-	cost, err := inspectStream(&teeScanner{br: br, seen: seen}, g.encrypted)
+	cost, err := inspectStream(&teeScanner{br: br, seen: seen}, g.keys != nil)
 	if err == nil && !seen.flush() {
 		err = io.ErrShortWrite
+	}
+	if err == nil && g.keys != nil {
+		// What the encrypted message carries, opened into a copy the
+		// budget holds while it is inspected.
+		n := int64(seen.Len())
+		if !g.budget.take(ip, n) {
+			err = refuse("more gossip in flight than the budget holds (%d MiB, %d MiB from one address)", pushPullBudget>>20, pushPullBudgetPerIP>>20)
+		} else {
+			var more int64
+			more, err = inspectSealed(seen.Bytes(), g.keys)
+			cost += more
+			g.budget.give(ip, n)
+		}
 	}
 	if seen.over {
 		err = refuse("more gossip in flight than the budget holds (%d MiB, %d MiB from one address)", pushPullBudget>>20, pushPullBudgetPerIP>>20)
@@ -345,7 +361,7 @@ func (g *guard) acceptPackets() {
 	for {
 		select {
 		case p := <-in:
-			if err := inspectPacket(p.Buf, g.encrypted); err != nil {
+			if err := inspectPacket(p.Buf, g.keys); err != nil {
 				g.logger.failed("packet", p.From, err)
 				continue
 			}

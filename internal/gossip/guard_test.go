@@ -25,7 +25,7 @@ import (
 func member(t *testing.T, id, encrypt, dataDir string) (*serf.Serf, *testutil.LogSink) {
 	t.Helper()
 	logger, logs := testutil.Logger(t, hclog.Debug)
-	s, err := Create(Config{NodeID: id, BindAddr: "127.0.0.1", DataDir: dataDir, Fast: true, Encrypt: encrypt, Logger: logger.Named(id)})
+	s, _, err := Create(Config{NodeID: id, BindAddr: "127.0.0.1", DataDir: dataDir, Fast: true, Encrypt: encrypt, Logger: logger.Named(id)})
 	if err != nil {
 		t.Fatalf("start %s: %v", id, err)
 	}
@@ -77,7 +77,7 @@ func TestParseKeyRefusesWithoutEchoingTheKey(t *testing.T) {
 			t.Fatalf("error repeats the key: %v", err)
 		}
 	}
-	if _, err := Create(Config{NodeID: "x", BindAddr: "127.0.0.1", Encrypt: short, Logger: hclog.NewNullLogger()}); err == nil || !strings.Contains(err.Error(), "encrypt") {
+	if _, _, err := Create(Config{NodeID: "x", BindAddr: "127.0.0.1", Encrypt: short, Logger: hclog.NewNullLogger()}); err == nil || !strings.Contains(err.Error(), "encrypt") {
 		t.Fatalf("Create with a 16-byte key: %v, want an error naming encrypt", err)
 	}
 }
@@ -149,7 +149,7 @@ func TestKeyringFileMustHoldKeys(t *testing.T) {
 		if err := os.WriteFile(KeyringFile(dir), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, err := Create(Config{NodeID: "a", BindAddr: "127.0.0.1", DataDir: dir, Logger: hclog.NewNullLogger()})
+		_, _, err := Create(Config{NodeID: "a", BindAddr: "127.0.0.1", DataDir: dir, Logger: hclog.NewNullLogger()})
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("keyring file %s: %v, want an error saying %q", content, err, want)
 		}
@@ -261,7 +261,7 @@ func TestBudget(t *testing.T) {
 // address is served meanwhile, and closing them gives everything back.
 func TestBudgetHoldsWhatArrived(t *testing.T) {
 	logger, logs := testutil.Logger(t, hclog.Info)
-	g, err := newGuard("127.0.0.1", 0, true, logger)
+	g, err := newGuard("127.0.0.1", 0, testKeyring(t), logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +345,7 @@ func TestBudgetHoldsWhatArrived(t *testing.T) {
 // meanwhile; once they close, the address may open streams again.
 func TestStreamsPerAddressAreCapped(t *testing.T) {
 	logger, logs := testutil.Logger(t, hclog.Info)
-	g, err := newGuard("127.0.0.1", 0, false, logger)
+	g, err := newGuard("127.0.0.1", 0, nil, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/hashicorp/memberlist"
 )
 
 // Message types of memberlist's wire protocol (memberlist net.go) and of
@@ -27,6 +28,21 @@ const (
 	serfQueryMsg        = 4
 	serfInternalQueries = "_serf_"
 )
+
+// serfKeyQueries are serf's internal queries that list and change every
+// member's gossip keyring. Any holder of a gossip key could send them, and
+// every member would install, use or remove the key it names (and a key
+// installed so is gossiped to every holder of the old one, so a leaked key
+// could never be rotated out). weft members never send them: the servers
+// change each member's keyring over mutual TLS for a caller with
+// operator:write (Keyring.Apply). So they are refused wherever they
+// arrive, encrypted or not.
+var serfKeyQueries = map[string]bool{
+	serfInternalQueries + "install-key": true,
+	serfInternalQueries + "use-key":     true,
+	serfInternalQueries + "remove-key":  true,
+	serfInternalQueries + "list-keys":   true,
+}
 
 // Bounds on what one gossip stream may declare. memberlist allocates for a
 // push/pull's member count and state length, for a user message's length
@@ -233,7 +249,7 @@ func inspectPushPull(r io.Reader) (int64, error) {
 
 // inspectSerf checks a serf message (a memberlist user message's body):
 // serf indexes a query's filters and an internal query's payload without
-// checking them.
+// checking them, and its key queries are nobody's to send.
 func inspectSerf(buf []byte) error {
 	if len(buf) == 0 || buf[0] != serfQueryMsg {
 		return nil
@@ -247,10 +263,39 @@ func inspectSerf(buf []byte) error {
 			return refuse("serf query %q has an empty filter", q.Name)
 		}
 	}
+	if serfKeyQueries[q.Name] {
+		return refuse("serf key query %q refused: gossip keys change only through the servers' keyring methods ('weft operator gossip keyring', operator:write)", q.Name)
+	}
 	if strings.HasPrefix(q.Name, serfInternalQueries) && len(q.Payload) == 0 {
 		return refuse("serf internal query %q has no payload", q.Name)
 	}
 	return nil
+}
+
+// inspectSealed inspects an encrypted stream's first message, given whole
+// as it arrived (label header, type, length, ciphertext): the plaintext a
+// key of the keyring opens is inspected as a plaintext stream's message
+// is. It returns what memberlist will allocate to decode the plaintext. A
+// message no key opens passes: memberlist refuses it itself.
+func inspectSealed(msg []byte, keys *memberlist.Keyring) (int64, error) {
+	var label []byte
+	if len(msg) >= 2 && msg[0] == mlHasLabelMsg {
+		n := int(msg[1])
+		if len(msg) < 2+n {
+			return 0, nil
+		}
+		label, msg = msg[2:2+n], msg[2+n:]
+	}
+	const header = 5 // the type byte and the ciphertext's length
+	if len(msg) < header {
+		return 0, nil
+	}
+	ad := append(append([]byte(nil), msg[:header]...), label...)
+	plain, err := openMessage(keys, msg[header:], ad)
+	if err != nil {
+		return 0, nil
+	}
+	return inspectStream(bytes.NewReader(plain), false)
 }
 
 func readByte(r io.Reader) (byte, error) {
@@ -276,21 +321,26 @@ func decodeBytes(b []byte, out any) error {
 }
 
 // inspectPacket decides whether memberlist may handle a gossip packet (one
-// UDP datagram). With encrypted set every packet passes: memberlist
-// decrypts and authenticates it before decoding anything, and drops it if
-// that fails. Without, a packet is refused if it holds anywhere a
-// compressed message, an alive message with too few protocol versions, or
-// a serf query serf cannot handle; everything else memberlist decodes from
-// the datagram itself, which bounds it.
-func inspectPacket(buf []byte, encrypted bool) error {
+// UDP datagram). A packet is refused if it holds anywhere a compressed
+// message, an alive message with too few protocol versions, or a serf
+// query serf cannot handle or no one may send (a key query); everything
+// else memberlist decodes from the datagram itself, which bounds it. With
+// keys (an encrypted pool) that is what a key of the keyring opens; a
+// packet none opens passes, for memberlist to drop.
+func inspectPacket(buf []byte, keys *memberlist.Keyring) error {
+	var label []byte
 	if len(buf) > 0 && buf[0] == mlHasLabelMsg {
 		if len(buf) < 2 || len(buf) < 2+int(buf[1]) {
 			return refuse("truncated label header")
 		}
-		buf = buf[2+int(buf[1]):]
+		label, buf = buf[2:2+int(buf[1])], buf[2+int(buf[1]):]
 	}
-	if encrypted {
-		return nil
+	if keys != nil {
+		plain, err := openMessage(keys, buf, label)
+		if err != nil {
+			return nil
+		}
+		buf = plain
 	}
 	if len(buf) >= 5 && buf[0] == mlHasCrcMsg {
 		buf = buf[5:]

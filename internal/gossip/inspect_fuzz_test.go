@@ -3,6 +3,8 @@ package gossip
 import (
 	"bytes"
 	"testing"
+
+	"github.com/hashicorp/memberlist"
 )
 
 // FuzzInspectPacket: inspecting any datagram, in either mode, returns
@@ -13,8 +15,14 @@ func FuzzInspectPacket(f *testing.F) {
 	f.Add(label("dc", []byte{mlAliveMsg, 0x81, 0xa3, 'V', 's', 'n', 0x93, 1, 5, 2}), false)
 	f.Add([]byte{mlUserMsg, serfQueryMsg, 0x81, 0xa7, 'F', 'i', 'l', 't', 'e', 'r', 's', 0x91, 0xc4, 0}, false)
 	f.Add([]byte{mlHasLabelMsg, 3, 'a'}, true)
+	keys := testKeyring(f)
+	f.Add(seal(f, keys.GetPrimaryKey(), []byte{0, 0x81}, nil), true)
 	f.Fuzz(func(t *testing.T, buf []byte, encrypted bool) {
-		err := inspectPacket(buf, encrypted)
+		var k *memberlist.Keyring
+		if encrypted {
+			k = keys
+		}
+		err := inspectPacket(buf, k)
 		if err != nil && !isRefusal(err) {
 			t.Fatalf("a packet's inspection failed other than by refusing it: %v", err)
 		}

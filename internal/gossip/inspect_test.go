@@ -2,12 +2,16 @@ package gossip
 
 import (
 	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
 	"errors"
 	"io"
 	"strings"
 	"testing"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/hashicorp/memberlist"
 )
 
 // enc is v in msgpack, as memberlist and serf write it.
@@ -159,7 +163,7 @@ func TestInspectStreamTruncated(t *testing.T) {
 func TestRefusalsAreTellable(t *testing.T) {
 	_, verdict := inspectStream(&exactReader{msg(t, mlPushPullMsg, pushPullHeader{Nodes: 1 << 30})}, false)
 	_, cut := inspectStream(bytes.NewReader([]byte{mlPushPullMsg, 0x83}), false)
-	if !isRefusal(verdict) || !isRefusal(errCompressed) || !isRefusal(inspectPacket([]byte{mlCompressMsg}, false)) {
+	if !isRefusal(verdict) || !isRefusal(errCompressed) || !isRefusal(inspectPacket([]byte{mlCompressMsg}, nil)) {
 		t.Fatalf("verdicts not told as refusals: %v", verdict)
 	}
 	if isRefusal(cut) || isRefusal(io.EOF) {
@@ -192,6 +196,8 @@ func TestInspectPacket(t *testing.T) {
 	aliveWith := func(vsn []uint8) []byte {
 		return msg(t, mlAliveMsg, alive{Incarnation: 9, Node: "s1", Addr: []byte{127, 0, 0, 1}, Port: 8031, Vsn: vsn})
 	}
+	keys := testKeyring(t)
+	sealed := func(plain []byte) []byte { return seal(t, keys.GetPrimaryKey(), plain, nil) }
 	tests := []struct {
 		name      string
 		in        []byte
@@ -214,21 +220,109 @@ func TestInspectPacket(t *testing.T) {
 		{"alive that does not decode", []byte{mlAliveMsg, 0xc1}, false, true},
 		{"a serf query", query(t, "weft-q", []byte("x"), []byte{0, 0x90}), false, false},
 		{"a serf query with an empty filter", query(t, "q", nil, []byte{0, 0x90}, []byte{}), false, true},
-		{"a serf key query with a payload", query(t, "_serf_install-key", []byte{7, 0x80}), false, false},
+		{"a serf internal query with a payload", query(t, "_serf_ping", []byte{7, 0x80}), false, false},
+		{"a serf key query with a payload", query(t, "_serf_install-key", []byte{7, 0x80}), false, true},
 		{"a serf key query without one", query(t, "_serf_install-key", nil), false, true},
+		{"a serf key list in a compound", compound(ping, query(t, "_serf_list-keys", []byte{8, 0x80})), false, true},
+		{"a serf key use, sealed", sealed(query(t, "_serf_use-key", []byte{9, 0x80})), true, true},
+		{"a serf key removal in a compound, sealed", sealed(crc(compound(ping, query(t, "_serf_remove-key", []byte{10, 0x80})))), true, true},
+		{"a serf key install, labelled and sealed", label("dc", seal(t, keys.GetPrimaryKey(), query(t, "_serf_install-key", []byte{7, 0x80}), []byte("dc"))), true, true},
+		{"a serf query, sealed", sealed(query(t, "weft-q", []byte("x"))), true, false},
+		{"a ping, sealed", sealed(ping), true, false},
+		{"compressed, sealed", sealed(comp), true, true},
+		{"a serf key install sealed with a key not held", seal(t, newRawKey(t), query(t, "_serf_install-key", []byte{7, 0x80}), nil), true, false},
 		{"a serf query that does not decode", []byte{mlUserMsg, serfQueryMsg, 0xc1}, false, true},
 		{"another serf message", []byte{mlUserMsg, 3, 0xc1}, false, false},
 		{"empty", nil, false, false},
 		{"truncated label", []byte{mlHasLabelMsg, 9, 'a'}, false, true},
-		{"anything, with a key", comp, true, false},
+		{"anything no key opens, with a key", comp, true, false},
 		{"truncated label, with a key", []byte{mlHasLabelMsg, 9}, true, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := inspectPacket(tt.in, tt.encrypted)
+			var k *memberlist.Keyring
+			if tt.encrypted {
+				k = keys
+			}
+			err := inspectPacket(tt.in, k)
 			if (err != nil) != tt.refused {
 				t.Fatalf("inspectPacket = %v, want refused %v", err, tt.refused)
 			}
 		})
+	}
+}
+
+// testKeyring is a keyring of one fresh key.
+func testKeyring(t testing.TB) *memberlist.Keyring {
+	t.Helper()
+	k, err := memberlist.NewKeyring(nil, newRawKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func newRawKey(t testing.TB) []byte {
+	t.Helper()
+	k, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := ParseKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// seal encrypts plain as memberlist (version 1) does with key, over the
+// authenticated data ad.
+func seal(t testing.TB, key, plain, ad []byte) []byte {
+	t.Helper()
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gcm, err := cipher.NewGCM(block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]byte, encVersionSize+encNonceSize, encVersionSize+encNonceSize+len(plain)+encTagSize)
+	out[0] = 1
+	if _, err := rand.Read(out[encVersionSize:]); err != nil {
+		t.Fatal(err)
+	}
+	return gcm.Seal(out, out[encVersionSize:], plain, ad)
+}
+
+// sealedStream is an encrypted stream's first message as memberlist
+// writes it: the type byte, the ciphertext's length, the ciphertext sealed
+// over those five bytes.
+func sealedStream(t testing.TB, key, plain []byte) []byte {
+	t.Helper()
+	n := encVersionSize + encNonceSize + len(plain) + encTagSize
+	header := []byte{mlEncryptMsg, byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}
+	return append(header, seal(t, key, plain, header)...)
+}
+
+// An encrypted stream is opened and what it carries inspected as a
+// plaintext stream's would be: a serf key query sent over a stream is
+// refused; a push/pull passes, costing its ciphertext and its members.
+func TestSealedStreamsAreInspected(t *testing.T) {
+	keys := testKeyring(t)
+	k := keys.GetPrimaryKey()
+	userMsg := func(body []byte) []byte {
+		return append(msg(t, mlUserMsg, userMsgHeader{UserMsgLen: len(body)}), body...)
+	}
+	install := query(t, "_serf_install-key", []byte{7, 0x80})[1:] // the serf message, without memberlist's type byte
+	if _, err := inspectSealed(sealedStream(t, k, userMsg(install)), keys); !isRefusal(err) || !strings.Contains(err.Error(), "_serf_install-key") {
+		t.Fatalf("a key query over an encrypted stream: %v, want it refused", err)
+	}
+	pp := pushPull(t, false, []byte("state"), node("a", goodVsn), node("b", goodVsn))
+	if cost, err := inspectSealed(sealedStream(t, k, pp), keys); err != nil || cost != 2*nodeSlotCost {
+		t.Fatalf("an encrypted push/pull: cost %d, %v; want %d", cost, err, 2*nodeSlotCost)
+	}
+	if cost, err := inspectSealed(sealedStream(t, newRawKey(t), userMsg(install)), keys); err != nil || cost != 0 {
+		t.Fatalf("a stream no key opens: %d, %v; want it left to memberlist", cost, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/hashicorp/memberlist"
 )
@@ -155,4 +156,73 @@ func SeedKeyring(dataDir, key string) error {
 		return fmt.Errorf("%s holds a keyring already; rotate its keys with 'weft operator gossip keyring'", path)
 	}
 	return writeKeyringFile(path, [][]byte{k})
+}
+
+// Keyring operations a member applies to its own keyring (Keyring.Apply).
+const (
+	KeyringList    = "list"
+	KeyringInstall = "install"
+	KeyringUse     = "use"
+	KeyringRemove  = "remove"
+)
+
+// Keyring is one member's gossip keyring, as memberlist encrypts and
+// decrypts with it, and its keyring file. It changes only through Apply:
+// serf's own key queries, which any holder of a gossip key could send to
+// every member, are refused before serf sees them (inspect.go), so the
+// keyring of a pool changes only when its servers call each member's
+// keyring method with a server certificate (an operator's `weft operator
+// gossip keyring`, which asks operator:write). It is safe for concurrent
+// use.
+type Keyring struct {
+	ring *memberlist.Keyring // nil: plaintext gossip
+	file string              // "": no data dir, nothing written
+	mu   sync.Mutex          // one change at a time, in memory and on disk
+}
+
+// Enabled reports whether the member gossips encrypted.
+func (k *Keyring) Enabled() bool { return k != nil && k.ring != nil }
+
+// Apply lists (KeyringList), installs, makes primary (KeyringUse) or
+// removes the key (base64, for every operation but KeyringList) on this
+// member, rewrites its keyring file after a change, and returns the keys
+// it holds then, the primary one first. Installing a key held already, or
+// removing one not held, changes nothing; using a key not installed, or
+// removing the primary one, is refused.
+func (k *Keyring) Apply(op, key string) ([]string, error) {
+	if !k.Enabled() {
+		return nil, errors.New("gossip encryption is off on this member")
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if op != KeyringList {
+		raw, err := ParseKey(key)
+		if err != nil {
+			return nil, fmt.Errorf("key: %w", err)
+		}
+		switch op {
+		case KeyringInstall:
+			err = k.ring.AddKey(raw)
+		case KeyringUse:
+			err = k.ring.UseKey(raw)
+		case KeyringRemove:
+			err = k.ring.RemoveKey(raw)
+		default:
+			return nil, fmt.Errorf("op: %q is not one of %s, %s, %s, %s", op, KeyringList, KeyringInstall, KeyringUse, KeyringRemove)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if k.file != "" {
+			if err := writeKeyringFile(k.file, k.ring.GetKeys()); err != nil {
+				return nil, err
+			}
+		}
+	}
+	keys := k.ring.GetKeys() // the primary first
+	out := make([]string, len(keys))
+	for i, raw := range keys {
+		out[i] = base64.StdEncoding.EncodeToString(raw)
+	}
+	return out, nil
 }

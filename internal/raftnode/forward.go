@@ -26,15 +26,32 @@ func (n *Node) ForwardWrite(ctx context.Context, method string, args, reply any)
 }
 
 // ForwardRead sends a consistent read to the leader unless this member is
-// a ready leader; stale reads are always answered locally.
+// a ready leader. Stale reads are always answered locally, and blocking
+// reads (a min_query_index) too while this member is fresh (fresh.go).
 func (n *Node) ForwardRead(ctx context.Context, method string, hdr *wrpc.RequestHeader, args, reply any) (bool, error) {
 	if hdr.AllowStale {
+		return false, nil
+	}
+	if fresh, _ := n.Fresh(); fresh && hdr.MinQueryIndex > 0 {
 		return false, nil
 	}
 	return n.forwardTo(ctx, method, args, reply, true)
 }
 
+// forwardTo forwards a call to the leader unless this member leads (and,
+// with needReady, is ready and still leads by a quorum's word). A client's
+// call (ClientCall) takes a place among the client calls forwarded at once,
+// or is answered rate_limited when there is none, and goes over the
+// clients' pool.
 func (n *Node) forwardTo(ctx context.Context, method string, args, reply any, needReady bool) (bool, error) {
+	pool := n.cfg.Pool
+	if client, ok := ClientOf(ctx); ok && !n.IsLeader() {
+		if !n.clientForwards.Acquire(client) {
+			return true, n.refuseForward(method, client)
+		}
+		defer n.clientForwards.Release(client)
+		pool = n.cfg.ClientPool
+	}
 	// The hold bounds the wait for a leader; a call forwarded to one has
 	// the request's whole deadline (a blocking query may wait minutes).
 	holdOver := n.clock.After(n.cfg.RPCHoldTimeout)
@@ -52,9 +69,9 @@ func (n *Node) forwardTo(ctx context.Context, method string, args, reply any, ne
 				lastErr = wrpc.ErrNoLeader // deposed: look for the new leader
 			}
 		} else if addr, _ := n.raft.LeaderWithID(); addr != "" && string(addr) != n.addr {
-			err := n.cfg.Pool.Call(ctx, string(addr), method, args, reply)
-			if err == nil || !wrpc.IsRetryable(err) {
-				return true, err
+			err := pool.Call(ctx, string(addr), method, args, reply)
+			if err == nil || !wrpc.IsRetryable(err) || errors.Is(err, wrpc.ErrRateLimited) {
+				return true, err // the leader's rate_limited is the caller's to retry
 			}
 			lastErr = err
 			if !wrpc.IsServerError(err) {

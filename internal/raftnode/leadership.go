@@ -62,12 +62,16 @@ func (n *Node) leaderLoop(ctx context.Context) {
 	n.logger.Info("cluster leadership acquired")
 	defer func() {
 		n.ready.Store(false)
+		n.freshness.set(false)
 		n.logger.Info("cluster leadership lost")
 	}()
 	for {
-		err := n.raft.Barrier(barrierTimeout).Error()
+		err := n.barrier(ctx)
 		if err == nil {
 			break
+		}
+		if ctx.Err() != nil {
+			return
 		}
 		n.logger.Error("leader barrier failed; retrying", "error", err)
 		select {
@@ -80,6 +84,7 @@ func (n *Node) leaderLoop(ctx context.Context) {
 		n.hooks.Establish(ctx)
 	}
 	n.ready.Store(true)
+	n.freshness.set(n.freshNow())
 	var index uint64
 	if n.hooks.AppliedIndex != nil {
 		index = n.hooks.AppliedIndex()
@@ -108,6 +113,21 @@ func (n *Node) leaderLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// barrier applies a Raft barrier, or gives up when ctx ends: a barrier
+// enqueued just before Raft shuts down is never answered (nothing drains
+// Raft's queue then), and the leadership's end must not wait for it.
+func (n *Node) barrier(ctx context.Context) error {
+	f := n.raft.Barrier(barrierTimeout)
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

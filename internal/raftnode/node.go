@@ -15,6 +15,8 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/hashicorp/serf/serf"
 	"github.com/weft-sched/weft/internal/clock"
+	"github.com/weft-sched/weft/internal/gossip"
+	"github.com/weft-sched/weft/internal/inflight"
 	"github.com/weft-sched/weft/internal/tlsutil"
 	wrpc "github.com/weft-sched/weft/rpc"
 )
@@ -48,10 +50,18 @@ type Config struct {
 	// HandshakeTimeout bounds an accepted Raft connection's first message.
 	HandshakeTimeout time.Duration
 	TLS              *tlsutil.Configurator // nil: plaintext
-	// Pool reaches the other members (forwarding, peer checks).
-	Pool   *wrpc.Pool
-	Clock  clock.Clock
-	Logger hclog.Logger
+	// Pool reaches the other members: peer checks and the forwarded calls
+	// of agents, servers and routers. ClientPool, if set, carries the
+	// forwarded calls of clients (ClientCall), so that a flood of them
+	// never holds the connections Pool's calls need; nil: Pool.
+	Pool       *wrpc.Pool
+	ClientPool *wrpc.Pool
+	// ClientForwards bounds the client calls this member forwards to the
+	// leader at once; past it a client call is answered rate_limited at
+	// once. Zero fields take DefaultClientForwards.
+	ClientForwards inflight.Limits
+	Clock          clock.Clock
+	Logger         hclog.Logger
 }
 
 // Hooks is what the process adds to the plumbing. Every field may be nil.
@@ -91,12 +101,22 @@ type Node struct {
 	hadState bool
 
 	serf        *serf.Serf
+	keyring     *gossip.Keyring // the member's own gossip keyring
 	reconcileCh chan serf.Member
 	// ready is true on the leader once it has applied a barrier in its
 	// term, so consistent reads never see state older than the term.
-	ready        atomic.Bool
-	bootstrapped atomic.Bool
-	shutdownCh   <-chan struct{}
+	ready atomic.Bool
+	// freshness says whether this member answers blocking reads from its
+	// own state (fresh.go).
+	freshness *freshness
+	// clientForwards bounds the client calls this member forwards to the
+	// leader at once (forward.go).
+	clientForwards *inflight.Counter
+	// lastRefusalLog is when a refused client call was last logged, in
+	// Unix nanoseconds.
+	lastRefusalLog atomic.Int64
+	bootstrapped   atomic.Bool
+	shutdownCh     <-chan struct{}
 }
 
 // New opens Raft's stores in the data directory and starts Raft with fsm,
@@ -113,7 +133,11 @@ func New(cfg Config, hooks Hooks, shutdown <-chan struct{}, addr net.Addr, fsm r
 	}
 	n := &Node{cfg: cfg, hooks: hooks, shutdownCh: shutdown, logger: cfg.Logger.Named(cfg.Role).With("node_id", cfg.NodeID),
 		clock: cfg.Clock, addr: addr.String(),
-		notifyCh: make(chan bool, 16), meter: &LogMeter{}, reconcileCh: make(chan serf.Member, 64)}
+		notifyCh: make(chan bool, 16), meter: &LogMeter{}, reconcileCh: make(chan serf.Member, 64),
+		freshness: newFreshness(), clientForwards: inflight.New(clientForwardLimits(cfg.ClientForwards))}
+	if n.cfg.ClientPool == nil {
+		n.cfg.ClientPool = cfg.Pool
+	}
 	n.layer = newLayer(addr, cfg.TLS, cfg.PeerRole, cfg.HandshakeTimeout)
 	dir := filepath.Join(cfg.DataDir, "raft")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -180,14 +204,16 @@ func New(cfg Config, hooks Hooks, shutdown <-chan struct{}, addr net.Addr, fsm r
 	return n, nil
 }
 
-// Start begins the leadership and snapshot loops (each through goFunc,
-// which the process waits for at shutdown), with s the process's serf for
-// bootstrap and reconciliation: call it before anything hands the node
-// serf events. Both loops end when shutdown closes.
-func (n *Node) Start(s *serf.Serf, goFunc func(func())) {
-	n.serf = s
+// Start begins the leadership, snapshot and freshness loops (each through
+// goFunc, which the process waits for at shutdown), with s the process's
+// serf for bootstrap and reconciliation and keyring its gossip keyring (the
+// keyring methods, keyring.go): call it before anything hands the node
+// serf events. The loops end when shutdown closes.
+func (n *Node) Start(s *serf.Serf, keyring *gossip.Keyring, goFunc func(func())) {
+	n.serf, n.keyring = s, keyring
 	goFunc(n.monitorLeadership)
 	goFunc(func() { n.snapshotLoop(n.shutdownCh) })
+	goFunc(n.freshnessLoop)
 }
 
 // Handoff gives the transport a connection the RPC listener accepted with

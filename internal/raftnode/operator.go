@@ -2,7 +2,6 @@ package raftnode
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"net"
 	"sort"
@@ -19,13 +18,18 @@ import (
 // Operator answers the operator methods every Raft-and-gossip process
 // shares — servers and routers alike: the Raft configuration (`weft
 // operator raft`), the gossip pool (`weft members`) and its keyring (`weft
-// operator gossip keyring`). The process registers them with the
-// capabilities it chooses.
+// operator gossip keyring`, keyring.go). The process registers them with
+// the capabilities it chooses.
 type Operator struct {
 	Node *Node
 	// Meta fills what a read says of its freshness.
 	Meta   func(*wrpc.ResponseMeta)
 	Logger hclog.Logger
+	// CallMember calls a method of another member of the gossip pool at
+	// its RPC address, over the process's mutual TLS, verifying that the
+	// member holds the certificate its role in the pool asks for: how the
+	// keyring methods reach every member.
+	CallMember func(ctx context.Context, m serf.Member, method string, args, reply any) error
 }
 
 // errStarting answers a call that needs gossip before it has started.
@@ -178,117 +182,4 @@ func memberInfo(m serf.Member) wrpc.Member {
 	}
 	return wrpc.Member{Name: m.Name, Address: net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port))),
 		Role: m.Tags[gossip.TagRole], Status: status, Tags: tags}
-}
-
-// The gossip keyring methods (SPEC §15, `weft operator gossip keyring`)
-// act on the gossip pool, not on Raft: the answering process broadcasts
-// the change with serf to every member, each of which applies it to its
-// keyring and rewrites its keyring file. They need no leader, so keys can
-// be rotated while Raft has none.
-
-// KeyringList lists the gossip keys the members hold, and how many hold
-// each and use it as their primary key.
-func (e *Operator) KeyringList(ctx context.Context, args *wrpc.KeyringRequest, reply *wrpc.KeyringResponse) error {
-	km, err := e.keyManager()
-	if err != nil {
-		return err
-	}
-	resp, err := km.ListKeys()
-	return keyringAnswer(resp, err, reply)
-}
-
-// KeyringInstall adds a key to every member's keyring. Members decrypt
-// with any key of their keyring but encrypt with the primary one, so a
-// key is installed everywhere before it is made primary.
-func (e *Operator) KeyringInstall(ctx context.Context, args *wrpc.KeyringRequest, reply *wrpc.KeyringResponse) error {
-	key, km, err := e.keyringChange(args)
-	if err != nil {
-		return err
-	}
-	resp, err := km.InstallKey(key)
-	if err := keyringAnswer(resp, err, reply); err != nil {
-		return err
-	}
-	e.Logger.Info("gossip key installed", "members", reply.Members, "answered", reply.Responses, "failed", reply.Failed)
-	return nil
-}
-
-// KeyringUse makes an installed key every member's primary key.
-func (e *Operator) KeyringUse(ctx context.Context, args *wrpc.KeyringRequest, reply *wrpc.KeyringResponse) error {
-	key, km, err := e.keyringChange(args)
-	if err != nil {
-		return err
-	}
-	resp, err := km.UseKey(key)
-	if err := keyringAnswer(resp, err, reply); err != nil {
-		return err
-	}
-	e.Logger.Info("gossip primary key changed", "members", reply.Members, "answered", reply.Responses, "failed", reply.Failed)
-	return nil
-}
-
-// KeyringRemove removes a key from every member's keyring. It is refused
-// while the key is any member's primary key.
-func (e *Operator) KeyringRemove(ctx context.Context, args *wrpc.KeyringRequest, reply *wrpc.KeyringResponse) error {
-	key, km, err := e.keyringChange(args)
-	if err != nil {
-		return err
-	}
-	list, err := km.ListKeys()
-	if list == nil || list.NumNodes == 0 && err != nil {
-		return fmt.Errorf("list gossip keys before removing one: %w", err)
-	}
-	if n := list.PrimaryKeys[key]; n > 0 {
-		return wrpc.Errorf(wrpc.CodeConflict, "key: it is the primary gossip key of %d of %d members; make another key primary first ('weft operator gossip keyring -use KEY')", n, list.NumNodes)
-	}
-	resp, err := km.RemoveKey(key)
-	if err := keyringAnswer(resp, err, reply); err != nil {
-		return err
-	}
-	e.Logger.Info("gossip key removed", "members", reply.Members, "answered", reply.Responses, "failed", reply.Failed)
-	return nil
-}
-
-// keyringChange checks a request naming a key and returns the key in the
-// canonical base64 serf compares keys in.
-func (e *Operator) keyringChange(args *wrpc.KeyringRequest) (string, *serf.KeyManager, error) {
-	raw, err := gossip.ParseKey(args.Key)
-	if err != nil {
-		return "", nil, wrpc.Errorf(wrpc.CodeBadRequest, "key: %v", err)
-	}
-	km, err := e.keyManager()
-	if err != nil {
-		return "", nil, err
-	}
-	return base64.StdEncoding.EncodeToString(raw), km, nil
-}
-
-// keyManager returns serf's key manager, or a conflict error when this
-// process gossips in plaintext and so has no keyring to change.
-func (e *Operator) keyManager() (*serf.KeyManager, error) {
-	if e.Node.serf == nil {
-		return nil, errStarting
-	}
-	if !e.Node.serf.EncryptionEnabled() {
-		return nil, wrpc.Errorf(wrpc.CodeConflict, "gossip encryption is off on this %s: start every member of its gossip pool with -encrypt KEY (see docs/security.md)", e.Node.cfg.Role)
-	}
-	return e.Node.serf.KeyManager(), nil
-}
-
-// keyringAnswer fills reply from serf's answer. serf's error reports
-// members that failed or did not answer, which the reply names; only a
-// broadcast that reached nobody is an error of the call.
-func keyringAnswer(resp *serf.KeyResponse, err error, reply *wrpc.KeyringResponse) error {
-	if resp == nil || resp.NumNodes == 0 && err != nil {
-		return wrpc.Errorf(wrpc.CodeUnavailable, "gossip keyring broadcast: %v", err)
-	}
-	reply.Members, reply.Responses, reply.Failed = resp.NumNodes, resp.NumResp, resp.NumErr
-	if len(resp.Messages) > 0 {
-		reply.Messages = resp.Messages
-	}
-	for k, n := range resp.Keys {
-		reply.Keys = append(reply.Keys, wrpc.GossipKey{Key: k, Members: n, PrimaryMembers: resp.PrimaryKeys[k]})
-	}
-	sort.Slice(reply.Keys, func(i, j int) bool { return reply.Keys[i].Key < reply.Keys[j].Key })
-	return nil
 }

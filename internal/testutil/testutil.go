@@ -1,7 +1,9 @@
 // Package testutil holds the helpers weft's tests share: waiting for a
 // condition instead of sleeping, a logger that writes to the test's log,
-// building the weft binary once for tests that start real processes, and
-// a throwaway certificate authority for tests of mutual TLS (PKI).
+// building the weft binary once for tests that start real processes, a
+// throwaway certificate authority for tests of mutual TLS (PKI), and a
+// gossip member that holds the pool's key and nothing else of weft's
+// (RogueGossipMember).
 //
 // It is imported only by _test.go files; production code must never import
 // it.
