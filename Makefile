@@ -111,6 +111,7 @@ FUZZ_TARGETS := \
 	./internal/identity:FuzzParseToken \
 	./internal/identity:FuzzDecodeClaims \
 	./acl:FuzzParseRules \
+	./internal/config:FuzzScanCountsAtLeastHCLsTokens \
 	./internal/gossip:FuzzInspectPacket \
 	./internal/gossip:FuzzInspectStream \
 	./scheduler/federation:FuzzRank \
