@@ -38,6 +38,7 @@ type appInfo struct {
 
 type nodeInfo struct {
 	ID                   string `json:"id"`
+	Address              string `json:"address"`
 	Status               string `json:"status"`
 	RunningGuaranteed    int    `json:"running_guaranteed"`
 	RunningOpportunistic int    `json:"running_opportunistic"`

@@ -26,7 +26,17 @@ type security struct {
 // WEFT_CLIENT_KEY).
 func newSecurity(t testing.TB) *security {
 	t.Helper()
-	s := &security{t: t, pki: t.TempDir()}
+	// Containers that run as their apps' uids read the CA file (the keys
+	// beside it stay the owner's alone: weft tls writes them 0600).
+	pki, err := os.MkdirTemp("", "weft-e2e-pki-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(pki) })
+	if err := os.Chmod(pki, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := &security{t: t, pki: pki}
 	if _, errOut, code := cli(t, "tls", "ca", "create", "-dir", s.pki); code != 0 {
 		t.Fatalf("tls ca create: %s", errOut)
 	}
