@@ -36,13 +36,49 @@ type Server struct {
 	// run. The context it returns (for example with the caller's resolved
 	// ACL) is the handler's. Set it before serving.
 	Authorize func(ctx context.Context, method string, c Capability, args any) (context.Context, error)
+	// AuthorizeHeader, if set, checks the credential a request's header
+	// carries (an ACL or a workload token; "" when the header has none)
+	// for a method whose capability asks for a token, before the body is
+	// read: see ServeConn. It checks what it can without the body (the
+	// token is valid, and holds the method-wide part of an ACL
+	// capability). The context it returns is the one Authorize gets. Set
+	// it before serving.
+	AuthorizeHeader func(ctx context.Context, method string, c Capability, token string) (context.Context, error)
 }
 
 type method struct {
 	capability Capability
+	maxBody    int // bytes of the body on the wire; see MaxBody
 	reqType    reflect.Type
 	newArgs    func() any
 	call       func(ctx context.Context, args any) (any, error)
+}
+
+// DefaultMaxBody bounds a request body on the wire unless its method says
+// otherwise (MaxBody): above every request weft sends to a method that
+// does not, far below what a method that takes whole queue trees or
+// heartbeats of thousands of containers needs.
+const DefaultMaxBody = 16 << 10
+
+// MethodOption changes how Register serves a method.
+type MethodOption func(*method)
+
+// MaxBody lets the method's request body take up to n bytes on the wire
+// (at most MaxRequestSize), and decode to up to decodeBudget(n). The
+// bound holds for a caller that proved its credential before the body:
+// its certificate's role for a method whose capability asks for one, its
+// token (in the request header, checked by AuthorizeHeader) for a method
+// whose capability asks for a token; another caller gets DefaultMaxBody.
+// A public method takes no more than DefaultMaxBody.
+func MaxBody(n int) MethodOption {
+	return func(m *method) { m.maxBody = min(n, MaxRequestSize) }
+}
+
+// decodeBudget is what a body of at most maxBody bytes may decode to: a
+// struct decoded from an empty map takes far more than its one byte, and
+// a weft request's decoded size is a few times its encoded one.
+func decodeBudget(maxBody int) int64 {
+	return min(8*int64(maxBody), MaxRequestSize)
 }
 
 // Handlers run on a pool of goroutines that outlive one request
@@ -68,10 +104,12 @@ func NewServer(logger hclog.Logger) *Server {
 // Register makes fn answer the method name ("Service.Method"), for callers
 // with capability c (see Capability; every method declares one). fn gets
 // the request's context, the decoded request and a zero response to fill.
-// Registering a name twice, or with no capability, panics, as does a
-// request type whose decoding cannot be bounded (see checkDecodeCost): all
-// are programming errors.
-func Register[Req, Resp any](s *Server, name string, c Capability, fn func(ctx context.Context, req *Req, resp *Resp) error) {
+// Its request body takes at most DefaultMaxBody bytes unless an option
+// says otherwise (MaxBody). Registering a name twice, or with no
+// capability, panics, as does a request type whose decoding cannot be
+// bounded (see checkDecodeCost) and a public method with a larger body:
+// all are programming errors.
+func Register[Req, Resp any](s *Server, name string, c Capability, fn func(ctx context.Context, req *Req, resp *Resp) error, opts ...MethodOption) {
 	if _, dup := s.methods[name]; dup {
 		panic("rpc: method registered twice: " + name)
 	}
@@ -82,8 +120,9 @@ func Register[Req, Resp any](s *Server, name string, c Capability, fn func(ctx c
 	if _, err := planFor(reqType); err != nil {
 		panic(fmt.Sprintf("rpc: %s: %v", name, err)) // its decoding could not be bounded
 	}
-	s.methods[name] = &method{
+	m := &method{
 		capability: c,
+		maxBody:    DefaultMaxBody,
 		reqType:    reqType,
 		newArgs:    func() any { return new(Req) },
 		call: func(ctx context.Context, args any) (any, error) {
@@ -92,6 +131,13 @@ func Register[Req, Resp any](s *Server, name string, c Capability, fn func(ctx c
 			return resp, err
 		},
 	}
+	for _, o := range opts {
+		o(m)
+	}
+	if c == CapPublic && m.maxBody > DefaultMaxBody {
+		panic("rpc: a public method may not take a body larger than DefaultMaxBody: " + name)
+	}
+	s.methods[name] = m
 }
 
 // Methods returns the registered method names, sorted.
@@ -170,6 +216,16 @@ func requestTimeout(args any) time.Duration {
 // ServeConn serves requests on one connection (or multiplexed stream) until
 // it closes or ctx ends. A request that cannot be decoded closes the
 // connection with a logged reason; it never takes the process down.
+//
+// Each request's header is read first, and the caller's credential
+// checked before its body is read: the certificate role the method's
+// capability asks for, and for a method that asks for a token the token
+// the header carries (AuthorizeHeader). A refused request is answered with
+// the reason and its body stepped over without being kept. The body may
+// then take the method's MaxBody; a method that asks for a token takes only
+// DefaultMaxBody from a caller whose header proved none (an older client
+// sends its token in the body only), and its token is checked once the
+// body is decoded (Authorize), as for every request.
 func (s *Server) ServeConn(ctx context.Context, conn io.ReadWriteCloser, info *ConnInfo) {
 	ctx, cancel := context.WithCancel(context.WithValue(ctx, connInfoKey{}, info))
 	defer cancel()
@@ -186,6 +242,7 @@ func (s *Server) ServeConn(ctx context.Context, conn io.ReadWriteCloser, info *C
 	if track == nil {
 		track = noTracker{}
 	}
+	mem := sc.rd.mem
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, s.maxInflight)
 	defer func() {
@@ -198,18 +255,37 @@ func (s *Server) ServeConn(ctx context.Context, conn io.ReadWriteCloser, info *C
 		c.req = rpc.Request{}
 		if err := sc.ReadRequestHeader(&c.req); err != nil {
 			c.put()
+			if errors.Is(err, errNoMemory) {
+				mem.cut()
+			}
 			return
 		}
 		m := s.methods[c.req.ServiceMethod]
-		var args any
-		if m != nil {
-			args = m.newArgs()
+		reqCtx, limit, err := s.admitBody(ctx, c.req.ServiceMethod, m, sc.token)
+		if err != nil {
+			track.requestBegin()
+			s.respond(sc, c, nil, err)
+			c.put()
+			track.requestEnd()
+			if sc.discardBody(limit) != nil {
+				return
+			}
+			continue
 		}
-		if err := sc.ReadRequestBody(args); err != nil {
-			if errors.Is(err, ErrTooLarge) {
+		args := m.newArgs()
+		cost, err := sc.readBody(args, limit, decodeBudget(limit))
+		if err == nil {
+			err = matchCredential(c.req.ServiceMethod, sc.token, args)
+		}
+		if err != nil {
+			mem.give(cost)
+			if errors.Is(err, ErrTooLarge) || errors.Is(err, ErrBadRequest) || errors.Is(err, errNoMemory) {
 				s.respond(sc, c, nil, err) // say why, even if the connection closes
 			}
 			c.put()
+			if errors.Is(err, errNoMemory) {
+				mem.cut()
+			}
 			if sc.broken.Load() {
 				return
 			}
@@ -218,30 +294,69 @@ func (s *Server) ServeConn(ctx context.Context, conn io.ReadWriteCloser, info *C
 			continue
 		}
 		track.requestBegin()
-		if m == nil {
-			s.respond(sc, c, nil, Errorf(CodeBadRequest, "unknown method %q", c.req.ServiceMethod))
-			c.put()
-			track.requestEnd()
-			continue
-		}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
+			mem.give(cost)
 			c.put()
 			track.requestEnd()
 			return
 		}
-		c.m, c.args = m, args
+		c.m, c.args, c.ctx, c.cost = m, args, reqCtx, cost
 		wg.Add(1)
 		s.handlers.Go(func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			reply, err := s.invoke(ctx, c.req.ServiceMethod, c.m, c.args)
+			reply, err := s.invoke(c.ctx, c.req.ServiceMethod, c.m, c.args)
 			s.respond(sc, c, reply, err)
+			mem.give(c.cost)
 			c.put()
 			track.requestEnd()
 		})
 	}
+}
+
+// admitBody decides, from a request's header alone, whether its body may
+// be read and how many bytes it may take: the context the request is
+// served with, the body's bound, and the refusal (nil if admitted). A
+// refused body is stepped over within the bound it returns.
+func (s *Server) admitBody(ctx context.Context, name string, m *method, token string) (context.Context, int, error) {
+	if m == nil {
+		return ctx, DefaultMaxBody, Errorf(CodeBadRequest, "unknown method %q", name)
+	}
+	start := metrics.Start()
+	if err := requireCapabilityRole(ctx, m.capability); err != nil {
+		err = fmt.Errorf("%s: %w", name, err)
+		observe(name, start, &err)
+		return ctx, m.maxBody, err
+	}
+	if !m.capability.asksToken() || m.maxBody <= DefaultMaxBody && token == "" {
+		return ctx, m.maxBody, nil
+	}
+	if s.AuthorizeHeader == nil {
+		return ctx, min(m.maxBody, DefaultMaxBody), nil
+	}
+	authCtx, err := s.AuthorizeHeader(ctx, name, m.capability, token)
+	switch {
+	case err == nil:
+		return authCtx, m.maxBody, nil
+	case token == "":
+		// Perhaps an older client, whose token is in the body only: it
+		// is checked once the body is read, and the body kept small.
+		return ctx, min(m.maxBody, DefaultMaxBody), nil
+	}
+	observe(name, start, &err)
+	return ctx, m.maxBody, err
+}
+
+// matchCredential checks that a request whose header named a credential
+// carries the same one in its body: the header's was checked before the
+// body was read, the body's is the one handlers use.
+func matchCredential(name, token string, args any) error {
+	if token == "" || credentialOf(args) == token {
+		return nil
+	}
+	return Errorf(CodeBadRequest, "%s: the request's token differs from the one in its header (AuthToken)", name)
 }
 
 // serverCall is one request being served: its header, its response
@@ -253,6 +368,8 @@ type serverCall struct {
 	resp rpc.Response
 	m    *method
 	args any
+	ctx  context.Context // the request's, before invoke adds its deadline
+	cost int64           // what the decoded request is charged to request memory
 }
 
 var serverCalls = sync.Pool{New: func() any { return new(serverCall) }}
