@@ -89,6 +89,20 @@ func (a *ACL) QueueLevel(path string) Level {
 // AllowQueue reports whether the ACL grants at least want on the queue.
 func (a *ACL) AllowQueue(path string, want Level) bool { return granted(a.QueueLevel(path), want) }
 
+// AllowSomeQueue reports whether the ACL grants at least want on some
+// queue: what a request about a queue the body names needs, at least.
+func (a *ACL) AllowSomeQueue(want Level) bool {
+	if a.management {
+		return true
+	}
+	for _, r := range a.queues {
+		if granted(r.Level, want) {
+			return true
+		}
+	}
+	return false
+}
+
 // AllowNode reports whether the ACL grants at least want (read or write)
 // on nodes.
 func (a *ACL) AllowNode(want Level) bool { return a.management || granted(a.node, want) }

@@ -101,23 +101,38 @@ func (c *ServerCodec) ReadRequestHeader(r *rpc.Request) error {
 // wraps ErrTooLarge, and the codec stays in step; any other failure
 // poisons it.
 func (c *ServerCodec) ReadRequestBody(body any) error {
-	cost, err := c.readBody(body, c.bytesLeft, c.costLeft)
+	cost, err := c.readBody(body, c.bytesLeft, c.bytesLeft, c.costLeft)
 	c.rd.mem.give(cost)
 	return err
 }
 
-// readBody reads the body into body (or discards it if body is nil): at
-// most limit bytes on the wire, decoding to at most budget bytes. It
-// returns what the decoded body was charged to the connection's request
-// memory, to give back once the request has been answered.
-func (c *ServerCodec) readBody(body any, limit int, budget int64) (cost int64, err error) {
-	raw, err := c.rd.next(limit)
+// skippedBody is a body longer than it could be kept: it must be read
+// past (skipBody) before the next request.
+type skippedBody struct{ err error }
+
+func (e *skippedBody) Error() string { return e.err.Error() }
+func (e *skippedBody) Unwrap() error { return e.err }
+
+// readBody reads the body into body (or discards it if body is nil):
+// keeping at most keep bytes (a longer body is refused with a
+// *skippedBody, to be read past with skipBody), at most limit bytes on
+// the wire (a longer one poisons
+// the codec), decoding to at most budget bytes. It returns what the
+// decoded body was charged to the connection's request memory, to give
+// back once the request has been answered.
+func (c *ServerCodec) readBody(body any, keep, limit int, budget int64) (cost int64, err error) {
+	raw, err := c.rd.nextKept(keep, limit)
 	if err != nil {
+		tooLarge := func(n int) error {
+			return Errorf(CodeTooLarge, "%s: the request body exceeds the %s this method takes", c.method, byteSize(int64(n)))
+		}
 		switch {
+		case errors.Is(err, errSkipped):
+			return 0, &skippedBody{tooLarge(keep)}
 		case errors.Is(err, errNoMemory):
 			c.fail(err)
 		case errors.Is(err, ErrTooLarge):
-			err = fmt.Errorf("%s: %w", c.method, Errorf(CodeTooLarge, "the request body exceeds the %s this method takes: %w", byteSize(int64(limit)), err))
+			err = tooLarge(limit)
 			c.fail(fmt.Errorf("refusing request body: %w", err))
 		default:
 			c.fail(fmt.Errorf("malformed request body: %w", err))
@@ -174,6 +189,17 @@ func (c *ServerCodec) chargeDecoded(cost int64) (int64, error) {
 		return 0, err
 	}
 	return cost, nil
+}
+
+// skipBody reads past the rest of a body readBody refused as longer than
+// it could keep, without keeping it. Failing to poisons the codec.
+func (c *ServerCodec) skipBody() error {
+	if err := c.rd.scanOver(); err != nil {
+		c.fail(fmt.Errorf("reading past a refused request's body: %w", err))
+		return err
+	}
+	c.rd.release()
+	return nil
 }
 
 // discardBody steps over the current request's body, of at most limit

@@ -246,47 +246,63 @@ func TestPartialRequestFloodIsCutOffAtItsShare(t *testing.T) {
 
 // Without a proof of its token before the body, a caller gets the small
 // default bound even for a method that takes large bodies: a body that
-// declares 8 MiB is refused as soon as its length is read, and what it
-// cost the listener is a few KiB. A header token that does not check out
-// is refused before the body, which is stepped over without being kept,
-// and the connection goes on.
+// declares 8 MiB is refused as soon as its length is read, whether the
+// header named no token or one that does not check out, and what it cost
+// the listener is a few KiB.
 func TestAnUnprovenCallerCostsAFewKiB(t *testing.T) {
 	bs := startBudgetServer(t, OptionalClientCert, Limits{}, nil)
+	for _, token := range []string{"", "forged"} {
+		conn, err := bs.dialTLS(t, "127.0.0.2", bs.pki.Anonymous(), ConnRPC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.Write(append(requestHeader("Work.Big", token), blobStart(8<<20-64)...))
+		// Without a token: too large for a caller that proved none; with
+		// one that does not check out: why it did not.
+		want := ErrTooLarge
+		if token != "" {
+			want = ErrPermissionDenied
+		}
+		if err := readAnswer(conn); !errors.Is(err, want) || !strings.Contains(err.Error(), "16 KiB") {
+			t.Fatalf("a body declaring 8 MiB with header token %q: %v, want %s naming the 16 KiB bound", token, err, want.Code)
+		}
+		if high := bs.lis.mem.highWater(); high > connOverhead+32<<10 {
+			t.Fatalf("refusing it held %d bytes", high)
+		}
+		// The connection waits for the rest of the body, to read past it.
+		conn.Close()
+		testutil.WaitFor(t, 5*time.Second, func() bool { return bs.lis.mem.used() == 0 })
+	}
+	// A whole body over the bound is read past, never kept, and the
+	// connection goes on; a proven token takes the large body.
 	conn, err := bs.dialTLS(t, "127.0.0.2", bs.pki.Anonymous(), ConnRPC)
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn.Write(append(requestHeader("Work.Big", ""), blobStart(8<<20-64)...))
-	if err := readAnswer(conn); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "16 KiB") {
-		t.Fatalf("a body declaring 8 MiB without a token: %v, want too_large naming the 16 KiB bound", err)
+	body := encodeValue(t, &WorkArgs{Blob: make([]byte, 1<<20)})
+	conn.Write(append(requestHeader("Work.Big", ""), body...))
+	if err := readAnswer(conn); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("a 1 MiB body without a token: %v, want too_large", err)
 	}
 	if high := bs.lis.mem.highWater(); high > connOverhead+32<<10 {
-		t.Fatalf("refusing it held %d bytes", high)
+		t.Fatalf("reading past a 1 MiB body held %d bytes", high)
 	}
-
-	conn, err = bs.dialTLS(t, "127.0.0.2", bs.pki.Anonymous(), ConnRPC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := encodeValue(t, &WorkArgs{Token: "forged", Blob: make([]byte, 1<<20)})
-	conn.Write(append(requestHeader("Work.Big", "forged"), body...))
-	if err := readAnswer(conn); !errors.Is(err, ErrPermissionDenied) || !strings.Contains(err.Error(), "forged") {
-		t.Fatalf("a forged header token: %v, want permission_denied", err)
-	}
-	if high := bs.lis.mem.highWater(); high > connOverhead+32<<10 {
-		t.Fatalf("stepping over a refused 1 MiB body held %d bytes", high)
-	}
-	// The same connection goes on, and a proven token takes the large body.
 	body = encodeValue(t, &WorkArgs{Token: validToken, Blob: make([]byte, 1<<20)})
 	conn.Write(append(requestHeader("Work.Big", validToken), body...))
 	if err := readAnswer(conn); err != nil {
 		t.Fatalf("a 1 MiB body after a proven token: %v", err)
 	}
-	// A body whose token differs from its header's is refused.
+	// A body whose token differs from its header's is refused, and the
+	// connection goes on.
 	body = encodeValue(t, &WorkArgs{Token: "another", Blob: []byte("x")})
 	conn.Write(append(requestHeader("Work.Big", validToken), body...))
 	if err := readAnswer(conn); !errors.Is(err, ErrBadRequest) {
 		t.Fatalf("a body with another token than its header's: %v, want bad_request", err)
+	}
+	body = encodeValue(t, &WorkArgs{Token: validToken, Blob: []byte("x")})
+	conn.Write(append(requestHeader("Work.Big", validToken), body...))
+	if err := readAnswer(conn); err != nil {
+		t.Fatalf("a call after the refused one: %v", err)
 	}
 }
 

@@ -30,12 +30,24 @@ type msgReader struct {
 	mem      *connMemory
 }
 
+// errSkipped is a value longer than the reader could keep, read past
+// without being kept: the stream is still in step.
+var errSkipped = errors.New("value skipped")
+
 // next returns the next whole value, of at most limit bytes. The bytes are
 // valid until the next call of next or release. At a clean end of stream
 // before any byte of a value it returns io.EOF; inside a value,
 // io.ErrUnexpectedEOF. A value longer than limit is ErrTooLarge; the
 // stream is then out of step and must be closed.
 func (m *msgReader) next(limit int) ([]byte, error) {
+	return m.nextKept(limit, limit)
+}
+
+// nextKept is next for a value that may be up to limit bytes long but
+// that is kept only up to keep bytes: a longer one is reported with
+// errSkipped as soon as it is known to be longer, and must then be read
+// past with scanOver before anything else is read.
+func (m *msgReader) nextKept(keep, limit int) ([]byte, error) {
 	if m.off == m.end {
 		m.off, m.end = 0, 0
 		if m.buf == nil {
@@ -61,9 +73,13 @@ func (m *msgReader) next(limit int) ([]byte, error) {
 				return m.buf[start:scanned], nil
 			}
 		}
+		if m.scan.AtLeast() > uint64(keep) {
+			m.off = scanned
+			return nil, errSkipped
+		}
 		if m.end == len(m.buf) {
 			var err error
-			if start, scanned, err = m.makeRoom(start, scanned, limit); err != nil {
+			if start, scanned, err = m.makeRoom(start, scanned, keep); err != nil {
 				return nil, err
 			}
 		}
@@ -144,6 +160,13 @@ func (m *msgReader) discard(limit int) error {
 		}
 	}
 	m.scan.Reset(limit)
+	return m.scanOver()
+}
+
+// scanOver scans on from m.off to the end of the value the scanner is in,
+// dropping its bytes as they are scanned (the scanner remembers what it
+// needs of them) and reading more into the buffer as it is, never grown.
+func (m *msgReader) scanOver() error {
 	for {
 		if m.off < m.end {
 			n, done, err := m.scan.Scan(m.buf[m.off:m.end])
@@ -158,8 +181,6 @@ func (m *msgReader) discard(limit int) error {
 				return nil
 			}
 		}
-		// Every byte read so far is scanned: the scanner remembers
-		// what it needs of them.
 		m.off, m.end = 0, 0
 		n, err := m.r.Read(m.buf)
 		m.end = n

@@ -60,6 +60,18 @@ type method struct {
 // heartbeats of thousands of containers needs.
 const DefaultMaxBody = 16 << 10
 
+// Bounds for MaxBody, from weft's own largest requests: MaxSpecBody for an
+// app spec or a whole queue tree (App.Submit of a MapReduce job of 10,000
+// splits is 1.1 MB, Queue.Apply of 1,000 queues 280 KB), MaxListBody for
+// requests that list up to thousands of names or counters (Container.Status
+// of 10,000 IDs is 130 KB, AM.Finish with 1,024 counters 75 KB).
+// Heartbeats (10,000 containers are 2.6 MB) and AM.Allocate (reduce asks
+// with thousands of feeders) take MaxRequestSize.
+const (
+	MaxSpecBody = 4 << 20
+	MaxListBody = 1 << 20
+)
+
 // MethodOption changes how Register serves a method.
 type MethodOption func(*method)
 
@@ -218,14 +230,15 @@ func requestTimeout(args any) time.Duration {
 // connection with a logged reason; it never takes the process down.
 //
 // Each request's header is read first, and the caller's credential
-// checked before its body is read: the certificate role the method's
-// capability asks for, and for a method that asks for a token the token
-// the header carries (AuthorizeHeader). A refused request is answered with
-// the reason and its body stepped over without being kept. The body may
-// then take the method's MaxBody; a method that asks for a token takes only
-// DefaultMaxBody from a caller whose header proved none (an older client
-// sends its token in the body only), and its token is checked once the
-// body is decoded (Authorize), as for every request.
+// checked before its body is read. A caller without the certificate role
+// the method's capability asks for (or calling a method that does not
+// exist) is answered with the reason and its body stepped over without
+// being kept. A method that takes more than DefaultMaxBody (MaxBody), and
+// whose capability asks for a token, takes it only from a caller whose
+// header carries a token that AuthorizeHeader accepts; from any other
+// (an older client sends its token in the body only) it takes
+// DefaultMaxBody. Every request's token is then checked once its body is
+// decoded (Authorize), as before.
 func (s *Server) ServeConn(ctx context.Context, conn io.ReadWriteCloser, info *ConnInfo) {
 	ctx, cancel := context.WithCancel(context.WithValue(ctx, connInfoKey{}, info))
 	defer cancel()
@@ -261,30 +274,39 @@ func (s *Server) ServeConn(ctx context.Context, conn io.ReadWriteCloser, info *C
 			return
 		}
 		m := s.methods[c.req.ServiceMethod]
-		reqCtx, limit, err := s.admitBody(ctx, c.req.ServiceMethod, m, sc.token)
+		reqCtx, limit, unproven, err := s.admitBody(ctx, c.req.ServiceMethod, m, sc.token)
 		if err != nil {
 			track.requestBegin()
 			s.respond(sc, c, nil, err)
 			c.put()
 			track.requestEnd()
-			if sc.discardBody(limit) != nil {
+			if sc.discardBody(MaxRequestSize) != nil {
 				return
 			}
 			continue
 		}
 		args := m.newArgs()
-		cost, err := sc.readBody(args, limit, decodeBudget(limit))
+		cost, err := sc.readBody(args, limit, MaxRequestSize, decodeBudget(limit))
+		answer := errors.Is(err, ErrTooLarge) || errors.Is(err, errNoMemory)
+		var skipped *skippedBody
+		if errors.As(err, &skipped) && unproven != nil {
+			err = unproven // the body was larger than an unproven caller may send: say why that bound held
+		}
 		if err == nil {
 			err = matchCredential(c.req.ServiceMethod, sc.token, args)
+			answer = err != nil
 		}
 		if err != nil {
 			mem.give(cost)
-			if errors.Is(err, ErrTooLarge) || errors.Is(err, ErrBadRequest) || errors.Is(err, errNoMemory) {
+			if answer {
 				s.respond(sc, c, nil, err) // say why, even if the connection closes
 			}
 			c.put()
 			if errors.Is(err, errNoMemory) {
 				mem.cut()
+			}
+			if skipped != nil && sc.skipBody() != nil {
+				return
 			}
 			if sc.broken.Load() {
 				return
@@ -319,34 +341,41 @@ func (s *Server) ServeConn(ctx context.Context, conn io.ReadWriteCloser, info *C
 // admitBody decides, from a request's header alone, whether its body may
 // be read and how many bytes it may take: the context the request is
 // served with, the body's bound, and the refusal (nil if admitted). A
-// refused body is stepped over within the bound it returns.
-func (s *Server) admitBody(ctx context.Context, name string, m *method, token string) (context.Context, int, error) {
+// refused body is stepped over within the bound it returns. When the
+// bound is DefaultMaxBody only because the header proved no token,
+// unproven is the answer to give if the body turns out longer.
+func (s *Server) admitBody(ctx context.Context, name string, m *method, token string) (_ context.Context, limit int, unproven, refusal error) {
 	if m == nil {
-		return ctx, DefaultMaxBody, Errorf(CodeBadRequest, "unknown method %q", name)
+		return ctx, DefaultMaxBody, nil, Errorf(CodeBadRequest, "unknown method %q", name)
 	}
 	start := metrics.Start()
 	if err := requireCapabilityRole(ctx, m.capability); err != nil {
 		err = fmt.Errorf("%s: %w", name, err)
 		observe(name, start, &err)
-		return ctx, m.maxBody, err
+		return ctx, m.maxBody, nil, err
 	}
-	if !m.capability.asksToken() || m.maxBody <= DefaultMaxBody && token == "" {
-		return ctx, m.maxBody, nil
+	if !m.capability.asksToken() || m.maxBody <= DefaultMaxBody {
+		return ctx, m.maxBody, nil, nil
 	}
-	if s.AuthorizeHeader == nil {
-		return ctx, min(m.maxBody, DefaultMaxBody), nil
+	var why error
+	if s.AuthorizeHeader != nil {
+		authCtx, err := s.AuthorizeHeader(ctx, name, m.capability, token)
+		if err == nil {
+			return authCtx, m.maxBody, nil, nil
+		}
+		why = err
 	}
-	authCtx, err := s.AuthorizeHeader(ctx, name, m.capability, token)
-	switch {
-	case err == nil:
-		return authCtx, m.maxBody, nil
-	case token == "":
-		// Perhaps an older client, whose token is in the body only: it
-		// is checked once the body is read, and the body kept small.
-		return ctx, min(m.maxBody, DefaultMaxBody), nil
+	// No token proved: perhaps an older client, whose token is in the
+	// body only. The body is kept small, and the request checked once it
+	// is read, as every request is: a caller is refused with the same
+	// answer whether or not its header named the token.
+	if token == "" || why == nil {
+		why = Errorf(CodeTooLarge, "%s: the request body is larger than the %s this method takes from a caller whose request header carries no token (AuthToken; a client older than this server sends it in the body only)",
+			name, byteSize(DefaultMaxBody))
+	} else {
+		why = fmt.Errorf("%w (the request's body, over %s, was not read)", why, byteSize(DefaultMaxBody))
 	}
-	observe(name, start, &err)
-	return ctx, m.maxBody, err
+	return ctx, DefaultMaxBody, why, nil
 }
 
 // matchCredential checks that a request whose header named a credential

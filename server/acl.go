@@ -146,7 +146,7 @@ func (s *Server) authorize(ctx context.Context, method string, c wrpc.Capability
 	if h, ok := args.(interface{ Header() *wrpc.RequestHeader }); ok {
 		secret = h.Header().AuthToken
 	}
-	id, err := s.resolveToken(ctx, secret)
+	id, err := s.callerFor(ctx, secret)
 	if err != nil {
 		return ctx, fmt.Errorf("%s: %w", method, err)
 	}
@@ -158,6 +158,56 @@ func (s *Server) authorize(ctx context.Context, method string, c wrpc.Capability
 		return ctx, denied(method, id, string(c))
 	}
 	return context.WithValue(ctx, callerKey{}, id), nil
+}
+
+// headerCaller is the identity authorizeHeader resolved from a request's
+// header token, for authorize to take instead of resolving it again.
+type headerCaller struct {
+	secret string
+	id     *caller
+}
+
+type headerCallerKey struct{}
+
+// callerFor resolves secret, or takes what authorizeHeader resolved for it.
+func (s *Server) callerFor(ctx context.Context, secret string) (*caller, error) {
+	if hc, ok := ctx.Value(headerCallerKey{}).(*headerCaller); ok && hc.secret == secret {
+		return hc.id, nil
+	}
+	return s.resolveToken(ctx, secret)
+}
+
+// authorizeHeader checks the token a request's header carries before the
+// body is read (wrpc.Server.AuthorizeHeader): a workload token must be
+// valid (signed by a workload key, not expired); an ACL token must
+// resolve and hold the method-wide part of the method's capability, and
+// for queue:submit submit on some queue (which queue is in the body, and
+// the handler checks it; queue:read asks nothing more, since lists show an
+// empty answer to a caller who may read no queue). A caller it refuses is
+// answered before its body is read; one it passes may send the method's
+// whole body.
+func (s *Server) authorizeHeader(ctx context.Context, method string, c wrpc.Capability, token string) (context.Context, error) {
+	if c == wrpc.CapWorkload {
+		if _, err := keyringOf(s.fsm.State()).Verify(token, s.clock.Now().UnixNano()); err != nil {
+			return ctx, wrpc.Errorf(wrpc.CodePermissionDenied, "%s: workload token: %v", method, err)
+		}
+		return ctx, nil
+	}
+	id, err := s.resolveToken(ctx, token)
+	if err != nil {
+		return ctx, fmt.Errorf("%s: %w", method, err)
+	}
+	allowed, known := s.allows(id, c)
+	if c == wrpc.CapQueueSubmit {
+		allowed = allowed && id.acl.AllowSomeQueue(acl.LevelSubmit)
+	}
+	if !known {
+		return ctx, fmt.Errorf("%s: %w: the method declares an unknown capability %q", method, wrpc.ErrInternal, c)
+	}
+	if !allowed {
+		return ctx, denied(method, id, string(c))
+	}
+	return context.WithValue(ctx, headerCallerKey{}, &headerCaller{secret: token, id: id}), nil
 }
 
 // allows reports whether id holds the method-wide part of capability c;
