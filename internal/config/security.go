@@ -41,7 +41,7 @@ type ACL struct {
 	Enabled bool `hcl:"enabled,optional"`
 }
 
-// Limits is the `limits { ... }` block (SPEC §15). Zero fields take the
+// Limits is the `limits { ... }` block. Zero fields take the
 // defaults below. A client is a source IP and the role its certificate
 // proves (rpc.Limits).
 type Limits struct {
@@ -70,7 +70,7 @@ type Limits struct {
 	RPCRequestMemoryPerConnMB   int `hcl:"rpc_request_memory_per_conn_mb,optional"`
 }
 
-// Limit defaults (SPEC §15); the request memory's are rpc's.
+// Limit defaults: rpc.DefaultLimits' (cmd/weft's TestLimitsBlockReachesTheListener checks).
 const (
 	DefaultRPCMaxConnsPerClient      = 100
 	DefaultRPCMaxHandshakesPerClient = 32
