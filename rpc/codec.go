@@ -151,11 +151,10 @@ func (c *ServerCodec) readBody(body any, keep, limit int, budget int64) (cost in
 		if err == nil && r.pos != len(raw) {
 			err = fmt.Errorf("%d bytes after the value", len(raw)-r.pos)
 		}
-		var over *overBudget
-		switch {
-		case errors.As(err, &over):
-			return 0, fmt.Errorf("%s: %w: %v", c.method, ErrTooLarge, over)
-		case err != nil:
+		if err != nil {
+			if over := (*overBudget)(nil); errors.As(err, &over) {
+				return 0, fmt.Errorf("%s: %w: %v", c.method, ErrTooLarge, over)
+			}
 			c.fail(fmt.Errorf("malformed request body: %w", err))
 			return 0, err
 		}

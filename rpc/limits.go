@@ -431,22 +431,37 @@ type trackedConn struct {
 	// stream is set for a multiplexed stream: its first whole request
 	// ends its own handshake deadline. Reading from it gives back what
 	// meter charged for the bytes yamux held.
-	stream  *yamux.Stream
-	meter   *yamuxMeter
-	started atomic.Bool
+	stream   *yamux.Stream
+	meter    *yamuxMeter
+	started  atomic.Bool
+	unshrunk int // bytes read from stream since yamux last let go of its buffer
 }
 
-// Read reads from the connection or stream. Before a stream's read, yamux
-// is told to let go of its receive buffer if it holds nothing: it keeps
-// the buffer, as large as the largest burst the stream ever received,
-// for the stream's whole life otherwise.
+// shrinkAfter is how many bytes a stream reads between the times yamux is
+// told to let go of its receive buffer: it keeps the buffer, as large as
+// the largest burst the stream ever received (up to twice that), for the
+// stream's whole life otherwise. Streams of small requests thus give back
+// a buffer of at most about 2×shrinkAfter, and allocate a new one only
+// every shrinkAfter bytes.
+const shrinkAfter = 16 << 10
+
+// Read reads from the connection or stream; a stream's read gives back
+// what the meter charged for the bytes, and has yamux let go of its
+// receive buffer once it is empty (see shrinkAfter).
 func (t *trackedConn) Read(p []byte) (int, error) {
 	if t.stream == nil {
 		return t.Conn.Read(p)
 	}
-	t.stream.Shrink()
+	if t.unshrunk >= shrinkAfter {
+		t.stream.Shrink() // frees the buffer if empty, as it is when this read is about to wait
+	}
 	n, err := t.stream.Read(p)
 	t.meter.consumed(n)
+	t.unshrunk += n
+	if n < len(p) && t.unshrunk >= shrinkAfter {
+		t.stream.Shrink() // the read took all the buffer held
+		t.unshrunk = 0
+	}
 	return n, err
 }
 

@@ -108,11 +108,18 @@ func closedByServer(c net.Conn) bool {
 }
 
 // openFrom counts the connections from ip, in their handshake or past it.
-func (ts *testServer) openFrom(ip string) int {
-	ts.lis.clients.mu.Lock()
-	defer ts.lis.clients.mu.Unlock()
-	n := ts.lis.clients.handshaking[ip]
-	for k, open := range ts.lis.clients.open {
+func (ts *testServer) openFrom(ip string) int { return ts.lis.openFrom(ip, true) }
+
+// openFrom counts the connections from ip past their handshake, and with
+// handshaking those still in it.
+func (l *Listener) openFrom(ip string, handshaking bool) int {
+	l.clients.mu.Lock()
+	defer l.clients.mu.Unlock()
+	n := 0
+	if handshaking {
+		n = l.clients.handshaking[ip]
+	}
+	for k, open := range l.clients.open {
 		if k.ip == ip {
 			n += open
 		}
@@ -138,7 +145,7 @@ func TestConnectionsPastTheClientLimitAreClosed(t *testing.T) {
 		c.Write([]byte{byte(ConnRPC)})
 		conns = append(conns, c)
 	}
-	testutil.WaitFor(t, 5*time.Second, func() bool { return ts.openFrom("127.0.0.4") == 3 })
+	testutil.WaitFor(t, 5*time.Second, func() bool { return ts.lis.openFrom("127.0.0.4", false) == 3 })
 	over := dialFrom(t, "127.0.0.4", ts.Addr())
 	over.Write([]byte{byte(ConnRPC)})
 	if !closedByServer(over) {

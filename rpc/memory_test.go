@@ -374,6 +374,7 @@ func TestAClientFloodingItsAllowanceLeavesPeersOnItsHostServed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	testutil.WaitFor(t, 5*time.Second, func() bool { return bs.lis.openFrom("127.0.0.2", false) == 5 })
 	over, err := bs.dialTLS(t, "127.0.0.2", client, ConnRPC)
 	if err == nil && !closedByServer(over) {
 		t.Fatal("a client's sixth connection was served")

@@ -255,7 +255,6 @@ func (s *Server) ServeConn(ctx context.Context, conn io.ReadWriteCloser, info *C
 	if track == nil {
 		track = noTracker{}
 	}
-	mem := sc.rd.mem
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, s.maxInflight)
 	defer func() {
@@ -264,85 +263,93 @@ func (s *Server) ServeConn(ctx context.Context, conn io.ReadWriteCloser, info *C
 		sc.Close()
 	}()
 	for {
-		c := serverCalls.Get().(*serverCall)
-		c.req = rpc.Request{}
-		if err := sc.ReadRequestHeader(&c.req); err != nil {
-			c.put()
-			if errors.Is(err, errNoMemory) {
-				mem.cut()
+		c, next := s.readRequest(ctx, sc, track)
+		if c == nil {
+			if next {
+				continue
 			}
 			return
-		}
-		m := s.methods[c.req.ServiceMethod]
-		reqCtx, limit, unproven, err := s.admitBody(ctx, c.req.ServiceMethod, m, sc.token)
-		if err != nil {
-			track.requestBegin()
-			s.respond(sc, c, nil, err)
-			c.put()
-			track.requestEnd()
-			if sc.discardBody(MaxRequestSize) != nil {
-				return
-			}
-			continue
-		}
-		args := m.newArgs()
-		cost, err := sc.readBody(args, limit, MaxRequestSize, decodeBudget(limit))
-		answer := errors.Is(err, ErrTooLarge) || errors.Is(err, errNoMemory)
-		var skipped *skippedBody
-		if errors.As(err, &skipped) && unproven != nil {
-			err = unproven // the body was larger than an unproven caller may send: say why that bound held
-		}
-		if err == nil {
-			err = matchCredential(c.req.ServiceMethod, sc.token, args)
-			answer = err != nil
-		}
-		if err != nil {
-			mem.give(cost)
-			if answer {
-				s.respond(sc, c, nil, err) // say why, even if the connection closes
-			}
-			c.put()
-			if errors.Is(err, errNoMemory) {
-				mem.cut()
-			}
-			if skipped != nil && sc.skipBody() != nil {
-				return
-			}
-			if sc.broken.Load() {
-				return
-			}
-			track.requestBegin()
-			track.requestEnd()
-			continue
 		}
 		track.requestBegin()
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
-			mem.give(cost)
+			sc.rd.mem.give(c.cost)
 			c.put()
 			track.requestEnd()
 			return
 		}
-		c.m, c.args, c.ctx, c.cost = m, args, reqCtx, cost
 		wg.Add(1)
 		s.handlers.Go(func() {
 			defer wg.Done()
 			defer func() { <-sem }()
 			reply, err := s.invoke(c.ctx, c.req.ServiceMethod, c.m, c.args)
 			s.respond(sc, c, reply, err)
-			mem.give(c.cost)
+			sc.rd.mem.give(c.cost)
 			c.put()
 			track.requestEnd()
 		})
 	}
 }
 
+// readRequest reads the next request off sc: its header, then, if the
+// caller may send it, its body (see ServeConn). It returns the request to
+// handle; or nil and whether the connection goes on, when the request was
+// answered here (refused) or the connection must end.
+func (s *Server) readRequest(ctx context.Context, sc *ServerCodec, track requestTracker) (_ *serverCall, next bool) {
+	mem := sc.rd.mem
+	c := serverCalls.Get().(*serverCall)
+	c.req = rpc.Request{}
+	if err := sc.ReadRequestHeader(&c.req); err != nil {
+		c.put()
+		if errors.Is(err, errNoMemory) {
+			mem.cut()
+		}
+		return nil, false
+	}
+	m := s.methods[c.req.ServiceMethod]
+	reqCtx, limit, unproven, err := s.admitBody(ctx, c.req.ServiceMethod, m, sc.token)
+	if err != nil {
+		track.requestBegin()
+		s.respond(sc, c, nil, err)
+		c.put()
+		track.requestEnd()
+		return nil, sc.discardBody(MaxRequestSize) == nil
+	}
+	args := m.newArgs()
+	cost, err := sc.readBody(args, limit, MaxRequestSize, decodeBudget(limit))
+	if err == nil {
+		err = matchCredential(c.req.ServiceMethod, sc.token, args)
+	} else if !errors.Is(err, ErrTooLarge) && !errors.Is(err, errNoMemory) {
+		c.put() // not answered: the connection ends, or the request was malformed
+		return nil, !sc.broken.Load()
+	}
+	if err == nil {
+		c.m, c.args, c.ctx, c.cost = m, args, reqCtx, cost
+		return c, true
+	}
+	var skipped *skippedBody
+	if errors.As(err, &skipped) && unproven != nil {
+		err = unproven // the body was larger than an unproven caller may send: say why that bound held
+	}
+	mem.give(cost)
+	s.respond(sc, c, nil, err) // say why, even if the connection closes
+	c.put()
+	if errors.Is(err, errNoMemory) {
+		mem.cut()
+	}
+	if skipped != nil && sc.skipBody() != nil || sc.broken.Load() {
+		return nil, false
+	}
+	track.requestBegin()
+	track.requestEnd()
+	return nil, true
+}
+
 // admitBody decides, from a request's header alone, whether its body may
-// be read and how many bytes it may take: the context the request is
-// served with, the body's bound, and the refusal (nil if admitted). A
-// refused body is stepped over within the bound it returns. When the
-// bound is DefaultMaxBody only because the header proved no token,
+// be read and how many bytes of it may be kept: the context the request is
+// served with, the body's bound, and the refusal (nil if admitted). When
+// the bound is DefaultMaxBody only because the header proved no token,
 // unproven is the answer to give if the body turns out longer.
 func (s *Server) admitBody(ctx context.Context, name string, m *method, token string) (_ context.Context, limit int, unproven, refusal error) {
 	if m == nil {
