@@ -17,7 +17,10 @@ import (
 // caller is then cut off (its connection closed) and every other caller
 // goes on being served. Callers without a peer certificate (server, agent
 // or router) may hold at most half the process's budget between them, so
-// that client traffic never starves the cluster's own.
+// that client traffic never starves the cluster's own. The fixed cost of a
+// peer's connections and streams is charged to their own shares only, not
+// to the process's: it grows with the cluster (every agent holds a
+// connection to a server), which the budget must not cap.
 
 // Estimates of what an open connection and an open stream cost beyond
 // the bytes charged for their requests: a TLS connection's record buffers
@@ -89,7 +92,7 @@ func (b *memBudget) open(key clientKey, cut func()) (*connMemory, error) {
 	cm.conns++
 	b.mu.Unlock()
 	c := &connMemory{memAccount: memAccount{limit: b.perConn}, budget: b, client: cm, key: key, peer: key.peer(), cutConn: cut}
-	if err := c.take(connOverhead); err != nil {
+	if err := c.takeOverhead(connOverhead); err != nil {
 		c.close()
 		return nil, err
 	}
@@ -103,7 +106,9 @@ func (b *memBudget) used() int64 { return b.total.used.Load() }
 func (b *memBudget) highWater() int64 { return b.high.Load() }
 
 // connMemory is one connection's account (every stream of it), charged
-// together with its client's and the process's.
+// together with its client's and the process's. used counts everything
+// charged to the connection, overhead the part of it charged to a peer's
+// own shares only.
 type connMemory struct {
 	memAccount
 	budget  *memBudget
@@ -112,6 +117,8 @@ type connMemory struct {
 	peer    bool
 	cutConn func()
 	closed  sync.Once
+	// overhead is the fixed cost charged to a peer's own shares only.
+	overhead atomic.Int64
 }
 
 // errNoMemory marks a charge that did not fit; the error that says so
@@ -173,6 +180,34 @@ func (c *connMemory) take(n int64) error {
 	return nil
 }
 
+// takeOverhead charges n bytes of a connection's or stream's fixed cost:
+// as take, except that a peer's are charged to its own shares only.
+func (c *connMemory) takeOverhead(n int64) error {
+	if c == nil || !c.peer {
+		return c.take(n)
+	}
+	if !c.memAccount.take(n) {
+		return noMemory(CodeTooLarge, "this connection's share", c.limit)
+	}
+	if !c.client.take(n) {
+		c.memAccount.give(n)
+		return noMemory(CodeTooLarge, "the share of "+c.key.String(), c.client.limit)
+	}
+	c.overhead.Add(n)
+	return nil
+}
+
+// giveOverhead gives back n bytes takeOverhead charged.
+func (c *connMemory) giveOverhead(n int64) {
+	if c == nil || !c.peer {
+		c.give(n)
+		return
+	}
+	c.overhead.Add(-n)
+	c.memAccount.give(n)
+	c.client.give(n)
+}
+
 // cut closes the connection: its caller asked for more than its share.
 func (c *connMemory) cut() {
 	if c != nil && c.cutConn != nil {
@@ -198,6 +233,7 @@ func (c *connMemory) give(n int64) {
 // been given back.
 func (c *connMemory) close() {
 	c.closed.Do(func() {
+		c.giveOverhead(c.overhead.Load())
 		c.give(c.used.Load())
 		b := c.budget
 		b.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"net/rpc"
 	"strings"
@@ -420,6 +421,52 @@ func TestClientsTakeAtMostHalfTheProcessBudget(t *testing.T) {
 	agent.SetDeadline(time.Now().Add(10 * time.Second))
 	if err := rpc.NewClientWithCodec(NewClientCodec(agent)).Call("Echo.Big", &EchoArgs{Blob: make([]byte, 6<<20)}, &reply); err != nil || reply.Size != 6<<20 {
 		t.Fatalf("an agent's 6 MiB request while clients hold their half: %v", err)
+	}
+	if high := bs.lis.mem.highWater(); high > limits.RequestMemory {
+		t.Fatalf("accounted high-water mark %d bytes, over the process's budget %d", high, limits.RequestMemory)
+	}
+}
+
+// What an open connection costs is charged to the process's budget only
+// for callers without a peer certificate: the agents' connections to a
+// server grow with the cluster, which the budget must not cap, while
+// clients from many addresses may hold at most their half of it.
+func TestPeersConnectionsAreNotCappedByTheProcessBudget(t *testing.T) {
+	limits := Limits{RequestMemory: 1 << 20, RequestMemoryPerClient: 16 << 20, RequestMemoryPerConn: 1 << 20, MaxConnsPerClient: 64}
+	bs := startBudgetServer(t, OptionalClientCert, limits, nil)
+	agent := bs.pki.Configurator(RoleAgent)
+	var held []net.Conn
+	for i := 0; i < 20; i++ {
+		c, err := bs.dialTLS(t, "127.0.0.2", agent, ConnRPC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	for i, c := range held {
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		var reply EchoReply
+		if err := rpc.NewClientWithCodec(NewClientCodec(c)).Call("Echo.Echo", &EchoArgs{Text: "hi"}, &reply); err != nil {
+			t.Fatalf("agent connection %d of 20 (%d KiB of connections, over the process's 1 MiB): %v", i, 20*connOverhead>>10, err)
+		}
+	}
+	// Twenty clients without a certificate, from twenty addresses: past
+	// their half (512 KiB), their connections are closed.
+	served := 0
+	for i := 0; i < 20; i++ {
+		c, err := bs.dialTLS(t, fmt.Sprintf("127.0.1.%d", i+1), bs.pki.Anonymous(), ConnRPC)
+		if err != nil {
+			continue
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		var reply EchoReply
+		if rpc.NewClientWithCodec(NewClientCodec(c)).Call("Echo.Echo", &EchoArgs{Text: "hi"}, &reply) == nil {
+			served++
+		}
+	}
+	t.Logf("%d of 20 clients' connections served", served)
+	if served == 20 {
+		t.Fatal("twenty clients' connections were all served past their half of the process's budget")
 	}
 	if high := bs.lis.mem.highWater(); high > limits.RequestMemory {
 		t.Fatalf("accounted high-water mark %d bytes, over the process's budget %d", high, limits.RequestMemory)

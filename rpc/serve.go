@@ -207,7 +207,7 @@ func (l *Listener) serveMultiplex(conn net.Conn, info *ConnInfo, mem *connMemory
 			}
 			continue
 		}
-		if err := mem.take(streamOverhead); err != nil {
+		if err := mem.takeOverhead(streamOverhead); err != nil {
 			l.logger.Warn("closing a multiplexed connection over its request memory", "remote", conn.RemoteAddr(), "error", err)
 			streams.open.Add(-1)
 			stream.Close()
@@ -220,7 +220,7 @@ func (l *Listener) serveMultiplex(conn net.Conn, info *ConnInfo, mem *connMemory
 			defer l.wg.Done()
 			defer streams.running.Done()
 			defer streams.open.Add(-1)
-			defer mem.give(streamOverhead)
+			defer mem.giveOverhead(streamOverhead)
 			l.serveRPC(&trackedConn{Conn: stream, activity: act, mem: mem, stream: stream, meter: meter}, info)
 		}()
 	}
