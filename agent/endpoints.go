@@ -20,22 +20,35 @@ import (
 // to relay reads), Container.Output (a completed container's files, for
 // the reduce tasks of a MapReduce job) the AM token of the container's
 // app only, Container.Promote a container token of it as guaranteed (only
-// the leader mints one).
+// the leader mints one). The token is checked before a request's body is
+// read too (authorizeHeader), when the caller's header carries it.
 func (a *Agent) registerEndpoints() *wrpc.Server {
 	s := wrpc.NewServer(a.logger.Named("rpc"))
 	c, ag := &containerEndpoint{a}, &agentEndpoint{a}
 	wrpc.Register(s, "AM.Register", wrpc.CapWorkload, a.proxy.Register)
-	wrpc.Register(s, "AM.Allocate", wrpc.CapWorkload, a.proxy.Allocate)
-	wrpc.Register(s, "AM.Finish", wrpc.CapWorkload, a.proxy.Finish)
-	wrpc.Register(s, "Container.Start", wrpc.CapWorkload, c.Start)
+	wrpc.Register(s, "AM.Allocate", wrpc.CapWorkload, a.proxy.Allocate, wrpc.MaxBody(wrpc.MaxRequestSize))
+	wrpc.Register(s, "AM.Finish", wrpc.CapWorkload, a.proxy.Finish, wrpc.MaxBody(wrpc.MaxListBody))
+	wrpc.Register(s, "Container.Start", wrpc.CapWorkload, c.Start, wrpc.MaxBody(wrpc.MaxListBody))
 	wrpc.Register(s, "Container.Stop", wrpc.CapWorkload, c.Stop)
 	wrpc.Register(s, "Container.Promote", wrpc.CapWorkload, c.Promote)
-	wrpc.Register(s, "Container.Status", wrpc.CapWorkload, c.Status)
+	wrpc.Register(s, "Container.Status", wrpc.CapWorkload, c.Status, wrpc.MaxBody(wrpc.MaxListBody))
 	wrpc.Register(s, "Container.Logs", wrpc.CapWorkload, c.Logs)
 	wrpc.Register(s, "Container.Output", wrpc.CapWorkload, c.Output)
 	wrpc.Register(s, "Agent.Load", wrpc.CapAgent, ag.Load)
 	wrpc.Register(s, "Gossip.Keyring", wrpc.CapServer, ag.GossipKeyring)
+	s.AuthorizeHeader = a.authorizeHeader
 	return s
+}
+
+// authorizeHeader checks the workload token a request's header carries
+// before its body is read (wrpc.Server.AuthorizeHeader): it must be valid
+// here (signed by a workload key the agent holds, not expired). What it
+// allows is the handler's to check, with the body.
+func (a *Agent) authorizeHeader(ctx context.Context, method string, c wrpc.Capability, token string) (context.Context, error) {
+	if _, err := a.verifyToken(ctx, token); err != nil {
+		return ctx, denied("%s: workload token: %v", method, err)
+	}
+	return ctx, nil
 }
 
 // containerEndpoint is the container-management protocol (SPEC §8).

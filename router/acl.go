@@ -152,6 +152,27 @@ func (r *Router) Authenticate(ctx context.Context, method, secret string, c wrpc
 	return management, nil
 }
 
+// authorizeHeader checks the token a request's header carries before its
+// body is read (wrpc.Server.AuthorizeHeader): as authorize does for the
+// capabilities a router checks itself; for those its sub-clusters check
+// (relayed), a caller with a token may send the whole body, which goes on
+// to be checked where it is relayed, and one without, DefaultMaxBody.
+func (r *Router) authorizeHeader(ctx context.Context, method string, c wrpc.Capability, token string) (context.Context, error) {
+	if !r.config.ACLEnabled {
+		return ctx, nil
+	}
+	if relayed[method] {
+		if token == "" {
+			return ctx, fmt.Errorf("%s: %w: no ACL token", method, wrpc.ErrPermissionDenied)
+		}
+		return ctx, nil
+	}
+	if err := r.checkToken(ctx, token, c, ""); err != nil {
+		return ctx, fmt.Errorf("%s: %w", method, err)
+	}
+	return ctx, nil
+}
+
 // checkToken asks the reachable sub-clusters (NEW, RUNNING or UNHEALTHY:
 // their ACLs do not depend on their nodes), in turn until one answers,
 // whether secret grants c (on queue, for the queue capabilities).

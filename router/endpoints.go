@@ -38,20 +38,20 @@ func (r *Router) registerEndpoints() {
 	wrpc.Register(s, "Gossip.Keyring", wrpc.CapFederation, shared.KeyringMember)
 	wrpc.Register(s, "Operator.WorkloadKeyRotate", wrpc.CapOperatorWrite, op.WorkloadKeyRotate)
 
-	wrpc.Register(s, "Federation.Heartbeat", wrpc.CapFederation, fed.Heartbeat)
+	wrpc.Register(s, "Federation.Heartbeat", wrpc.CapFederation, fed.Heartbeat, wrpc.MaxBody(wrpc.MaxListBody))
 	wrpc.Register(s, "Federation.Subclusters", wrpc.CapOperatorRead, fed.Subclusters)
-	wrpc.Register(s, "Federation.PolicyApply", wrpc.CapOperatorWrite, fed.PolicyApply)
+	wrpc.Register(s, "Federation.PolicyApply", wrpc.CapOperatorWrite, fed.PolicyApply, wrpc.MaxBody(wrpc.MaxListBody))
 	wrpc.Register(s, "Federation.PolicyList", wrpc.CapOperatorRead, fed.PolicyList)
 	wrpc.Register(s, "Federation.SubclusterAdmin", wrpc.CapOperatorWrite, fed.SubclusterAdmin)
 	wrpc.Register(s, "Federation.SplitView", wrpc.CapAgent, fed.SplitView)
-	wrpc.Register(s, "Federation.ResolveNodes", wrpc.CapAgent, fed.ResolveNodes)
+	wrpc.Register(s, "Federation.ResolveNodes", wrpc.CapAgent, fed.ResolveNodes, wrpc.MaxBody(wrpc.MaxListBody))
 	wrpc.Register(s, "Federation.RegisterSpan", wrpc.CapAgent, fed.RegisterSpan)
 
 	// The client API through routers (relay.go): each call goes to the
 	// sub-cluster(s) it concerns with the caller's token, checked there
 	// as if called directly (acl.go).
 	app, node, ctr, queue, acls := &App{r}, &Node{r}, &Container{r}, &Queue{r}, &ACL{r}
-	wrpc.Register(s, "App.Submit", wrpc.CapQueueSubmit, app.Submit)
+	wrpc.Register(s, "App.Submit", wrpc.CapQueueSubmit, app.Submit, wrpc.MaxBody(wrpc.MaxSpecBody))
 	wrpc.Register(s, "App.Status", wrpc.CapQueueRead, app.Status)
 	wrpc.Register(s, "App.List", wrpc.CapQueueRead, app.List)
 	wrpc.Register(s, "App.Kill", wrpc.CapQueueSubmit, app.Kill)
@@ -61,7 +61,7 @@ func (r *Router) registerEndpoints() {
 	wrpc.Register(s, "Node.ResetSecret", wrpc.CapNodeWrite, node.ResetSecret)
 	wrpc.Register(s, "Container.List", wrpc.CapQueueRead, ctr.List)
 	wrpc.Register(s, "Container.Logs", wrpc.CapQueueRead, ctr.Logs)
-	wrpc.Register(s, "Queue.Apply", wrpc.CapOperatorWrite, queue.Apply)
+	wrpc.Register(s, "Queue.Apply", wrpc.CapOperatorWrite, queue.Apply, wrpc.MaxBody(wrpc.MaxSpecBody))
 	wrpc.Register(s, "Queue.List", wrpc.CapQueueRead, queue.List)
 	wrpc.Register(s, "Queue.Status", wrpc.CapQueueRead, queue.Status)
 
@@ -71,7 +71,7 @@ func (r *Router) registerEndpoints() {
 	wrpc.Register(s, "ACL.TokenInfo", wrpc.CapACLRead, acls.TokenInfo)
 	wrpc.Register(s, "ACL.TokenSelf", wrpc.CapToken, acls.TokenSelf)
 	wrpc.Register(s, "ACL.TokenDelete", wrpc.CapACLWrite, acls.TokenDelete)
-	wrpc.Register(s, "ACL.PolicyApply", wrpc.CapACLWrite, acls.PolicyApply)
+	wrpc.Register(s, "ACL.PolicyApply", wrpc.CapACLWrite, acls.PolicyApply, wrpc.MaxBody(wrpc.MaxListBody))
 	wrpc.Register(s, "ACL.PolicyList", wrpc.CapACLRead, acls.PolicyList)
 	wrpc.Register(s, "ACL.PolicyInfo", wrpc.CapACLRead, acls.PolicyInfo)
 	wrpc.Register(s, "ACL.PolicyDelete", wrpc.CapACLWrite, acls.PolicyDelete)

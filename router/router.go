@@ -81,6 +81,7 @@ func New(config *Config) (*Router, error) {
 	r.listener, r.rpcAddr = ln, ln.Addr().String()
 	r.rpcServer = wrpc.NewServer(r.logger.Named("rpc"))
 	r.rpcServer.Authorize = r.authorize
+	r.rpcServer.AuthorizeHeader = r.authorizeHeader
 	interval, policy := snapshots()
 	r.node, err = raftnode.New(raftnode.Config{
 		NodeID: config.NodeID, DataDir: config.DataDir, Role: gossip.RoleRouter, PeerRole: wrpc.RoleRouter,

@@ -97,10 +97,10 @@ func TestDecodeCostBoundsWhatDecodingAllocates(t *testing.T) {
 // is told why, and the connection goes on.
 func TestEmptyEntriesAttackIsRefusedBeforeDecoding(t *testing.T) {
 	ts := startTestServerWith(t, func(s *Server) {
-		Register(s, "Node.Heartbeat", CapPublic, func(ctx context.Context, req *HeartbeatRequest, resp *struct{}) error {
+		Register(s, "Node.Heartbeat", CapAgent, func(ctx context.Context, req *HeartbeatRequest, resp *struct{}) error {
 			t.Errorf("a heartbeat of %d containers reached the handler", len(req.Containers))
 			return nil
-		})
+		}, MaxBody(MaxRequestSize))
 	})
 	conn := dialRPC(t, ts.Addr())
 	n := MaxRequestSize - 1024 // fits the byte limit

@@ -35,6 +35,15 @@ func getBuf(size int) []byte {
 	return make([]byte, 1<<class)
 }
 
+// bufSize is the length of the buffer getBuf(size) returns.
+func bufSize(size int) int64 {
+	class := max(bits.Len(uint(max(size, 1)-1)), minBufClass)
+	if class > maxBufClass {
+		return int64(size)
+	}
+	return 1 << class
+}
+
 // putBuf gives b back for reuse; b must not be used afterwards.
 func putBuf(b []byte) {
 	c := cap(b)

@@ -43,3 +43,13 @@ const (
 	// handler verifies (the AM protocol and container management).
 	CapWorkload Capability = "workload"
 )
+
+// asksToken reports whether a capability is checked against a token the
+// request carries: an ACL token, or a workload token (CapWorkload).
+func (c Capability) asksToken() bool {
+	switch c {
+	case CapPublic, CapServer, CapAgent, CapFederation:
+		return false
+	}
+	return true
+}

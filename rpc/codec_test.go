@@ -56,16 +56,16 @@ func TestRequestOverLimitIsRefused(t *testing.T) {
 	client := rpc.NewClientWithCodec(NewClientCodec(conn))
 	var reply EchoReply
 	// Just under the limit is fine.
-	if err := client.Call("Echo.Echo", &EchoArgs{Blob: make([]byte, MaxRequestSize-1024)}, &reply); err != nil {
+	if err := client.Call("Echo.Big", &EchoArgs{Blob: make([]byte, MaxRequestSize-1024)}, &reply); err != nil {
 		t.Fatalf("request under the limit: %v", err)
 	}
-	err := client.Call("Echo.Echo", &EchoArgs{Blob: make([]byte, MaxRequestSize+1)}, &reply)
+	err := client.Call("Echo.Big", &EchoArgs{Blob: make([]byte, MaxRequestSize+1)}, &reply)
 	if err == nil {
 		t.Fatalf("request over the limit accepted")
 	}
 	// The server dropped the connection and said why.
 	testutil.WaitFor(t, 5*time.Second, func() bool { return len(ts.dropped()) > 0 })
-	if got := ts.dropped()[0]; !strings.Contains(got, "exceeds the 8 MiB limit") {
+	if got := ts.dropped()[0]; !strings.Contains(got, "exceeds the 8 MiB this method takes") {
 		t.Fatalf("drop reason = %q", got)
 	}
 	if err := client.Call("Echo.Echo", &EchoArgs{}, &reply); err == nil {

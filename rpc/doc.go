@@ -1,12 +1,17 @@
-// Package rpc is weft's wire: the msgpack codec with its limits (a request
-// is bounded in bytes and, before it is decoded, in what decoding it would
-// allocate), the first-byte connection types that let one TCP port carry
-// RPC and Raft (in the clear, or inside mutual TLS where the peer's
-// certificate role is checked: only servers open Raft, RequireRole guards
-// endpoints), the capability every method declares and the hook that
-// authorizes it (Capability, Server.Authorize), the listener's limits on what one client may hold
-// (connections per client IP, a deadline until the first whole request, an
-// idle timeout, streams per multiplexed connection), the
+// Package rpc is weft's wire: the msgpack codec with its limits (a
+// request's header is read first and the caller checked before its body:
+// the body is bounded in bytes by its method and by what the caller proved,
+// and before it is decoded in what decoding it would allocate), the
+// first-byte connection types that let one TCP port carry RPC and Raft (in
+// the clear, or inside mutual TLS where the peer's certificate role is
+// checked: only servers open Raft, RequireRole guards endpoints), the
+// capability every method declares and the hooks that authorize it
+// (Capability, Server.AuthorizeHeader before the body, Server.Authorize
+// after), the listener's limits on what one client — a source IP and the
+// role its certificate proved — may hold (connections, a deadline until
+// the first whole request, an idle timeout, streams per multiplexed
+// connection, and its share of the one budget of memory a process holds
+// for requests, memory.go), the
 // server-side dispatcher (Server: a context per request that carries its
 // connection and the caller's deadline, errors coded so they survive the
 // wire, handler panics contained; Server.Call runs the same path in

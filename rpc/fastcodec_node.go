@@ -29,28 +29,37 @@ var (
 
 // ---- net/rpc headers ----------------------------------------------------
 
-// appendFast appends header and body with the hand-written codecs, if body
-// has one and header is a net/rpc request or response header; it reports
-// whether it did.
+// appendFast appends a response header and body with the hand-written
+// codecs, if body has one and header is a net/rpc response header; it
+// reports whether it did. (Request headers are always written by hand:
+// appendRequestHeader.)
 func appendFast(b *[]byte, header, body any) bool {
 	e, ok := body.(wireEncoder)
 	if !ok {
 		return false
 	}
-	switch h := header.(type) {
-	case *rpc.Request:
-		*b = appendRequestHeader(*b, h)
-	case *rpc.Response:
-		*b = appendResponseHeader(*b, h)
-	default:
+	h, ok := header.(*rpc.Response)
+	if !ok {
 		return false
 	}
+	*b = appendResponseHeader(*b, h)
 	*b = e.appendMsgpack(*b)
 	return true
 }
 
-func appendRequestHeader(b []byte, h *rpc.Request) []byte {
-	b = appendMapHeader(b, 2)
+// appendRequestHeader writes net/rpc's request header, a map of Seq and
+// ServiceMethod as the reflection codec writes rpc.Request, and, when the
+// request carries a credential, the same under AuthToken: the server
+// checks it before it reads the body (Server.ServeConn). Peers that do not
+// know the key skip it.
+func appendRequestHeader(b []byte, h *rpc.Request, token string) []byte {
+	if token == "" {
+		b = appendMapHeader(b, 2)
+	} else {
+		b = appendMapHeader(b, 3)
+		b = appendStr(b, "AuthToken")
+		b = appendStr(b, token)
+	}
 	b = appendStr(b, "Seq")
 	b = appendUint(b, h.Seq)
 	b = appendStr(b, "ServiceMethod")
@@ -67,9 +76,13 @@ func appendResponseHeader(b []byte, h *rpc.Response) []byte {
 	return appendStr(b, h.ServiceMethod)
 }
 
-func decodeRequestHeader(r *wireReader, h *rpc.Request) error {
+// decodeRequestHeader reads a request header into h, and the credential
+// it carries (if any) into token.
+func decodeRequestHeader(r *wireReader, h *rpc.Request, token *string) error {
 	return r.wireStruct(func(k []byte) (ok bool, err error) {
 		switch string(k) {
+		case "AuthToken":
+			*token, err = r.str()
 		case "Seq":
 			h.Seq, err = r.uint()
 		case "ServiceMethod":

@@ -199,13 +199,29 @@ func TestWireHeadersMatchReflection(t *testing.T) {
 		req := rpc.Request{ServiceMethod: randString(rng), Seq: randUint(rng, 64)}
 		resp := rpc.Response{ServiceMethod: randString(rng), Seq: randUint(rng, 64), Error: randString(rng)}
 		want, _ := Encode(&req)
-		if got := appendRequestHeader(nil, &req); !bytes.Equal(got, want) {
+		if got := appendRequestHeader(nil, &req, ""); !bytes.Equal(got, want) {
 			t.Fatalf("request header #%d: got %x want %x", i, got, want)
 		}
 		var req2 rpc.Request
+		var token string
 		r := newWireReader(want, math.MaxInt64)
-		if err := decodeRequestHeader(&r, &req2); err != nil || req2 != req {
-			t.Fatalf("request header #%d: decoded %+v, %v; want %+v", i, req2, err, req)
+		if err := decodeRequestHeader(&r, &req2, &token); err != nil || req2 != req || token != "" {
+			t.Fatalf("request header #%d: decoded %+v %q, %v; want %+v", i, req2, token, err, req)
+		}
+		// With a credential: the reflection codec's bytes for weft's
+		// header, which older peers read as rpc.Request.
+		cred := randString(rng)
+		want, _ = Encode(&wireRequestHeader{AuthToken: cred, Seq: req.Seq, ServiceMethod: req.ServiceMethod})
+		if got := appendRequestHeader(nil, &req, cred); !bytes.Equal(got, want) {
+			t.Fatalf("request header with a credential #%d: got %x want %x", i, got, want)
+		}
+		var old rpc.Request
+		if err := Decode(want, &old); err != nil || old != req {
+			t.Fatalf("request header with a credential #%d: an older peer reads %+v, %v", i, old, err)
+		}
+		r = newWireReader(want, math.MaxInt64)
+		if err := decodeRequestHeader(&r, &req2, &token); err != nil || req2 != req || token != cred {
+			t.Fatalf("request header with a credential #%d: decoded %+v %q, %v", i, req2, token, err)
 		}
 		want, _ = Encode(&resp)
 		if got := appendResponseHeader(nil, &resp); !bytes.Equal(got, want) {

@@ -84,6 +84,7 @@ func fuzzServer() (*Server, []string) {
 func registerEcho(s *Server, name string, t reflect.Type) {
 	s.methods[name] = &method{
 		capability: CapPublic,
+		maxBody:    MaxRequestSize,
 		reqType:    t,
 		newArgs:    func() any { return reflect.New(t).Interface() },
 		call:       func(ctx context.Context, args any) (any, error) { return args, nil },

@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -10,14 +11,22 @@ import (
 	"github.com/hashicorp/yamux"
 )
 
-// Limits bounds what one client can hold of a Listener (SPEC §15), so that
-// a flood from one client leaves every other client served. Zero fields
-// take the defaults of DefaultLimits.
+// Limits bounds what one client can hold of a Listener, so that a flood
+// from one client leaves every other client served. A client is a source
+// IP and, once a TLS handshake has proved one, the role of the peer's
+// certificate (clientKey): an agent, the AMs and the CLI on one host are
+// three clients, and client traffic never takes a server's or an agent's
+// allowance. Zero fields take the defaults of DefaultLimits.
 type Limits struct {
-	// MaxConnsPerClient bounds the connections one client IP may hold open
-	// at once, of every type (RPC, multiplexed, Raft). Connections past it
-	// are closed as soon as they are accepted.
+	// MaxConnsPerClient bounds the connections one client may hold open
+	// at once, of every type (RPC, multiplexed, Raft), once they have
+	// finished their handshake. A connection past it is closed.
 	MaxConnsPerClient int
+	// MaxHandshakesPerClient bounds the connections one source IP may
+	// hold open before they have said who they are (the type byte, and
+	// with TLS the whole handshake): connections past it are closed as
+	// soon as they are accepted.
+	MaxHandshakesPerClient int
 	// HandshakeTimeout bounds the time from accepting a connection to
 	// reading its first whole request: the type byte (and TLS handshake),
 	// for a multiplexed connection its first stream, and that request.
@@ -32,22 +41,43 @@ type Limits struct {
 	// own clients open at most PoolMaxStreamsPerConn per connection, so a
 	// smaller value refuses the streams of busy weft clients.
 	MaxStreamsPerConn int
+	// RequestMemory bounds the bytes the process holds for requests (see
+	// memory.go): callers without a server, agent or router certificate
+	// share at most half of it. RequestMemoryPerClient bounds one
+	// client's share, RequestMemoryPerConn one connection's. A caller
+	// whose request would take its share past a bound is cut off: its
+	// connection is closed.
+	RequestMemory          int64
+	RequestMemoryPerClient int64
+	RequestMemoryPerConn   int64
 }
 
-// Defaults of Limits (SPEC §15).
+// Defaults of Limits. A connection's share fits one request of the
+// largest size (MaxRequestSize on the wire and as much decoded) with room
+// to spare; a client's, two such connections; the process's, what a
+// leader of thousands of agents holds at once, with half kept for them
+// and the other servers whatever clients do.
 const (
-	DefaultMaxConnsPerClient = 100
-	DefaultIdleTimeout       = 5*time.Minute + 30*time.Second
-	DefaultMaxStreamsPerConn = 256
+	DefaultMaxConnsPerClient      = 100
+	DefaultMaxHandshakesPerClient = 32
+	DefaultIdleTimeout            = 5*time.Minute + 30*time.Second
+	DefaultMaxStreamsPerConn      = 256
+	DefaultRequestMemory          = 256 << 20
+	DefaultRequestMemoryPerClient = 48 << 20
+	DefaultRequestMemoryPerConn   = 24 << 20
 )
 
 // DefaultLimits returns the limits a Listener applies unless told others.
 func DefaultLimits() Limits {
 	return Limits{
-		MaxConnsPerClient: DefaultMaxConnsPerClient,
-		HandshakeTimeout:  HandshakeTimeout,
-		IdleTimeout:       DefaultIdleTimeout,
-		MaxStreamsPerConn: DefaultMaxStreamsPerConn,
+		MaxConnsPerClient:      DefaultMaxConnsPerClient,
+		MaxHandshakesPerClient: DefaultMaxHandshakesPerClient,
+		HandshakeTimeout:       HandshakeTimeout,
+		IdleTimeout:            DefaultIdleTimeout,
+		MaxStreamsPerConn:      DefaultMaxStreamsPerConn,
+		RequestMemory:          DefaultRequestMemory,
+		RequestMemoryPerClient: DefaultRequestMemoryPerClient,
+		RequestMemoryPerConn:   DefaultRequestMemoryPerConn,
 	}
 }
 
@@ -57,6 +87,9 @@ func (l Limits) WithDefaults() Limits {
 	if l.MaxConnsPerClient <= 0 {
 		l.MaxConnsPerClient = d.MaxConnsPerClient
 	}
+	if l.MaxHandshakesPerClient <= 0 {
+		l.MaxHandshakesPerClient = d.MaxHandshakesPerClient
+	}
 	if l.HandshakeTimeout <= 0 {
 		l.HandshakeTimeout = d.HandshakeTimeout
 	}
@@ -65,6 +98,15 @@ func (l Limits) WithDefaults() Limits {
 	}
 	if l.MaxStreamsPerConn <= 0 {
 		l.MaxStreamsPerConn = d.MaxStreamsPerConn
+	}
+	if l.RequestMemory <= 0 {
+		l.RequestMemory = d.RequestMemory
+	}
+	if l.RequestMemoryPerClient <= 0 {
+		l.RequestMemoryPerClient = d.RequestMemoryPerClient
+	}
+	if l.RequestMemoryPerConn <= 0 {
+		l.RequestMemoryPerConn = d.RequestMemoryPerConn
 	}
 	return l
 }
@@ -95,34 +137,87 @@ func (l *Listener) serverYamuxConfig() *yamux.Config {
 	return c
 }
 
-// clientCounts counts the open connections of each client IP.
-type clientCounts struct {
-	mu         sync.Mutex
-	open       map[string]int
-	refused    int // connections refused, ever
-	lastWarned time.Time
+// clientKey is who a connection comes from, the unit of the per-client
+// limits: its source IP and, once a TLS handshake has proved one, the role
+// of its certificate (empty without TLS, or for a peer without a
+// certificate).
+type clientKey struct {
+	ip   string
+	role Role
 }
 
-// admit counts a new connection from ip, or refuses it at the limit.
+// peer reports whether the client holds a certificate of the cluster's
+// own processes (server, agent, router).
+func (k clientKey) peer() bool {
+	return k.role == RoleServer || k.role == RoleAgent || k.role == RoleRouter
+}
+
+func (k clientKey) String() string {
+	if k.role == "" {
+		return k.ip
+	}
+	return fmt.Sprintf("%s (%s certificate)", k.ip, k.role)
+}
+
+// clientCounts counts the connections of each source IP still in their
+// handshake, and those of each client past it.
+type clientCounts struct {
+	mu          sync.Mutex
+	handshaking map[string]int
+	open        map[clientKey]int
+	refused     int // connections refused, ever
+	lastWarned  time.Time
+}
+
+// admit counts a new connection from ip as in its handshake, or refuses
+// it at the limit.
 func (c *clientCounts) admit(ip string, limit int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.open == nil {
-		c.open = map[string]int{}
+	if c.handshaking == nil {
+		c.handshaking, c.open = map[string]int{}, map[clientKey]int{}
 	}
-	if c.open[ip] >= limit {
+	if c.handshaking[ip] >= limit {
 		c.refused++
 		return false
 	}
-	c.open[ip]++
+	c.handshaking[ip]++
 	return true
 }
 
-func (c *clientCounts) release(ip string) {
+// identify moves lc from its IP's handshakes to its client's connections,
+// or refuses it (false) when the client is at its limit or lc has closed.
+func (c *clientCounts) identify(lc *limitedConn, key clientKey, limit int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.open[ip]--; c.open[ip] <= 0 {
-		delete(c.open, ip)
+	if lc.released || lc.identified {
+		return !lc.released
+	}
+	if c.open[key] >= limit {
+		c.refused++
+		return false
+	}
+	decrement(c.handshaking, lc.ip)
+	c.open[key]++
+	lc.key, lc.identified = key, true
+	return true
+}
+
+// release gives lc's place back.
+func (c *clientCounts) release(lc *limitedConn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lc.released = true
+	if lc.identified {
+		decrement(c.open, lc.key)
+	} else {
+		decrement(c.handshaking, lc.ip)
+	}
+}
+
+func decrement[K comparable](m map[K]int, k K) {
+	if m[k]--; m[k] <= 0 {
+		delete(m, k)
 	}
 }
 
@@ -140,8 +235,7 @@ func (c *clientCounts) shouldWarn(now time.Time) bool {
 
 const refusalWarnEvery = 10 * time.Second
 
-// clientIP is the IP a connection comes from, the unit of the per-client
-// limit.
+// clientIP is the IP a connection comes from.
 func clientIP(addr net.Addr) string {
 	if a, ok := addr.(*net.TCPAddr); ok {
 		return a.IP.String()
@@ -152,15 +246,15 @@ func clientIP(addr net.Addr) string {
 	return addr.String()
 }
 
-// admit applies the per-client limit to a newly accepted connection and
-// starts its handshake deadline. It returns the connection to serve, or
-// nil if it was refused (and closed).
+// admit applies the per-IP limit on handshakes to a newly accepted
+// connection and starts its handshake deadline. It returns the connection
+// to serve, or nil if it was refused (and closed).
 func (l *Listener) admit(conn net.Conn) net.Conn {
 	ip := clientIP(conn.RemoteAddr())
-	if !l.clients.admit(ip, l.limits.MaxConnsPerClient) {
+	if !l.clients.admit(ip, l.limits.MaxHandshakesPerClient) {
 		if l.clients.shouldWarn(time.Now()) {
-			l.logger.Warn("refusing connections from a client at its connection limit (further refusals logged at most every 10s)",
-				"client", ip, "limit", l.limits.MaxConnsPerClient)
+			l.logger.Warn("refusing connections from an address at its limit of connections in their handshake (further refusals logged at most every 10s)",
+				"client", ip, "limit", l.limits.MaxHandshakesPerClient)
 		}
 		conn.Close()
 		return nil
@@ -169,6 +263,31 @@ func (l *Listener) admit(conn net.Conn) net.Conn {
 	lc.activity = activity{conn: lc, idle: l.limits.IdleTimeout, logger: l.logger}
 	conn.SetReadDeadline(lc.deadline)
 	return lc
+}
+
+// identify counts an admitted connection, whose handshake has just said
+// who its peer is, under its client; unless it carries Raft it also opens
+// its account of request memory (nil for Raft). It fails, and the caller
+// closes the connection, when the client is at its connection limit or its
+// share of memory has no room for one more connection.
+func (l *Listener) identify(conn net.Conn, info *ConnInfo, t ConnType) (*connMemory, error) {
+	lc := limitedConnOf(conn)
+	if lc == nil {
+		return nil, nil // served directly, not accepted: not counted
+	}
+	key := clientKey{ip: lc.ip, role: info.Role}
+	if !l.clients.identify(lc, key, l.limits.MaxConnsPerClient) {
+		return nil, fmt.Errorf("%s holds %d connections, its limit (rpc_max_conns_per_client)", key, l.limits.MaxConnsPerClient)
+	}
+	if t == ConnRaft {
+		return nil, nil
+	}
+	mem, err := l.mem.open(key, func() { lc.Close() })
+	if err != nil {
+		return nil, err
+	}
+	lc.mem = mem
+	return mem, nil
 }
 
 // handshakeDeadline is when an admitted connection's handshake ends (the
@@ -189,12 +308,18 @@ type limitedConn struct {
 	clients  *clientCounts
 	once     sync.Once
 	activity activity
+	mem      *connMemory // set once identified, unless it carries Raft
+
+	// Under clients.mu: which count holds the connection.
+	key        clientKey
+	identified bool
+	released   bool
 }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
-		c.clients.release(c.ip)
+		c.clients.release(c)
 		c.activity.stop()
 	})
 	return err
@@ -297,18 +422,53 @@ func (a *activity) stop() {
 }
 
 // trackedConn is a connection or stream served by ServeConn, reporting its
-// requests to its connection's activity.
+// requests to its connection's activity and charging what it holds to
+// the connection's request memory.
 type trackedConn struct {
 	net.Conn
 	activity *activity
+	mem      *connMemory // nil: not accounted
 	// stream is set for a multiplexed stream: its first whole request
-	// ends its own handshake deadline.
-	stream  bool
-	started atomic.Bool
+	// ends its own handshake deadline. Reading from it gives back what
+	// meter charged for the bytes yamux held.
+	stream   *yamux.Stream
+	meter    *yamuxMeter
+	started  atomic.Bool
+	unshrunk int // bytes read from stream since yamux last let go of its buffer
 }
 
+// shrinkAfter is how many bytes a stream reads between the times yamux is
+// told to let go of its receive buffer: it keeps the buffer, as large as
+// the largest burst the stream ever received (up to twice that), for the
+// stream's whole life otherwise. Streams of small requests thus give back
+// a buffer of at most about 2×shrinkAfter, and allocate a new one only
+// every shrinkAfter bytes.
+const shrinkAfter = 16 << 10
+
+// Read reads from the connection or stream; a stream's read gives back
+// what the meter charged for the bytes, and has yamux let go of its
+// receive buffer once it is empty (see shrinkAfter).
+func (t *trackedConn) Read(p []byte) (int, error) {
+	if t.stream == nil {
+		return t.Conn.Read(p)
+	}
+	if t.unshrunk >= shrinkAfter {
+		t.stream.Shrink() // frees the buffer if empty, as it is when this read is about to wait
+	}
+	n, err := t.stream.Read(p)
+	t.meter.consumed(n)
+	t.unshrunk += n
+	if n < len(p) && t.unshrunk >= shrinkAfter {
+		t.stream.Shrink() // the read took all the buffer held
+		t.unshrunk = 0
+	}
+	return n, err
+}
+
+func (t *trackedConn) requestMemory() *connMemory { return t.mem }
+
 func (t *trackedConn) requestBegin() {
-	if t.stream && !t.started.Swap(true) {
+	if t.stream != nil && !t.started.Swap(true) {
 		t.Conn.SetReadDeadline(time.Time{})
 	}
 	t.activity.requestBegin()
@@ -321,6 +481,7 @@ func (t *trackedConn) requestEnd() { t.activity.requestEnd() }
 type streamCap struct {
 	open    atomic.Int32
 	refused atomic.Int32
+	running sync.WaitGroup // the streams being served
 }
 
 // activityOf returns the activity of the admitted connection under conn;
@@ -335,7 +496,7 @@ func (l *Listener) activityOf(conn net.Conn) *activity {
 // admitStream counts a newly accepted stream against the per-connection
 // cap, or closes it unserved. A client that keeps opening streams past the
 // cap faster than closed ones go away loses its whole session.
-func (l *Listener) admitStream(c *streamCap, session *yamux.Session, stream net.Conn, remote net.Addr) bool {
+func (l *Listener) admitStream(c *streamCap, session *yamux.Session, stream *yamux.Stream, remote net.Addr) bool {
 	limit := int32(l.limits.MaxStreamsPerConn)
 	if c.open.Add(1) <= limit {
 		return true

@@ -107,20 +107,47 @@ func closedByServer(c net.Conn) bool {
 	return !(errors.As(err, &ne) && ne.Timeout())
 }
 
-func (ts *testServer) openFrom(ip string) int {
-	ts.lis.clients.mu.Lock()
-	defer ts.lis.clients.mu.Unlock()
-	return ts.lis.clients.open[ip]
+// openFrom counts the connections from ip, in their handshake or past it.
+func (ts *testServer) openFrom(ip string) int { return ts.lis.openFrom(ip, true) }
+
+// openFrom counts the connections from ip past their handshake, and with
+// handshaking those still in it.
+func (l *Listener) openFrom(ip string, handshaking bool) int {
+	l.clients.mu.Lock()
+	defer l.clients.mu.Unlock()
+	n := 0
+	if handshaking {
+		n = l.clients.handshaking[ip]
+	}
+	for k, open := range l.clients.open {
+		if k.ip == ip {
+			n += open
+		}
+	}
+	return n
 }
 
 func TestConnectionsPastTheClientLimitAreClosed(t *testing.T) {
-	ts, _ := startLimitedServer(t, Limits{MaxConnsPerClient: 3, HandshakeTimeout: time.Minute})
+	ts, _ := startLimitedServer(t, Limits{MaxConnsPerClient: 3, MaxHandshakesPerClient: 2, HandshakeTimeout: time.Minute})
+	// Two connections that say nothing hold the address's handshakes: a
+	// third is closed at once.
+	for i := 0; i < 2; i++ {
+		dialFrom(t, "127.0.0.2", ts.Addr())
+	}
+	testutil.WaitFor(t, 5*time.Second, func() bool { return ts.openFrom("127.0.0.2") == 2 })
+	if !closedByServer(dialFrom(t, "127.0.0.2", ts.Addr())) {
+		t.Fatal("a connection past the address's handshakes was not closed")
+	}
+	// Another address's handshakes are its own.
 	var conns []net.Conn
 	for i := 0; i < 3; i++ {
-		conns = append(conns, dialFrom(t, "127.0.0.2", ts.Addr()))
+		c := dialFrom(t, "127.0.0.4", ts.Addr())
+		c.Write([]byte{byte(ConnRPC)})
+		conns = append(conns, c)
 	}
-	testutil.WaitFor(t, 5*time.Second, func() bool { return ts.openFrom("127.0.0.2") == 3 })
-	over := dialFrom(t, "127.0.0.2", ts.Addr())
+	testutil.WaitFor(t, 5*time.Second, func() bool { return ts.lis.openFrom("127.0.0.4", false) == 3 })
+	over := dialFrom(t, "127.0.0.4", ts.Addr())
+	over.Write([]byte{byte(ConnRPC)})
 	if !closedByServer(over) {
 		t.Fatal("a fourth connection from one client was not closed")
 	}
@@ -134,8 +161,8 @@ func TestConnectionsPastTheClientLimitAreClosed(t *testing.T) {
 	}
 	// A closed connection gives its place back.
 	conns[0].Close()
-	testutil.WaitFor(t, 5*time.Second, func() bool { return ts.openFrom("127.0.0.2") == 2 })
-	again := dialFrom(t, "127.0.0.2", ts.Addr())
+	testutil.WaitFor(t, 5*time.Second, func() bool { return ts.openFrom("127.0.0.4") == 2 })
+	again := dialFrom(t, "127.0.0.4", ts.Addr())
 	again.Write([]byte{byte(ConnRPC)})
 	c = rpc.NewClientWithCodec(NewClientCodec(again))
 	if err := c.Call("Echo.Echo", &EchoArgs{Text: "back"}, &reply); err != nil || reply.Text != "back" {
@@ -317,7 +344,7 @@ func TestThousandsOfStreamsStayBounded(t *testing.T) {
 // One client floods the server (connections that stall, sessions full of
 // streams, oversized requests); another client's calls are all served.
 func TestOneClientsFloodLeavesOthersServed(t *testing.T) {
-	ts, _ := startLimitedServer(t, Limits{MaxConnsPerClient: 20, HandshakeTimeout: 2 * time.Second, MaxStreamsPerConn: 16})
+	ts, _ := startLimitedServer(t, Limits{MaxConnsPerClient: 20, MaxHandshakesPerClient: 8, HandshakeTimeout: 2 * time.Second, MaxStreamsPerConn: 16})
 	stop := make(chan struct{})
 	var flood sync.WaitGroup
 	header := encodeValue(t, map[string]any{"ServiceMethod": "Echo.Echo", "Seq": 1})
@@ -383,8 +410,8 @@ func TestOneClientsFloodLeavesOthersServed(t *testing.T) {
 		if err := p.Call(context.Background(), ts.Addr(), "Echo.Echo", &EchoArgs{Text: text}, &reply); err != nil || reply.Text != text {
 			t.Fatalf("call %d of the other client during the flood: %v", i, err)
 		}
-		if n := ts.openFrom("127.0.0.2"); n > 20 {
-			t.Fatalf("the flooding client holds %d connections, limit 20", n)
+		if n := ts.openFrom("127.0.0.2"); n > 20+8 {
+			t.Fatalf("the flooding client holds %d connections, limit 20 (and 8 in their handshake)", n)
 		}
 	}
 }

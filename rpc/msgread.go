@@ -18,14 +18,21 @@ const (
 )
 
 // msgReader takes whole msgpack values off a stream, each bounded in bytes,
-// without decoding them.
+// without decoding them. With mem set, its buffer is charged to mem before
+// it is taken or grown: a value whose buffer does not fit is refused with
+// mem's error (errNoMemory), and the stream must be closed.
 type msgReader struct {
 	r        io.Reader
 	buf      []byte // nil while idle; buf[off:end] is read but not returned
 	off, end int
 	scan     msgpackscan.Scanner
 	first    [1]byte
+	mem      *connMemory
 }
+
+// errSkipped is a value longer than the reader could keep, read past
+// without being kept: the stream is still in step.
+var errSkipped = errors.New("value skipped")
 
 // next returns the next whole value, of at most limit bytes. The bytes are
 // valid until the next call of next or release. At a clean end of stream
@@ -33,6 +40,14 @@ type msgReader struct {
 // io.ErrUnexpectedEOF. A value longer than limit is ErrTooLarge; the
 // stream is then out of step and must be closed.
 func (m *msgReader) next(limit int) ([]byte, error) {
+	return m.nextKept(limit, limit)
+}
+
+// nextKept is next for a value that may be up to limit bytes long but
+// that is kept only up to keep bytes: a longer one is reported with
+// errSkipped as soon as it is known to be longer, and must then be read
+// past with scanOver before anything else is read.
+func (m *msgReader) nextKept(keep, limit int) ([]byte, error) {
 	if m.off == m.end {
 		m.off, m.end = 0, 0
 		if m.buf == nil {
@@ -58,8 +73,15 @@ func (m *msgReader) next(limit int) ([]byte, error) {
 				return m.buf[start:scanned], nil
 			}
 		}
+		if m.scan.AtLeast() > uint64(keep) {
+			m.off = scanned
+			return nil, errSkipped
+		}
 		if m.end == len(m.buf) {
-			start, scanned = m.makeRoom(start, scanned, limit)
+			var err error
+			if start, scanned, err = m.makeRoom(start, scanned, keep); err != nil {
+				return nil, err
+			}
 		}
 		n, err := m.r.Read(m.buf[m.end:])
 		m.end += n
@@ -87,6 +109,9 @@ func (m *msgReader) readFirst() error {
 			return err
 		}
 	}
+	if err := m.mem.take(bufSize(readBufSize)); err != nil {
+		return err
+	}
 	m.buf = getBuf(readBufSize)
 	m.buf[0] = m.first[0]
 	m.off, m.end = 0, 1
@@ -95,8 +120,9 @@ func (m *msgReader) readFirst() error {
 
 // makeRoom frees space after m.end: it moves the value being read to the
 // front of the buffer, or grows the buffer by doubling, never past what a
-// value of limit bytes needs. It returns start and scanned moved along.
-func (m *msgReader) makeRoom(start, scanned, limit int) (int, int) {
+// value of limit bytes needs. It returns start and scanned moved along,
+// or why the buffer could not grow.
+func (m *msgReader) makeRoom(start, scanned, limit int) (int, int, error) {
 	if start > 0 {
 		copy(m.buf, m.buf[start:m.end])
 		m.end -= start
@@ -104,18 +130,67 @@ func (m *msgReader) makeRoom(start, scanned, limit int) (int, int) {
 		start = 0
 		m.off = 0
 		if m.end < len(m.buf) {
-			return start, scanned
+			return start, scanned, nil
 		}
 	}
 	size := min(2*len(m.buf), max(limit, 0)+readSlackBytes)
 	if size <= len(m.buf) {
 		size = len(m.buf) + readSlackBytes
 	}
+	if err := m.mem.take(bufSize(size)); err != nil {
+		return start, scanned, err
+	}
 	grown := getBuf(size)
 	copy(grown, m.buf[:m.end])
-	putBuf(m.buf)
+	m.putBuf()
 	m.buf = grown
-	return start, scanned
+	return start, scanned, nil
+}
+
+// discard reads past the next value, of at most limit bytes, without
+// keeping it: the buffer never grows, whatever the value's size. It is how
+// a request refused before its body is read is stepped over.
+func (m *msgReader) discard(limit int) error {
+	if m.off == m.end {
+		m.off, m.end = 0, 0
+		if m.buf == nil {
+			if err := m.readFirst(); err != nil {
+				return err
+			}
+		}
+	}
+	m.scan.Reset(limit)
+	return m.scanOver()
+}
+
+// scanOver scans on from m.off to the end of the value the scanner is in,
+// dropping its bytes as they are scanned (the scanner remembers what it
+// needs of them) and reading more into the buffer as it is, never grown.
+func (m *msgReader) scanOver() error {
+	for {
+		if m.off < m.end {
+			n, done, err := m.scan.Scan(m.buf[m.off:m.end])
+			m.off += n
+			if err != nil {
+				if errors.Is(err, msgpackscan.ErrTooLarge) {
+					return fmt.Errorf("%w (%v)", ErrTooLarge, err)
+				}
+				return Errorf(CodeBadRequest, "malformed msgpack: %w", err)
+			}
+			if done {
+				return nil
+			}
+		}
+		m.off, m.end = 0, 0
+		n, err := m.r.Read(m.buf)
+		m.end = n
+		if err != nil && n == 0 {
+			if errors.Is(err, io.EOF) {
+				return io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
 }
 
 // release returns the buffer to the pool once nothing read is left in it;
@@ -128,16 +203,22 @@ func (m *msgReader) release() {
 	case left == 0:
 		m.dropBuf()
 		m.off, m.end = 0, 0
-	case len(m.buf) > readBufSize && left <= readBufSize:
+	case len(m.buf) > readBufSize && left <= readBufSize && m.mem.take(bufSize(readBufSize)) == nil:
 		small := getBuf(readBufSize)
 		copy(small, m.buf[m.off:m.end])
-		putBuf(m.buf)
+		m.putBuf()
 		m.buf, m.off, m.end = small, 0, left
 	}
 }
 
 // dropBuf gives the buffer back to the pool.
 func (m *msgReader) dropBuf() {
-	putBuf(m.buf)
+	m.putBuf()
 	m.buf = nil
+}
+
+// putBuf gives the buffer back to the pool, and what it was charged.
+func (m *msgReader) putBuf() {
+	m.mem.give(int64(len(m.buf)))
+	putBuf(m.buf)
 }

@@ -30,6 +30,7 @@ type Listener struct {
 
 	limits  Limits
 	clients clientCounts
+	mem     *memBudget
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -51,6 +52,7 @@ func NewListener(rpcServer *Server, logger hclog.Logger, raft func(net.Conn), op
 	for _, o := range opts {
 		o(l)
 	}
+	l.mem = newMemBudget(l.limits)
 	return l
 }
 
@@ -143,37 +145,56 @@ func (l *Listener) handle(conn net.Conn) {
 		raw.Close()
 		return
 	}
-	switch {
-	case t == ConnRaft && l.raft != nil:
-		l.untrack(raw) // Raft's transport owns it from here
-		l.raft(conn)
-	case t == ConnRPC || t == ConnMultiplex:
-		defer l.untrack(raw)
-		if t == ConnRPC {
-			l.serveRPC(conn, info)
-		} else {
-			l.serveMultiplex(conn, info)
-		}
-	default:
+	if t != ConnRaft && t != ConnRPC && t != ConnMultiplex || t == ConnRaft && l.raft == nil {
 		l.logger.Warn("closing connection with unknown type byte", "remote", conn.RemoteAddr(), "byte", byte(t))
 		l.untrack(raw)
 		conn.Close()
+		return
+	}
+	mem, err := l.identify(raw, info, t)
+	if err != nil {
+		l.logger.Warn("closing connection", "remote", raw.RemoteAddr(), "error", err)
+		l.untrack(raw)
+		raw.Close()
+		return
+	}
+	if t == ConnRaft {
+		l.untrack(raw) // Raft's transport owns it from here
+		l.raft(conn)
+		return
+	}
+	defer mem.close()
+	defer l.untrack(raw)
+	if t == ConnRPC {
+		l.serveRPC(&trackedConn{Conn: conn, activity: l.activityOf(conn), mem: mem}, info)
+	} else {
+		l.serveMultiplex(conn, info, mem)
 	}
 }
 
-func (l *Listener) serveMultiplex(conn net.Conn, info *ConnInfo) {
-	session, err := yamux.Server(newFrameConn(conn), l.serverYamuxConfig())
+// serveMultiplex serves the streams of a yamux session on conn; mem is
+// the connection's request memory, which every stream and the bytes yamux
+// holds for them are charged to.
+func (l *Listener) serveMultiplex(conn net.Conn, info *ConnInfo, mem *connMemory) {
+	meter := &yamuxMeter{mem: mem, onCut: func(err error) {
+		l.logger.Warn("closing a multiplexed connection over its request memory", "remote", conn.RemoteAddr(), "error", err)
+	}}
+	session, err := yamux.Server(newFrameConn(&meteredConn{Conn: conn, meter: meter}), l.serverYamuxConfig())
 	if err != nil {
 		l.logger.Warn("cannot start yamux session", "remote", conn.RemoteAddr(), "error", err)
 		conn.Close()
 		return
 	}
-	defer session.Close()
+	var streams streamCap
+	defer func() {
+		session.Close()
+		streams.running.Wait()
+		meter.close()
+	}()
 	act := l.activityOf(conn)
 	act.setOnIdle(func() { session.Close() })
-	var streams streamCap
 	for {
-		stream, err := session.Accept()
+		stream, err := session.AcceptStream()
 		if err != nil {
 			if !session.IsClosed() && !l.isClosed() {
 				l.logger.Debug("multiplexed session ended", "remote", conn.RemoteAddr(), "error", err)
@@ -186,22 +207,46 @@ func (l *Listener) serveMultiplex(conn net.Conn, info *ConnInfo) {
 			}
 			continue
 		}
+		if err := mem.takeOverhead(streamOverhead); err != nil {
+			l.logger.Warn("closing a multiplexed connection over its request memory", "remote", conn.RemoteAddr(), "error", err)
+			streams.open.Add(-1)
+			stream.Close()
+			return
+		}
 		stream.SetReadDeadline(time.Now().Add(l.limits.HandshakeTimeout))
 		l.wg.Add(1)
+		streams.running.Add(1)
 		go func() {
 			defer l.wg.Done()
+			defer streams.running.Done()
 			defer streams.open.Add(-1)
-			l.serveRPC(&trackedConn{Conn: stream, activity: act, stream: true}, info)
+			defer mem.giveOverhead(streamOverhead)
+			l.serveRPC(&trackedConn{Conn: stream, activity: act, mem: mem, stream: stream, meter: meter}, info)
 		}()
 	}
 }
 
+// meteredConn is the connection under a yamux session: what it reads is
+// counted by the session's meter, and a frame the connection's request
+// memory has no room for ends the session.
+type meteredConn struct {
+	net.Conn
+	meter *yamuxMeter
+}
+
+func (c *meteredConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		if merr := c.meter.count(p[:n]); merr != nil {
+			return 0, merr
+		}
+	}
+	return n, err
+}
+
 // serveRPC serves msgpack RPC on one connection or stream until it closes.
 // info is the connection's; each stream gets a copy.
-func (l *Listener) serveRPC(conn net.Conn, info *ConnInfo) {
-	if _, tracked := conn.(*trackedConn); !tracked {
-		conn = &trackedConn{Conn: conn, activity: l.activityOf(conn)}
-	}
+func (l *Listener) serveRPC(conn *trackedConn, info *ConnInfo) {
 	ci := *info
 	l.rpc.ServeConn(l.ctx, conn, &ci)
 }

@@ -36,13 +36,61 @@ type Server struct {
 	// run. The context it returns (for example with the caller's resolved
 	// ACL) is the handler's. Set it before serving.
 	Authorize func(ctx context.Context, method string, c Capability, args any) (context.Context, error)
+	// AuthorizeHeader, if set, checks the credential a request's header
+	// carries (an ACL or a workload token; "" when the header has none)
+	// for a method whose capability asks for a token, before the body is
+	// read: see ServeConn. It checks what it can without the body (the
+	// token is valid, and holds the method-wide part of an ACL
+	// capability). The context it returns is the one Authorize gets. Set
+	// it before serving.
+	AuthorizeHeader func(ctx context.Context, method string, c Capability, token string) (context.Context, error)
 }
 
 type method struct {
 	capability Capability
+	maxBody    int // bytes of the body on the wire; see MaxBody
 	reqType    reflect.Type
 	newArgs    func() any
 	call       func(ctx context.Context, args any) (any, error)
+}
+
+// DefaultMaxBody bounds a request body on the wire unless its method says
+// otherwise (MaxBody): above every request weft sends to a method that
+// does not, far below what a method that takes whole queue trees or
+// heartbeats of thousands of containers needs.
+const DefaultMaxBody = 16 << 10
+
+// Bounds for MaxBody, from weft's own largest requests: MaxSpecBody for an
+// app spec or a whole queue tree (App.Submit of a MapReduce job of 10,000
+// splits is 1.1 MB, Queue.Apply of 1,000 queues 280 KB), MaxListBody for
+// requests that list up to thousands of names or counters (Container.Status
+// of 10,000 IDs is 130 KB, AM.Finish with 1,024 counters 75 KB).
+// Heartbeats (10,000 containers are 2.6 MB) and AM.Allocate (reduce asks
+// with thousands of feeders) take MaxRequestSize.
+const (
+	MaxSpecBody = 4 << 20
+	MaxListBody = 1 << 20
+)
+
+// MethodOption changes how Register serves a method.
+type MethodOption func(*method)
+
+// MaxBody lets the method's request body take up to n bytes on the wire
+// (at most MaxRequestSize), and decode to up to decodeBudget(n). The
+// bound holds for a caller that proved its credential before the body:
+// its certificate's role for a method whose capability asks for one, its
+// token (in the request header, checked by AuthorizeHeader) for a method
+// whose capability asks for a token; another caller gets DefaultMaxBody.
+// A public method takes no more than DefaultMaxBody.
+func MaxBody(n int) MethodOption {
+	return func(m *method) { m.maxBody = min(n, MaxRequestSize) }
+}
+
+// decodeBudget is what a body of at most maxBody bytes may decode to: a
+// struct decoded from an empty map takes far more than its one byte, and
+// a weft request's decoded size is a few times its encoded one.
+func decodeBudget(maxBody int) int64 {
+	return min(8*int64(maxBody), MaxRequestSize)
 }
 
 // Handlers run on a pool of goroutines that outlive one request
@@ -68,10 +116,12 @@ func NewServer(logger hclog.Logger) *Server {
 // Register makes fn answer the method name ("Service.Method"), for callers
 // with capability c (see Capability; every method declares one). fn gets
 // the request's context, the decoded request and a zero response to fill.
-// Registering a name twice, or with no capability, panics, as does a
-// request type whose decoding cannot be bounded (see checkDecodeCost): all
-// are programming errors.
-func Register[Req, Resp any](s *Server, name string, c Capability, fn func(ctx context.Context, req *Req, resp *Resp) error) {
+// Its request body takes at most DefaultMaxBody bytes unless an option
+// says otherwise (MaxBody). Registering a name twice, or with no
+// capability, panics, as does a request type whose decoding cannot be
+// bounded (see checkDecodeCost) and a public method with a larger body:
+// all are programming errors.
+func Register[Req, Resp any](s *Server, name string, c Capability, fn func(ctx context.Context, req *Req, resp *Resp) error, opts ...MethodOption) {
 	if _, dup := s.methods[name]; dup {
 		panic("rpc: method registered twice: " + name)
 	}
@@ -82,8 +132,9 @@ func Register[Req, Resp any](s *Server, name string, c Capability, fn func(ctx c
 	if _, err := planFor(reqType); err != nil {
 		panic(fmt.Sprintf("rpc: %s: %v", name, err)) // its decoding could not be bounded
 	}
-	s.methods[name] = &method{
+	m := &method{
 		capability: c,
+		maxBody:    DefaultMaxBody,
 		reqType:    reqType,
 		newArgs:    func() any { return new(Req) },
 		call: func(ctx context.Context, args any) (any, error) {
@@ -92,6 +143,13 @@ func Register[Req, Resp any](s *Server, name string, c Capability, fn func(ctx c
 			return resp, err
 		},
 	}
+	for _, o := range opts {
+		o(m)
+	}
+	if c == CapPublic && m.maxBody > DefaultMaxBody {
+		panic("rpc: a public method may not take a body larger than DefaultMaxBody: " + name)
+	}
+	s.methods[name] = m
 }
 
 // Methods returns the registered method names, sorted.
@@ -195,6 +253,17 @@ func requestTimeout(args any) time.Duration {
 // ServeConn serves requests on one connection (or multiplexed stream) until
 // it closes or ctx ends. A request that cannot be decoded closes the
 // connection with a logged reason; it never takes the process down.
+//
+// Each request's header is read first, and the caller's credential
+// checked before its body is read. A caller without the certificate role
+// the method's capability asks for (or calling a method that does not
+// exist) is answered with the reason and its body stepped over without
+// being kept. A method that takes more than DefaultMaxBody (MaxBody), and
+// whose capability asks for a token, takes it only from a caller whose
+// header carries a token that AuthorizeHeader accepts; from any other
+// (an older client sends its token in the body only) it takes
+// DefaultMaxBody. Every request's token is then checked once its body is
+// decoded (Authorize), as before.
 func (s *Server) ServeConn(ctx context.Context, conn io.ReadWriteCloser, info *ConnInfo) {
 	ctx, cancel := context.WithCancel(context.WithValue(ctx, connInfoKey{}, info))
 	defer cancel()
@@ -219,54 +288,136 @@ func (s *Server) ServeConn(ctx context.Context, conn io.ReadWriteCloser, info *C
 		sc.Close()
 	}()
 	for {
-		c := serverCalls.Get().(*serverCall)
-		c.req = rpc.Request{}
-		if err := sc.ReadRequestHeader(&c.req); err != nil {
-			c.put()
+		c, next := s.readRequest(ctx, sc, track)
+		if c == nil {
+			if next {
+				continue
+			}
 			return
 		}
-		m := s.methods[c.req.ServiceMethod]
-		var args any
-		if m != nil {
-			args = m.newArgs()
-		}
-		if err := sc.ReadRequestBody(args); err != nil {
-			if errors.Is(err, ErrTooLarge) {
-				s.respond(sc, c, nil, err) // say why, even if the connection closes
-			}
-			c.put()
-			if sc.broken.Load() {
-				return
-			}
-			track.requestBegin()
-			track.requestEnd()
-			continue
-		}
 		track.requestBegin()
-		if m == nil {
-			s.respond(sc, c, nil, Errorf(CodeBadRequest, "unknown method %q", c.req.ServiceMethod))
-			c.put()
-			track.requestEnd()
-			continue
-		}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
+			sc.rd.mem.give(c.cost)
 			c.put()
 			track.requestEnd()
 			return
 		}
-		c.m, c.args = m, args
 		wg.Add(1)
 		s.handlers.Go(func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			reply, err := s.invoke(ctx, c.req.ServiceMethod, c.m, c.args)
+			reply, err := s.invoke(c.ctx, c.req.ServiceMethod, c.m, c.args)
 			s.respond(sc, c, reply, err)
+			sc.rd.mem.give(c.cost)
 			c.put()
 			track.requestEnd()
 		})
 	}
+}
+
+// readRequest reads the next request off sc: its header, then, if the
+// caller may send it, its body (see ServeConn). It returns the request to
+// handle; or nil and whether the connection goes on, when the request was
+// answered here (refused) or the connection must end.
+func (s *Server) readRequest(ctx context.Context, sc *ServerCodec, track requestTracker) (_ *serverCall, next bool) {
+	mem := sc.rd.mem
+	c := serverCalls.Get().(*serverCall)
+	c.req = rpc.Request{}
+	if err := sc.ReadRequestHeader(&c.req); err != nil {
+		c.put()
+		if errors.Is(err, errNoMemory) {
+			mem.cut()
+		}
+		return nil, false
+	}
+	m := s.methods[c.req.ServiceMethod]
+	reqCtx, limit, unproven, err := s.admitBody(ctx, c.req.ServiceMethod, m, sc.token)
+	if err != nil {
+		track.requestBegin()
+		s.respond(sc, c, nil, err)
+		c.put()
+		track.requestEnd()
+		return nil, sc.discardBody(MaxRequestSize) == nil
+	}
+	args := m.newArgs()
+	cost, err := sc.readBody(args, limit, MaxRequestSize, decodeBudget(limit))
+	if err == nil {
+		err = matchCredential(c.req.ServiceMethod, sc.token, args)
+	} else if !errors.Is(err, ErrTooLarge) && !errors.Is(err, errNoMemory) {
+		c.put() // not answered: the connection ends, or the request was malformed
+		return nil, !sc.broken.Load()
+	}
+	if err == nil {
+		c.m, c.args, c.ctx, c.cost = m, args, reqCtx, cost
+		return c, true
+	}
+	var skipped *skippedBody
+	if errors.As(err, &skipped) && unproven != nil {
+		err = unproven // the body was larger than an unproven caller may send: say why that bound held
+	}
+	mem.give(cost)
+	s.respond(sc, c, nil, err) // say why, even if the connection closes
+	c.put()
+	if errors.Is(err, errNoMemory) {
+		mem.cut()
+	}
+	if skipped != nil && sc.skipBody() != nil || sc.broken.Load() {
+		return nil, false
+	}
+	track.requestBegin()
+	track.requestEnd()
+	return nil, true
+}
+
+// admitBody decides, from a request's header alone, whether its body may
+// be read and how many bytes of it may be kept: the context the request is
+// served with, the body's bound, and the refusal (nil if admitted). When
+// the bound is DefaultMaxBody only because the header proved no token,
+// unproven is the answer to give if the body turns out longer.
+func (s *Server) admitBody(ctx context.Context, name string, m *method, token string) (_ context.Context, limit int, unproven, refusal error) {
+	if m == nil {
+		return ctx, DefaultMaxBody, nil, Errorf(CodeBadRequest, "unknown method %q", name)
+	}
+	start := metrics.Start()
+	if err := requireCapabilityRole(ctx, m.capability); err != nil {
+		err = fmt.Errorf("%s: %w", name, err)
+		observe(name, start, &err)
+		return ctx, m.maxBody, nil, err
+	}
+	if !m.capability.asksToken() || m.maxBody <= DefaultMaxBody {
+		return ctx, m.maxBody, nil, nil
+	}
+	var why error
+	if s.AuthorizeHeader != nil {
+		authCtx, err := s.AuthorizeHeader(ctx, name, m.capability, token)
+		if err == nil {
+			return authCtx, m.maxBody, nil, nil
+		}
+		why = err
+	}
+	// No token proved: perhaps an older client, whose token is in the
+	// body only. The body is kept small, and the request checked once it
+	// is read, as every request is: a caller is refused with the same
+	// answer whether or not its header named the token.
+	if token == "" || why == nil {
+		why = Errorf(CodeTooLarge, "%s: the request body is larger than the %s this method takes from a caller whose request header carries no token (AuthToken; a client older than this server sends it in the body only)",
+			name, byteSize(DefaultMaxBody))
+	} else {
+		why = fmt.Errorf("%w (the request's body, over %s, was not read)", why, byteSize(DefaultMaxBody))
+	}
+	return ctx, DefaultMaxBody, why, nil
+}
+
+// matchCredential checks that a request whose header named a credential
+// carries the same one in its body: the header's was checked before the
+// body was read, the body's is the one handlers use.
+func matchCredential(name, token string, args any) error {
+	if token == "" || credentialOf(args) == token {
+		return nil
+	}
+	return Errorf(CodeBadRequest, "%s: the request's token differs from the one in its header (AuthToken)", name)
 }
 
 // serverCall is one request being served: its header, its response
@@ -278,6 +429,8 @@ type serverCall struct {
 	resp rpc.Response
 	m    *method
 	args any
+	ctx  context.Context // the request's, before invoke adds its deadline
+	cost int64           // what the decoded request is charged to request memory
 }
 
 var serverCalls = sync.Pool{New: func() any { return new(serverCall) }}

@@ -145,7 +145,7 @@ func (s *Server) authorize(ctx context.Context, method string, c wrpc.Capability
 	if h, ok := args.(interface{ Header() *wrpc.RequestHeader }); ok {
 		secret = h.Header().AuthToken
 	}
-	id, err := s.resolveToken(ctx, secret)
+	id, err := s.callerFor(ctx, secret)
 	if err != nil {
 		return ctx, fmt.Errorf("%s: %w", method, err)
 	}
@@ -153,6 +153,48 @@ func (s *Server) authorize(ctx context.Context, method string, c wrpc.Capability
 		return ctx, err
 	}
 	return s.admitBlocking(context.WithValue(ctx, callerKey{}, id), method, id, args)
+}
+
+// headerCaller is the identity authorizeHeader resolved from a request's
+// header token, for authorize to take instead of resolving it again.
+type headerCaller struct {
+	secret string
+	id     *caller
+}
+
+type headerCallerKey struct{}
+
+// callerFor resolves secret, or takes what authorizeHeader resolved for it.
+func (s *Server) callerFor(ctx context.Context, secret string) (*caller, error) {
+	if hc, ok := ctx.Value(headerCallerKey{}).(*headerCaller); ok && hc.secret == secret {
+		return hc.id, nil
+	}
+	return s.resolveToken(ctx, secret)
+}
+
+// authorizeHeader checks the token a request's header carries before the
+// body is read (wrpc.Server.AuthorizeHeader): a workload token must be
+// valid (signed by a workload key, not expired); an ACL token must
+// resolve and hold the method-wide part of the method's capability, and
+// for the queue capabilities that level on some queue (which queue is in
+// the body, and the handler checks it: allowWithoutRequest). A caller it refuses is
+// answered before its body is read; one it passes may send the method's
+// whole body.
+func (s *Server) authorizeHeader(ctx context.Context, method string, c wrpc.Capability, token string) (context.Context, error) {
+	if c == wrpc.CapWorkload {
+		if _, err := keyringOf(s.fsm.State()).VerifyCached(token, s.clock.Now().UnixNano(), s.sigs); err != nil {
+			return ctx, wrpc.Errorf(wrpc.CodePermissionDenied, "%s: workload token: %v", method, err)
+		}
+		return ctx, nil
+	}
+	id, err := s.resolveToken(ctx, token)
+	if err != nil {
+		return ctx, fmt.Errorf("%s: %w", method, err)
+	}
+	if err := s.allowWithoutRequest(method, id, c); err != nil {
+		return ctx, err
+	}
+	return context.WithValue(ctx, headerCallerKey{}, &headerCaller{secret: token, id: id}), nil
 }
 
 // allows reports whether id holds method-wide capability c; known is

@@ -170,6 +170,7 @@ func New(config *Config) (*Server, error) {
 	s.rpcAddr = ln.Addr().String()
 	s.rpcServer = wrpc.NewServer(s.logger.Named("rpc"))
 	s.rpcServer.Authorize = s.authorize
+	s.rpcServer.AuthorizeHeader = s.authorizeHeader
 	snapInterval, snapPolicy := config.snapshotPolicy()
 	s.node, err = raftnode.New(raftnode.Config{
 		NodeID: config.NodeID, DataDir: config.DataDir, Role: RoleServer, PeerRole: wrpc.RoleServer,

@@ -49,8 +49,8 @@ type ServerOptions struct {
 
 // StartServers starts n `weft server` processes from exe on 127.0.0.1
 // with data and logs under dir, and waits until they have a leader. They
-// take up to a million connections from one IP (limits
-// rpc_max_conns_per_client): every simulated node and AM connects from
+// take up to a million connections, and 16 GiB of requests, from one IP
+// (the limits block): every simulated node and AM connects from
 // 127.0.0.1. They log JSON lines, which ServerLog reads.
 func StartServers(ctx context.Context, exe string, n int, dir string, opts ServerOptions) (*Servers, error) {
 	if n < 1 {
@@ -72,9 +72,11 @@ func StartServers(ctx context.Context, exe string, n int, dir string, opts Serve
 		s.Addrs = append(s.Addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(rpcPorts[i])))
 	}
 	// Every simulated node and AM connects from 127.0.0.1: the servers
-	// must take far more connections from one IP than their default.
+	// must take far more connections and requests from one IP than their
+	// default.
 	conf := filepath.Join(dir, "sim-server.hcl")
-	hcl := "limits {\n  rpc_max_conns_per_client = 1000000\n}\n" + opts.Config
+	hcl := "limits {\n  rpc_max_conns_per_client = 1000000\n  rpc_max_handshakes_per_client = 1000000\n" +
+		"  rpc_request_memory_mb = 32768\n  rpc_request_memory_per_client_mb = 16384\n}\n" + opts.Config
 	if err := os.WriteFile(conf, []byte(hcl), 0o644); err != nil {
 		return nil, err
 	}

@@ -224,7 +224,7 @@ func simRestartFlags(startServers int, duration, at time.Duration, signal, confi
 			return nil, "", usagef("-server-config: %v", err)
 		}
 		if cfg.Limits != nil {
-			return nil, "", usagef("-server-config: %s has a limits block; leave it out (the simulator sets rpc_max_conns_per_client)", configFile)
+			return nil, "", usagef("-server-config: %s has a limits block; leave it out (the simulator sets its own limits)", configFile)
 		}
 		extra = string(src)
 	}

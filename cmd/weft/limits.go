@@ -10,9 +10,13 @@ import (
 func rpcLimits(l *config.Limits) rpc.Limits {
 	r := l.Resolve()
 	return rpc.Limits{
-		MaxConnsPerClient: r.MaxConnsPerClient,
-		HandshakeTimeout:  r.HandshakeTimeout,
-		IdleTimeout:       r.IdleTimeout,
-		MaxStreamsPerConn: r.MaxStreamsPerConn,
+		MaxConnsPerClient:      r.MaxConnsPerClient,
+		MaxHandshakesPerClient: r.MaxHandshakesPerClient,
+		HandshakeTimeout:       r.HandshakeTimeout,
+		IdleTimeout:            r.IdleTimeout,
+		MaxStreamsPerConn:      r.MaxStreamsPerConn,
+		RequestMemory:          r.RequestMemory,
+		RequestMemoryPerClient: r.RequestMemoryPerClient,
+		RequestMemoryPerConn:   r.RequestMemoryPerConn,
 	}
 }

@@ -42,12 +42,16 @@ type ACL struct {
 	Enabled bool `hcl:"enabled,optional"`
 }
 
-// Limits is the `limits { ... }` block (SPEC §15). Zero fields take the
-// defaults below.
+// Limits is the `limits { ... }` block. Zero fields take the
+// defaults below. A client is a source IP and the role its certificate
+// proves (rpc.Limits).
 type Limits struct {
-	// RPCMaxConnsPerClient bounds the connections one client IP may hold
-	// open to the RPC port at once.
+	// RPCMaxConnsPerClient bounds the connections one client may hold
+	// open to the RPC port at once, past their handshake.
 	RPCMaxConnsPerClient int `hcl:"rpc_max_conns_per_client,optional"`
+	// RPCMaxHandshakesPerClient bounds the connections one source IP may
+	// hold open while still in their handshake.
+	RPCMaxHandshakesPerClient int `hcl:"rpc_max_handshakes_per_client,optional"`
 	// RPCHandshakeTimeout bounds how long a new connection may take to
 	// deliver its first whole request (type byte, TLS handshake included).
 	RPCHandshakeTimeout string `hcl:"rpc_handshake_timeout,optional"`
@@ -57,33 +61,61 @@ type Limits struct {
 	// RPCMaxStreamsPerConn bounds the multiplexed streams one connection
 	// may hold open.
 	RPCMaxStreamsPerConn int `hcl:"rpc_max_streams_per_conn,optional"`
+	// RPCRequestMemoryMB bounds the memory the process holds for requests
+	// (MiB); callers without a server, agent or router certificate share
+	// at most half of it. RPCRequestMemoryPerClientMB and
+	// RPCRequestMemoryPerConnMB bound one client's and one connection's
+	// share: a caller past one is cut off.
+	RPCRequestMemoryMB          int `hcl:"rpc_request_memory_mb,optional"`
+	RPCRequestMemoryPerClientMB int `hcl:"rpc_request_memory_per_client_mb,optional"`
+	RPCRequestMemoryPerConnMB   int `hcl:"rpc_request_memory_per_conn_mb,optional"`
 }
 
-// Limit defaults (SPEC §15).
+// Limit defaults: rpc.DefaultLimits' (cmd/weft's TestLimitsBlockReachesTheListener checks).
 const (
-	DefaultRPCMaxConnsPerClient = 100
-	DefaultRPCHandshakeTimeout  = 5 * time.Second
-	DefaultRPCIdleTimeout       = 5*time.Minute + 30*time.Second // longer than the longest blocking query
-	DefaultRPCMaxStreamsPerConn = 256
+	DefaultRPCMaxConnsPerClient      = 100
+	DefaultRPCMaxHandshakesPerClient = 32
+	DefaultRPCHandshakeTimeout       = 5 * time.Second
+	DefaultRPCIdleTimeout            = 5*time.Minute + 30*time.Second // longer than the longest blocking query
+	DefaultRPCMaxStreamsPerConn      = 256
+	DefaultRPCRequestMemoryMB        = 256
+	DefaultRPCRequestMemoryPerClient = 48
+	DefaultRPCRequestMemoryPerConn   = 24
 )
 
-// ResolvedLimits is a Limits block with defaults applied and durations
-// parsed.
+// ResolvedLimits is a Limits block with defaults applied, durations
+// parsed and memory in bytes.
 type ResolvedLimits struct {
-	MaxConnsPerClient int
-	HandshakeTimeout  time.Duration
-	IdleTimeout       time.Duration
-	MaxStreamsPerConn int
+	MaxConnsPerClient      int
+	MaxHandshakesPerClient int
+	HandshakeTimeout       time.Duration
+	IdleTimeout            time.Duration
+	MaxStreamsPerConn      int
+	RequestMemory          int64
+	RequestMemoryPerClient int64
+	RequestMemoryPerConn   int64
 }
 
 // Resolve applies the defaults; Validate has checked the values.
 func (l *Limits) Resolve() ResolvedLimits {
-	r := ResolvedLimits{DefaultRPCMaxConnsPerClient, DefaultRPCHandshakeTimeout, DefaultRPCIdleTimeout, DefaultRPCMaxStreamsPerConn}
+	r := ResolvedLimits{
+		MaxConnsPerClient:      DefaultRPCMaxConnsPerClient,
+		MaxHandshakesPerClient: DefaultRPCMaxHandshakesPerClient,
+		HandshakeTimeout:       DefaultRPCHandshakeTimeout,
+		IdleTimeout:            DefaultRPCIdleTimeout,
+		MaxStreamsPerConn:      DefaultRPCMaxStreamsPerConn,
+		RequestMemory:          DefaultRPCRequestMemoryMB << 20,
+		RequestMemoryPerClient: DefaultRPCRequestMemoryPerClient << 20,
+		RequestMemoryPerConn:   DefaultRPCRequestMemoryPerConn << 20,
+	}
 	if l == nil {
 		return r
 	}
 	if l.RPCMaxConnsPerClient > 0 {
 		r.MaxConnsPerClient = l.RPCMaxConnsPerClient
+	}
+	if l.RPCMaxHandshakesPerClient > 0 {
+		r.MaxHandshakesPerClient = l.RPCMaxHandshakesPerClient
 	}
 	if d, err := time.ParseDuration(l.RPCHandshakeTimeout); err == nil && d > 0 {
 		r.HandshakeTimeout = d
@@ -94,6 +126,14 @@ func (l *Limits) Resolve() ResolvedLimits {
 	if l.RPCMaxStreamsPerConn > 0 {
 		r.MaxStreamsPerConn = l.RPCMaxStreamsPerConn
 	}
+	for _, m := range []struct {
+		mb  int
+		out *int64
+	}{{l.RPCRequestMemoryMB, &r.RequestMemory}, {l.RPCRequestMemoryPerClientMB, &r.RequestMemoryPerClient}, {l.RPCRequestMemoryPerConnMB, &r.RequestMemoryPerConn}} {
+		if m.mb > 0 {
+			*m.out = int64(m.mb) << 20
+		}
+	}
 	return r
 }
 
@@ -101,11 +141,14 @@ func (l *Limits) validate() error {
 	if l == nil {
 		return nil
 	}
-	if l.RPCMaxConnsPerClient < 0 {
-		return fmt.Errorf("limits.rpc_max_conns_per_client must not be negative, not %d", l.RPCMaxConnsPerClient)
-	}
-	if l.RPCMaxStreamsPerConn < 0 {
-		return fmt.Errorf("limits.rpc_max_streams_per_conn must not be negative, not %d", l.RPCMaxStreamsPerConn)
+	for name, v := range map[string]int{
+		"rpc_max_conns_per_client": l.RPCMaxConnsPerClient, "rpc_max_handshakes_per_client": l.RPCMaxHandshakesPerClient,
+		"rpc_max_streams_per_conn": l.RPCMaxStreamsPerConn, "rpc_request_memory_mb": l.RPCRequestMemoryMB,
+		"rpc_request_memory_per_client_mb": l.RPCRequestMemoryPerClientMB, "rpc_request_memory_per_conn_mb": l.RPCRequestMemoryPerConnMB,
+	} {
+		if v < 0 {
+			return fmt.Errorf("limits.%s must not be negative, not %d", name, v)
+		}
 	}
 	for name, v := range map[string]string{"rpc_handshake_timeout": l.RPCHandshakeTimeout, "rpc_idle_timeout": l.RPCIdleTimeout} {
 		if v == "" {
@@ -114,6 +157,11 @@ func (l *Limits) validate() error {
 		if d, err := time.ParseDuration(v); err != nil || d <= 0 {
 			return fmt.Errorf("limits.%s: %q is not a positive duration like \"5s\"", name, v)
 		}
+	}
+	r := l.Resolve()
+	if r.RequestMemoryPerConn > r.RequestMemoryPerClient || r.RequestMemoryPerClient > r.RequestMemory/2 {
+		return fmt.Errorf("limits: rpc_request_memory_per_conn_mb (%d) must not exceed rpc_request_memory_per_client_mb (%d), nor that half of rpc_request_memory_mb (%d)",
+			r.RequestMemoryPerConn>>20, r.RequestMemoryPerClient>>20, r.RequestMemory>>20)
 	}
 	return nil
 }

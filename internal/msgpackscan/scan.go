@@ -37,6 +37,11 @@ func (s *Scanner) Reset(limit int) {
 // Used returns how many bytes of the current value Scan has consumed.
 func (s *Scanner) Used() int { return int(s.used) }
 
+// AtLeast returns the fewest bytes the current value can take, from what
+// Scan has seen of it: those consumed, and those its headers declare
+// still to come.
+func (s *Scanner) AtLeast() uint64 { return s.used + s.pending + s.skip }
+
 // Scan consumes bytes of p up to the end of the current value. It returns
 // how many bytes it consumed and whether the value is now complete; bytes
 // of p after a complete value belong to whatever follows it. Once Scan has

@@ -147,6 +147,31 @@ func TestScanRefusesWhatCannotFit(t *testing.T) {
 	}
 }
 
+// AtLeast knows, from the headers seen, the fewest bytes a value can
+// take: a reader refuses a value that declares more than it may keep
+// before the rest arrives.
+func TestAtLeastCountsWhatHeadersDeclare(t *testing.T) {
+	var s Scanner
+	s.Reset(1 << 30)
+	// A map of one entry, {"blob": <bin32 of 1000 bytes>}, up to the
+	// blob's first byte.
+	in := []byte{0x81, 0xa4, 'b', 'l', 'o', 'b', 0xc6, 0, 0, 0x03, 0xe8}
+	if n, done, err := s.Scan(in); err != nil || done || n != len(in) {
+		t.Fatalf("scan: %d %v %v", n, done, err)
+	}
+	if got, want := s.AtLeast(), uint64(len(in)+1000); got != want {
+		t.Fatalf("AtLeast = %d, want %d", got, want)
+	}
+	s.Reset(1 << 30)
+	// An array of 3 values, the first one in: 2 more, of a byte each.
+	if _, _, err := s.Scan([]byte{0x93, 0x01}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.AtLeast(); got != 4 {
+		t.Fatalf("AtLeast of a 3-array with one value in = %d, want 4", got)
+	}
+}
+
 func TestScanAllocatesNothing(t *testing.T) {
 	enc := encode(t, &sample{Name: "n", Tags: map[string]string{"a": "b"}, Items: []any{1, "x"}})
 	var s Scanner
