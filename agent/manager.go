@@ -35,6 +35,9 @@ type manager struct {
 	// lookup; the agent sets both before the first start.
 	runAs  runAsPolicy
 	lookup lookupFunc
+	// isolation is how containers start (in namespaces of their own, or
+	// directly); the agent sets it before the first start.
+	isolation isolation
 
 	queueCapacity int
 
@@ -209,7 +212,7 @@ func (m *manager) launch(c *ctr) error {
 			fd = int(f.Fd())
 		}
 	}
-	p, err := startProcess(c.dir, c.launch.Command, m.env(c), fd, c.account.cred)
+	p, err := m.isolation.startProcess(c.dir, c.launch.Command, m.env(c), fd, c.account.cred)
 	if err != nil {
 		return err
 	}
