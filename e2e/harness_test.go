@@ -23,20 +23,24 @@ import (
 var weftBin string
 
 func TestMain(m *testing.M) {
-	if b := os.Getenv("WEFT_BINARY"); b != "" {
-		weftBin = b
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "weft-e2e-")
+	// Containers have a /tmp of their own (docs/security.md): the files
+	// these tests share with the containers they run (job input and
+	// output, markers) live outside the host's.
+	dir, err := os.MkdirTemp("/var/tmp", "weft-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if weftBin, err = testutil.BuildWeft(dir); err != nil {
+	os.Setenv("TMPDIR", dir)
+	code := 1
+	if b := os.Getenv("WEFT_BINARY"); b != "" {
+		weftBin = b
+		code = m.Run()
+	} else if weftBin, err = testutil.BuildWeft(dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	} else {
+		code = m.Run()
 	}
-	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
