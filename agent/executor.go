@@ -84,7 +84,7 @@ func (iso isolation) startProcess(dir string, argv []string, env []string, cgrou
 		if cmd.Err != nil {
 			return nil, cmd.Err
 		}
-		p, err = iso.startInit(cmd, cgroupFD, containerSpec(cmd, cred, dir))
+		p, err = iso.startInit(wd, stdout, stderr, cgroupFD, containerSpec(cmd, cred, dir))
 	}
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package agent
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,9 +54,7 @@ func detectIsolation(exe string) isolation {
 // probe runs the init with a probe spec and checks that it reports a
 // clean exit.
 func (iso isolation) probe() error {
-	cmd := exec.Command(iso.init) // stdin, stdout and stderr: /dev/null
-	cmd.Dir = "/"
-	p, err := iso.startInit(cmd, -1, &containerinit.Spec{Probe: true})
+	p, err := iso.startInit("/", nil, nil, -1, &containerinit.Spec{Probe: true})
 	if err != nil {
 		return err
 	}
@@ -89,7 +88,10 @@ func (iso isolation) log(logger hclog.Logger) {
 // as cred's account (nil: the agent's), keeping the container's directory
 // dir and the command reachable at their paths.
 func containerSpec(cmd *exec.Cmd, cred *syscall.Credential, dir string) *containerinit.Spec {
-	spec := &containerinit.Spec{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Keep: []string{dir}}
+	spec := &containerinit.Spec{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env}
+	if abs, err := filepath.Abs(dir); err == nil {
+		spec.Keep = append(spec.Keep, abs)
+	}
 	if filepath.IsAbs(cmd.Path) {
 		spec.Keep = append(spec.Keep, cmd.Path)
 	}
@@ -99,10 +101,11 @@ func containerSpec(cmd *exec.Cmd, cred *syscall.Credential, dir string) *contain
 	return spec
 }
 
-// startInit starts iso.init as a container init that runs spec, in
-// cmd.Dir with cmd.Stdout and cmd.Stderr. It returns once the command
-// runs (or the probe is done), or with why it could not start.
-func (iso isolation) startInit(cmd *exec.Cmd, cgroupFD int, spec *containerinit.Spec) (*process, error) {
+// startInit starts iso.init as a container init that runs spec in the
+// working directory wd, with stdout and stderr (nil: /dev/null). It
+// returns once the command runs (or the probe is done), or with why it
+// could not start.
+func (iso isolation) startInit(wd string, stdout, stderr io.Writer, cgroupFD int, spec *containerinit.Spec) (*process, error) {
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -113,18 +116,18 @@ func (iso isolation) startInit(cmd *exec.Cmd, cgroupFD int, spec *containerinit.
 		specW.Close()
 		return nil, err
 	}
-	init := exec.Command(iso.init, containerinit.Command)
-	init.Dir, init.Stdout, init.Stderr = cmd.Dir, cmd.Stdout, cmd.Stderr
+	initCmd := exec.Command(iso.init, containerinit.Command)
+	initCmd.Dir, initCmd.Stdout, initCmd.Stderr = wd, stdout, stderr
 	// Nothing of the container's environment reaches a process that is
 	// still root: it comes in the spec.
-	init.Env = []string{}
-	init.ExtraFiles = []*os.File{specR, reportW} // containerinit.SpecFD, StatusFD
-	init.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: namespaces}
+	initCmd.Env = []string{}
+	initCmd.ExtraFiles = []*os.File{specR, reportW} // containerinit.SpecFD, StatusFD
+	initCmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: namespaces}
 	if cgroupFD >= 0 {
-		init.SysProcAttr.UseCgroupFD = true
-		init.SysProcAttr.CgroupFD = cgroupFD
+		initCmd.SysProcAttr.UseCgroupFD = true
+		initCmd.SysProcAttr.CgroupFD = cgroupFD
 	}
-	err = init.Start()
+	err = initCmd.Start()
 	specR.Close()
 	reportW.Close()
 	if err != nil {
@@ -132,7 +135,7 @@ func (iso isolation) startInit(cmd *exec.Cmd, cgroupFD int, spec *containerinit.
 		reportR.Close()
 		return nil, fmt.Errorf("start the container init: %w", err)
 	}
-	p := &process{cmd: init, pgid: init.Process.Pid, done: make(chan struct{}), report: bufio.NewReader(reportR), reportFile: reportR}
+	p := &process{cmd: initCmd, pgid: initCmd.Process.Pid, done: make(chan struct{}), report: bufio.NewReader(reportR), reportFile: reportR}
 	deadline := time.Now().Add(initStartTimeout)
 	specW.SetWriteDeadline(deadline)
 	reportR.SetReadDeadline(deadline)
@@ -145,7 +148,7 @@ func (iso isolation) startInit(cmd *exec.Cmd, cgroupFD int, spec *containerinit.
 	}
 	if err != nil {
 		syscall.Kill(-p.pgid, syscall.SIGKILL)
-		init.Wait()
+		initCmd.Wait()
 		reportR.Close()
 		return nil, err
 	}
