@@ -76,6 +76,7 @@ bench:
 	  $(GO) test -run '^$$' -bench 'OpportunisticAllocation$$' -benchmem -benchtime 3000x ./agent/ && \
 	  $(GO) test -run '^$$' -bench OpportunisticAllocationMTLS -benchmem -benchtime 1000x ./agent/ && \
 	  $(GO) test -run '^$$' -bench ShortTasks -benchtime 1x -timeout 30m ./agent/ && \
+	  $(GO) test -run '^$$' -bench ContainerStart -benchtime 300x ./agent/ && \
 	  $(GO) test -run '^$$' -bench BenchmarkSubmit -benchtime 2000x ./router/ && \
 	  $(GO) test -run '^$$' -bench BenchmarkSpanningLatency -benchtime 200x ./agent/ && \
 	  $(GO) test -run '^$$' -bench BenchmarkSpanningThroughput -benchtime 3x ./agent/ && \

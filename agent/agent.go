@@ -151,6 +151,8 @@ func New(config *Config) (*Agent, error) {
 	if err := checkContainerUsers(a.mgr.runAs, a.mgr.lookup, dir, config.Executable, a.logger); err != nil {
 		return nil, err
 	}
+	a.mgr.isolation = detectIsolation(config.Executable)
+	a.mgr.isolation.log(a.logger)
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(config.BindAddr, strconv.Itoa(port(config.RPCPort))))
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-sched/weft/internal/containerinit"
 	"github.com/weft-sched/weft/internal/testutil"
 	"github.com/weft-sched/weft/rpc"
 	"github.com/weft-sched/weft/scheduler"
@@ -55,11 +56,12 @@ func startAMWorldTLS(t testing.TB, n int, pki *testutil.PKI, shape func(*Config)
 
 // writeStandInAM writes, in dir, an executable that stands in for an AM:
 // it writes its AM token to dir/token-APP and sleeps, so that a test can
-// speak the AM protocol with its identity.
+// speak the AM protocol with its identity. As the agent's executable, it
+// also starts containers: it hands `container-init` to the weft binary.
 func writeStandInAM(t testing.TB, dir string) string {
 	t.Helper()
 	standIn := filepath.Join(dir, "stand-in-am")
-	script := "#!/bin/sh\ncat \"$WEFT_SECRETS_DIR/am-token\" > \"" + dir + "/token-$WEFT_APP_ID.tmp\"\n" +
+	script := "#!/bin/sh\n[ \"$1\" = " + containerinit.Command + " ] && exec " + weftBin + " \"$@\"\ncat \"$WEFT_SECRETS_DIR/am-token\" > \"" + dir + "/token-$WEFT_APP_ID.tmp\"\n" +
 		"mv \"" + dir + "/token-$WEFT_APP_ID.tmp\" \"" + dir + "/token-$WEFT_APP_ID\"\nexec sleep 600\n"
 	if err := os.WriteFile(standIn, []byte(script), 0o755); err != nil {
 		t.Fatal(err)

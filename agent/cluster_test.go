@@ -19,11 +19,18 @@ import (
 var weftBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "weft-agent-test-")
+	if mode := os.Getenv(isolationHelperEnv); mode != "" {
+		os.Exit(runIsolationHelper(mode))
+	}
+	// Containers have a /tmp of their own: the files these tests share
+	// with the containers they run (the weft binary, markers, tokens)
+	// live outside the host's.
+	dir, err := os.MkdirTemp("/var/tmp", "weft-agent-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	os.Setenv("TMPDIR", dir)
 	if weftBin, err = testutil.BuildWeft(dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -3,7 +3,11 @@
 // the node with the node secret it keeps in its data dir), runs containers
 // as process groups (launch, queue, evict, shed, kill, logs) through the pure
 // scheduler.LocalScheduler, each as the Unix account runAsPolicy picks
-// (runas.go: never root unless allow_root), serves the files completed
+// (runas.go: never root unless allow_root) and, where the kernel allows,
+// through a container init in PID and mount namespaces of its own, so it
+// sees only its own processes and has its own /tmp (isolation.go, package
+// internal/containerinit; elsewhere directly, with a warning at start),
+// serves the files completed
 // containers left in their work directories to their app's AM (the
 // MapReduce shuffle, output.go: never a file outside the work directory,
 // never one that is not regular), hosts the AMRMProxy that allocates its AMs'
@@ -31,7 +35,7 @@
 // live in package scheduler. The agent must never write replicated state
 // except through server RPCs, and a container must never outlive the
 // agent's knowledge of it: a restarted agent kills what its previous run
-// left behind. No caller text becomes a path: every ID is checked with
+// left behind, and a container's namespace ends with its command. No caller text becomes a path: every ID is checked with
 // scheduler.ValidateID at the RPC boundary and again where a path is built
 // (paths.go, cgroups.go). It must never run a command without a verified
 // token.

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -9,16 +10,25 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/weft-sched/weft/internal/containerinit"
 )
 
 // process is one container's OS process, in its own process group so that
-// a kill reaches everything it started.
+// a kill reaches everything it started. Started through the container
+// init (isolation.go), it is the init's process and group: the init passes
+// signals on to the command and reports how the command ended.
 type process struct {
 	cmd  *exec.Cmd
 	pgid int
 	done chan struct{}
+	// report, when not nil, is the init's report pipe (and reportFile
+	// the pipe itself): the command's wait status arrives there.
+	report     *bufio.Reader
+	reportFile *os.File
 	// Set when done is closed.
-	exitCode *int // nil when the process was killed by a signal
+	status   syscall.WaitStatus // how the command ended
+	exitCode *int               // nil when the command was killed by a signal
 	waitErr  error
 }
 
@@ -31,14 +41,15 @@ const (
 )
 
 // startProcess runs argv in dir/work with the given environment, stdout and
-// stderr appended to dir/stdout and dir/stderr. cgroupFD, if not negative,
-// places the process in that cgroup from its first instruction. cred, if
-// not nil, is the account it runs as: the work directory and the log files
-// are that account's (and private to it), while dir itself and the pid
-// file stay the agent's, so the container can neither swap its log files
-// for links to files it may not read nor forge the pid a restarted agent
-// kills.
-func startProcess(dir string, argv []string, env []string, cgroupFD int, cred *syscall.Credential) (*process, error) {
+// stderr appended to dir/stdout and dir/stderr: through the container init
+// in a PID and mount namespace of its own when iso has an init, else
+// directly. cgroupFD, if not negative, places the process in that cgroup
+// from its first instruction. cred, if not nil, is the account it runs as:
+// the work directory and the log files are that account's (and private to
+// it), while dir itself and the pid file stay the agent's, so the
+// container can neither swap its log files for links to files it may not
+// read nor forge the pid a restarted agent kills.
+func (iso isolation) startProcess(dir string, argv []string, env []string, cgroupFD int, cred *syscall.Credential) (*process, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("empty command")
 	}
@@ -60,10 +71,30 @@ func startProcess(dir string, argv []string, env []string, cgroupFD int, cred *s
 	}
 	defer stderr.Close()
 
+	// Resolved here as before, so a command that is not there fails to
+	// start either way.
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = wd
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	var p *process
+	if iso.init == "" {
+		p, err = startDirect(cmd, cgroupFD, cred)
+	} else {
+		if cmd.Err != nil {
+			return nil, cmd.Err
+		}
+		p, err = iso.startInit(wd, stdout, stderr, cgroupFD, containerSpec(cmd, cred, dir))
+	}
+	if err != nil {
+		return nil, err
+	}
+	os.WriteFile(filepath.Join(dir, pidFile), []byte(strconv.Itoa(p.pgid)), 0o644)
+	return p, nil
+}
+
+// startDirect starts cmd itself, in a process group of its own.
+func startDirect(cmd *exec.Cmd, cgroupFD int, cred *syscall.Credential) (*process, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
 	if cgroupFD >= 0 {
 		cmd.SysProcAttr.UseCgroupFD = true
@@ -73,7 +104,6 @@ func startProcess(dir string, argv []string, env []string, cgroupFD int, cred *s
 		return nil, err
 	}
 	p := &process{cmd: cmd, pgid: cmd.Process.Pid, done: make(chan struct{})}
-	os.WriteFile(filepath.Join(dir, pidFile), []byte(strconv.Itoa(p.pgid)), 0o644)
 	go p.wait()
 	return p, nil
 }
@@ -119,11 +149,21 @@ func (p *process) wait() {
 	err := p.cmd.Wait()
 	// Whatever the container left behind in its group goes with it.
 	syscall.Kill(-p.pgid, syscall.SIGKILL)
+	ended := false
 	if ps := p.cmd.ProcessState; ps != nil {
-		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Exited() {
-			code := ws.ExitStatus()
-			p.exitCode = &code
+		p.status, ended = ps.Sys().(syscall.WaitStatus)
+	}
+	if p.report != nil {
+		// The init's own status says how the command ended only when
+		// the init was killed before it could report.
+		if ws, ok := containerinit.ReadExit(p.report); ok {
+			p.status, ended = ws, true
 		}
+		p.reportFile.Close()
+	}
+	if ended && p.status.Exited() {
+		code := p.status.ExitStatus()
+		p.exitCode = &code
 	}
 	var exitErr *exec.ExitError
 	if err != nil && !errors.As(err, &exitErr) {
@@ -173,8 +213,8 @@ func describeExit(p *process) string {
 	case p.waitErr != nil:
 		return fmt.Sprintf("wait failed: %v", p.waitErr)
 	case p.exitCode == nil:
-		if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return "killed by signal " + ws.Signal().String()
+		if p.status.Signaled() {
+			return "killed by signal " + p.status.Signal().String()
 		}
 		return "killed by a signal"
 	default:

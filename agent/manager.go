@@ -38,6 +38,9 @@ type manager struct {
 	// agentAddr is the agent's RPC address, which containers call (and
 	// through which they reach other agents); set before the first start.
 	agentAddr string
+	// isolation is how containers start (in namespaces of their own, or
+	// directly); the agent sets it before the first start.
+	isolation isolation
 
 	queueCapacity int
 
@@ -220,7 +223,7 @@ func (m *manager) launch(c *ctr) error {
 	if sd != "" {
 		env = append(env, envSecretsDir+"="+sd)
 	}
-	p, err := startProcess(c.dir, c.launch.Command, env, fd, c.account.cred)
+	p, err := m.isolation.startProcess(c.dir, c.launch.Command, env, fd, c.account.cred)
 	if err != nil {
 		return err
 	}

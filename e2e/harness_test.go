@@ -23,26 +23,31 @@ import (
 var weftBin string
 
 func TestMain(m *testing.M) {
-	if b := os.Getenv("WEFT_BINARY"); b != "" {
-		weftBin = b
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "weft-e2e-")
+	// Containers have a /tmp of their own (docs/security.md): the files
+	// these tests share with the containers they run (job input and
+	// output, markers) live outside the host's.
+	dir, err := os.MkdirTemp("/var/tmp", "weft-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if weftBin, err = testutil.BuildWeft(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
 	// Containers that run as their apps' uids (agents without
-	// -allow-root) must reach the binary their AMs run.
+	// -allow-root) must reach the binary their AMs run, and what the tests
+	// share with them.
 	if err := os.Chmod(dir, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	code := m.Run()
+	os.Setenv("TMPDIR", dir)
+	code := 1
+	if b := os.Getenv("WEFT_BINARY"); b != "" {
+		weftBin = b
+		code = m.Run()
+	} else if weftBin, err = testutil.BuildWeft(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	} else {
+		code = m.Run()
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

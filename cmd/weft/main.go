@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/weft-sched/weft/fsm"
+	"github.com/weft-sched/weft/internal/containerinit"
 )
 
 // version is stamped by the Makefile (-ldflags "-X main.version=...").
@@ -48,7 +49,14 @@ func init() {
 var stdout io.Writer = os.Stdout
 var stderr io.Writer = os.Stderr
 
-func main() { os.Exit(run(os.Args[1:])) }
+func main() {
+	// Not a user's command (and so not in commands or the help): an agent
+	// runs it as each container's first process (internal/containerinit).
+	if len(os.Args) > 1 && os.Args[1] == containerinit.Command {
+		os.Exit(containerinit.Main())
+	}
+	os.Exit(run(os.Args[1:]))
+}
 
 // usageError is bad usage: exit code 2.
 type usageError struct{ msg string }

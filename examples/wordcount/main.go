@@ -2,9 +2,9 @@
 // its output: a generated corpus split across the cluster's nodes, the
 // job's spec, and the counts the job must produce.
 //
-//	go run ./examples/wordcount -dir /tmp/wc -nodes dev-agent-1,dev-agent-2,dev-agent-3
-//	bin/weft app submit -type mapreduce -spec /tmp/wc/job.hcl -wait
-//	go run ./examples/wordcount -dir /tmp/wc -verify
+//	go run ./examples/wordcount -dir /var/tmp/wc -nodes dev-agent-1,dev-agent-2,dev-agent-3
+//	bin/weft app submit -type mapreduce -spec /var/tmp/wc/job.hcl -wait
+//	go run ./examples/wordcount -dir /var/tmp/wc -verify
 //
 // Each node gets -splits-per-node splits of about -words words, times its
 // -weights entry (heavier nodes hold more of the data, which is where a
