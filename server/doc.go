@@ -27,9 +27,13 @@
 // nodes by one leader-proposed command naming exactly what to remove
 // (SPEC §20). The
 // duties run under a context per leadership, on an injected clock. Servers
-// hold workload identity (SPEC §15): the leader creates the token signing
-// key, servers mint AM and container tokens, check AM tokens on the AM
-// protocol and node secrets on registration and heartbeats.
+// hold workload identity (identity.go): the leader creates the Ed25519
+// signing key, servers mint AM, container and node-join tokens and certify
+// each node's own minting key, give agents only public keys, check AM
+// tokens on the AM protocol, node secrets and join tokens on registration
+// (and max_node_resources), and record an opportunistic container an
+// agent reports only with the token its AM's node minted for it; they give
+// each app a uid from dynamic_uid_range while it runs.
 // In a federation (SPEC §18, -subcluster-id) the leader reports the
 // cluster to the routers, every agent's registration and heartbeat answer
 // names the sub-cluster and its routers, and the servers take part in
