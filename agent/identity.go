@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/weft-sched/weft/internal/identity"
 	wrpc "github.com/weft-sched/weft/rpc"
@@ -112,8 +113,11 @@ type workloadKeys struct {
 	signer   *identity.NodeSigner // nil until the servers certify the key
 	cert     string               // the certificate signer holds
 	changed  chan struct{}        // closed when the keys are replaced
-	// waiting counts verifyToken calls waiting for a key not learned yet.
-	waiting int
+	// waiting counts verifyToken calls waiting for a key not learned yet;
+	// missing is the last key a wait ended without, at missingAt.
+	waiting   int
+	missing   uint32
+	missingAt time.Time
 }
 
 func newWorkloadKeys(node string, nodeKey []byte) *workloadKeys {
@@ -188,10 +192,12 @@ func (k *workloadKeys) setCert(cert string) error {
 const maxKeyWaiters = 32
 
 // verifyToken checks a workload token with the agent's keys. Only a token
-// signed by a key newer than every key the agent holds may be one of a
-// rotation its next heartbeat brings: such a call waits for the keys to
-// change, up to two heartbeat intervals, and at most maxKeyWaiters calls
-// wait at once. Any other token of an unknown key fails at once: no
+// of the key right after the newest the agent holds (keys are numbered in
+// order, and a rotation's next heartbeat brings its key) may be one it has
+// not learned yet: such a call waits for the keys to change, up to two
+// heartbeat intervals, at most maxKeyWaiters calls at once, and once a
+// wait for a key ended without it, calls of that key fail at once for a
+// heartbeat interval. Any other token of an unknown key fails at once: no
 // caller can make the agent hold calls, or ask the servers sooner.
 func (a *Agent) verifyToken(ctx context.Context, token string) (*identity.Claims, error) {
 	v, changed := a.keys.current()
@@ -199,12 +205,14 @@ func (a *Agent) verifyToken(ctx context.Context, token string) (*identity.Claims
 	if !errors.Is(err, identity.ErrUnknownKey) {
 		return claims, err
 	}
-	if id, ok := identity.KeyIDOf(token); !ok || id <= v.NewestID() {
+	id, ok := identity.KeyIDOf(token)
+	if !ok || v.NewestID() != 0 && id != v.NewestID()+1 {
 		return nil, err
 	}
 	k := a.keys
+	now := a.clock.Now()
 	k.mu.Lock()
-	if k.waiting >= maxKeyWaiters {
+	if k.waiting >= maxKeyWaiters || id == k.missing && now.Sub(k.missingAt) < a.config.HeartbeatInterval {
 		k.mu.Unlock()
 		return nil, err
 	}
@@ -215,11 +223,14 @@ func (a *Agent) verifyToken(ctx context.Context, token string) (*identity.Claims
 		k.waiting--
 		k.mu.Unlock()
 	}()
-	wait, cancel := context.WithTimeout(ctx, min(a.heartbeatTimeout(), 2*a.config.HeartbeatInterval))
-	defer cancel()
 	select {
 	case <-changed:
-	case <-wait.Done():
+	case <-ctx.Done():
+		return nil, err
+	case <-a.clock.After(min(a.heartbeatTimeout(), 2*a.config.HeartbeatInterval)):
+		k.mu.Lock()
+		k.missing, k.missingAt = id, a.clock.Now()
+		k.mu.Unlock()
 		return nil, err
 	}
 	v, _ = a.keys.current()

@@ -14,11 +14,14 @@ import (
 )
 
 // A token of a key the agent does not hold fails at once unless the key
-// is newer than every key it holds (a rotation its next heartbeat brings);
-// at most maxKeyWaiters calls wait for one, and the rest fail at once: a
-// flood of made-up tokens cannot hold the agent's calls (before, each
-// such call was held a heartbeat timeout, 3 s). A waiting call verifies
-// as soon as the keys arrive.
+// is the one after the newest it holds (a rotation its next heartbeat
+// brings); at most maxKeyWaiters calls wait for that one, up to two
+// heartbeat intervals, and once a wait ended without it, its calls fail at
+// once for a heartbeat interval. A waiting call verifies as soon as the
+// keys arrive. Before, every token of an unknown key held its call a
+// heartbeat timeout (3 s): 12,500 made-up tokens took an agent to 333 MB.
+// The agent's clock is a fake one: a call that waited would block this
+// test, so every call that returns here without the clock moving did not.
 func TestUnknownKeyTokensFailFast(t *testing.T) {
 	ring := func(ids ...uint32) *identity.Keyring {
 		keys := make([]identity.Key, len(ids))
@@ -32,8 +35,6 @@ func TestUnknownKeyTokensFailFast(t *testing.T) {
 		}
 		return r
 	}
-	servers := ring(1, 2)
-	a := &Agent{config: &Config{HeartbeatInterval: time.Hour}, clock: clock.Real{}, keys: newWorkloadKeys("n1", make([]byte, identity.NodeKeySize))}
 	wire := func(r *identity.Keyring) []wrpc.WorkloadKey {
 		var out []wrpc.WorkloadKey
 		for _, k := range r.PublicKeys() {
@@ -41,69 +42,69 @@ func TestUnknownKeyTokensFailFast(t *testing.T) {
 		}
 		return out
 	}
+	fake := clock.NewFake(time.Unix(1_000_000, 0))
+	const interval = time.Second
+	a := &Agent{config: &Config{HeartbeatInterval: interval}, clock: fake, keys: newWorkloadKeys("n1", make([]byte, identity.NodeKeySize))}
 	if err := a.keys.set(wire(ring(2))); err != nil {
 		t.Fatal(err)
 	}
 	claims := identity.Claims{Kind: identity.KindContainer, AppID: "app-1", Attempt: 1, ContainerID: "c-1-0", NodeID: "n1",
-		Resources: scheduler.Resources{MemoryMB: 1, Vcores: 1}, ExecutionType: scheduler.Guaranteed, Expiry: time.Now().Add(time.Hour).UnixNano()}
-	newer, _ := servers.Sign(claims)        // key 2: the agent may not have learned it yet
-	madeUp, _ := ring(1, 2, 9).Sign(claims) // key 9: newer too, and never coming
+		Resources: scheduler.Resources{MemoryMB: 1, Vcores: 1}, ExecutionType: scheduler.Guaranteed, Expiry: fake.Now().Add(time.Hour).UnixNano()}
+	sign := func(r *identity.Keyring) string {
+		tok, err := r.Sign(claims)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	next := sign(ring(2, 3))      // key 3: the agent may not have learned it yet
+	madeUp := sign(ring(2, 3, 9)) // key 9: no rotation brings it next
+	old := sign(ring(1))          // key 1: older than any the agent holds
+	ctx := context.Background()
+	waiting := func() int {
+		a.keys.mu.Lock()
+		defer a.keys.mu.Unlock()
+		return a.keys.waiting
+	}
+	mustFail := func(what, tok string) {
+		t.Helper()
+		if _, err := a.verifyToken(ctx, tok); !errors.Is(err, identity.ErrUnknownKey) {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	mustFail("a made-up key", madeUp)
+	mustFail("an old key", old)
 
-	// 32 calls wait for key 9.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	// maxKeyWaiters calls wait for key 3; one more fails at once.
 	results := make(chan error, maxKeyWaiters)
 	for i := 0; i < maxKeyWaiters; i++ {
 		go func() {
-			_, err := a.verifyToken(ctx, madeUp)
+			_, err := a.verifyToken(ctx, next)
 			results <- err
 		}()
 	}
-	testutil.WaitFor(t, 10*time.Second, func() bool {
-		a.keys.mu.Lock()
-		defer a.keys.mu.Unlock()
-		return a.keys.waiting == maxKeyWaiters
-	})
-	// One more fails at once, and so does a token of an old key the agent
-	// does not hold: the 32 are still waiting when they return.
-	if _, err := a.verifyToken(ctx, madeUp); !errors.Is(err, identity.ErrUnknownKey) {
-		t.Fatalf("a call past the waiters' cap: %v", err)
-	}
-	oldKey, _ := ring(1).Sign(claims) // the agent holds key 2 only
-	if _, err := a.verifyToken(ctx, oldKey); !errors.Is(err, identity.ErrUnknownKey) {
-		t.Fatalf("a token of an old key the agent does not hold: %v", err)
-	}
-	a.keys.mu.Lock()
-	still := a.keys.waiting
-	a.keys.mu.Unlock()
-	if still != maxKeyWaiters {
-		t.Fatalf("%d calls still wait after the others returned, want %d: those returned only when the waits ended", still, maxKeyWaiters)
-	}
-	// New keys wake the waiting calls; key 9 is still unknown, so each
-	// fails now — none waits its timeout.
-	if err := a.keys.set(wire(servers)); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WaitFor(t, 10*time.Second, func() bool { return waiting() == maxKeyWaiters && fake.Waiters() == maxKeyWaiters })
+	mustFail("a call past the waiters' cap", next)
+	// Their wait ends without key 3: each fails, and calls of key 3 fail
+	// at once for a heartbeat interval.
+	fake.Advance(2 * interval)
 	for i := 0; i < maxKeyWaiters; i++ {
 		if err := <-results; !errors.Is(err, identity.ErrUnknownKey) {
 			t.Fatalf("a waiting call: %v", err)
 		}
 	}
-	// A token of a key the agent learns while it waits verifies.
-	if err := a.keys.set(wire(ring(1))); err != nil {
-		t.Fatal(err)
-	}
+	mustFail("key 3 right after a wait for it ended", next)
+
+	// A heartbeat interval on, a call waits again, and verifies as soon as
+	// the key arrives.
+	fake.Advance(interval)
 	done := make(chan error, 1)
 	go func() {
-		_, err := a.verifyToken(ctx, newer)
+		_, err := a.verifyToken(ctx, next)
 		done <- err
 	}()
-	testutil.WaitFor(t, 10*time.Second, func() bool {
-		a.keys.mu.Lock()
-		defer a.keys.mu.Unlock()
-		return a.keys.waiting == 1
-	})
-	if err := a.keys.set(wire(servers)); err != nil {
+	testutil.WaitFor(t, 10*time.Second, func() bool { return waiting() == 1 })
+	if err := a.keys.set(wire(ring(2, 3))); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {

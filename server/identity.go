@@ -276,7 +276,7 @@ func (s *Server) checkJoinToken(st *fsm.State, token, node string, now time.Time
 	}
 	if token == "" {
 		return wrpc.Errorf(wrpc.CodePermissionDenied, "node %s is not registered: a new node needs a join token "+
-			"(an operator makes one with `weft node join-token create`; give it to the agent as join_token or -join-token)", node)
+			"(an operator makes one with `weft node join-token create`; give it to the agent as join_token, join_token_file or WEFT_JOIN_TOKEN)", node)
 	}
 	claims, err := keyringOf(st).Verify(token, now.UnixNano())
 	if err != nil {
