@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -256,27 +255,7 @@ func startAttackWorld(t *testing.T) *attackWorld {
 		a.urls[id] = httpURL(t, w.procs[id])
 	}
 
-	dir := t.TempDir()
-	queues := filepath.Join(dir, "queues.hcl")
-	os.WriteFile(queues, []byte("queue \"root\" {\n  queue \"default\" {}\n  queue \"a\" {}\n  queue \"b\" {}\n}\n"), 0o600)
-	if _, stderr, code := cli(t, "queue", "apply", "-address", w.any(), queues); code != 0 {
-		t.Fatalf("queue apply: %s", stderr)
-	}
-	token := func(name, queue string) string {
-		rules := filepath.Join(dir, name+".hcl")
-		os.WriteFile(rules, []byte(fmt.Sprintf("queue %q { policy = \"submit\" }\n", queue)), 0o600)
-		if _, stderr, code := cli(t, "acl", "policy", "apply", "-address", w.any(), name, rules); code != 0 {
-			t.Fatalf("acl policy apply %s: %s", name, stderr)
-		}
-		var tok struct {
-			SecretID string `json:"secret_id"`
-		}
-		if err := cliJSON(t, &tok, "acl", "token", "create", "-address", w.any(), "-name", name, "-policy", name); err != nil || tok.SecretID == "" {
-			t.Fatalf("acl token create %s: %v", name, err)
-		}
-		return tok.SecretID
-	}
-	a.alice, a.bob = token("alice", "root.a"), token("bob", "root.b")
+	a.alice, a.bob = tenants(t, w)
 
 	var sub struct {
 		AppID string `json:"app_id"`

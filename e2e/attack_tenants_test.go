@@ -21,13 +21,17 @@ func tenants(t *testing.T, w *world) (alice, bob string) {
 	t.Helper()
 	dir := t.TempDir()
 	queues := filepath.Join(dir, "queues.hcl")
-	os.WriteFile(queues, []byte("queue \"root\" {\n  queue \"default\" {}\n  queue \"a\" {}\n  queue \"b\" {}\n}\n"), 0o600)
+	if err := os.WriteFile(queues, []byte("queue \"root\" {\n  queue \"default\" {}\n  queue \"a\" {}\n  queue \"b\" {}\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if _, stderr, code := cli(t, "queue", "apply", "-address", w.any(), queues); code != 0 {
 		t.Fatalf("queue apply: %s", stderr)
 	}
 	token := func(name, queue string) string {
 		rules := filepath.Join(dir, name+".hcl")
-		os.WriteFile(rules, []byte(fmt.Sprintf("queue %q { policy = \"submit\" }\n", queue)), 0o600)
+		if err := os.WriteFile(rules, []byte(fmt.Sprintf("queue %q { policy = \"submit\" }\n", queue)), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		if _, stderr, code := cli(t, "acl", "policy", "apply", "-address", w.any(), name, rules); code != 0 {
 			t.Fatalf("acl policy apply %s: %s", name, stderr)
 		}

@@ -247,16 +247,5 @@ func rawCall(t testing.TB, conn net.Conn, method string, body []byte) error {
 	if _, err := conn.Write(msg); err != nil {
 		return err
 	}
-	cc := NewClientCodec(conn)
-	var resp rpc.Response
-	if err := cc.ReadResponseHeader(&resp); err != nil {
-		return err
-	}
-	if err := cc.ReadResponseBody(nil); err != nil {
-		return err
-	}
-	if resp.Error != "" {
-		return decodeError(resp.Error)
-	}
-	return nil
+	return readAnswer(conn)
 }

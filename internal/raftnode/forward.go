@@ -96,15 +96,7 @@ func (n *Node) forwardTo(ctx context.Context, method string, args, reply any, ne
 // consistent read is never answered by a leader that was deposed while it
 // was paused or cut off and has not noticed yet.
 func (n *Node) verifyLeader(ctx context.Context) error {
-	f := n.raft.VerifyLeader()
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return waitFuture(ctx, n.raft.VerifyLeader())
 }
 
 // Apply proposes an encoded command and waits for it to be applied, or for

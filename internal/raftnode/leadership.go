@@ -120,7 +120,11 @@ func (n *Node) leaderLoop(ctx context.Context) {
 // enqueued just before Raft shuts down is never answered (nothing drains
 // Raft's queue then), and the leadership's end must not wait for it.
 func (n *Node) barrier(ctx context.Context) error {
-	f := n.raft.Barrier(barrierTimeout)
+	return waitFuture(ctx, n.raft.Barrier(barrierTimeout))
+}
+
+// waitFuture waits for f's answer, or for ctx to end: whichever is first.
+func waitFuture(ctx context.Context, f raft.Future) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
 	select {
