@@ -68,9 +68,6 @@ func startWorldOn(t testing.TB, q *quorum, n int, extra map[string][]string) *wo
 	q.waitForLeader("s1", 30*time.Second, "")
 	w := &world{quorum: q, agentIPs: []string{"127.0.0.4", "127.0.0.5", "127.0.0.6", "127.0.0.7", "127.0.0.8", "127.0.0.9"}[:n], agents: map[string]*proc{}}
 	rpcPort, serfPort := freePort(t, w.agentIPs...), freePort(t, w.agentIPs...)
-	for serfPort == rpcPort {
-		serfPort = freePort(t, w.agentIPs...)
-	}
 	join := net.JoinHostPort(q.ips[0], strconv.Itoa(q.serfPort))
 	var dirs []string
 	for i, ip := range w.agentIPs {

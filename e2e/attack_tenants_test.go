@@ -84,7 +84,7 @@ func TestTenantsCannotReachEachOther(t *testing.T) {
 	var sub struct {
 		AppID string `json:"app_id"`
 	}
-	if err := cliJSON(t, &sub, "app", "submit", "-token", bob, "-queue", "b", "-address", w.any(), "--", "sleep", "20"); err != nil {
+	if err := cliJSON(t, &sub, "app", "submit", "-token", bob, "-queue", "b", "-address", w.any(), "--", "sh", "-c", "until [ -e release ]; do sleep 0.1; done"); err != nil {
 		t.Fatal(err)
 	}
 	bobsApp := sub.AppID
@@ -178,6 +178,11 @@ ls %q > /dev/null 2>&1 && echo "listed bob's secrets" || echo "secrets refused"
 		if wrpc.ErrorCode(err) != wrpc.CodePermissionDenied || !strings.Contains(err.Error(), "runs as uid 0") {
 			t.Fatalf("%s with bob's leaked token from root: %v; want permission denied naming the caller's uid", method, err)
 		}
+	}
+	// bob's task runs until told to end (a file in its work directory),
+	// so it is running throughout the attack.
+	if err := os.WriteFile(filepath.Join(data, "a1", "containers", bobsApp, bobsTask.ID, "work", "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if app := w.waitApp(bobsApp, 60*time.Second); app.State != "FINISHED" {
 		t.Fatalf("bob's app after the attack: %+v", app)

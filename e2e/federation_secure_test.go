@@ -26,9 +26,6 @@ func TestSecureFederation(t *testing.T) {
 	}
 	ip := "127.0.3.1"
 	rpc, serf := freePort(t, ip), freePort(t, ip)
-	for serf == rpc {
-		serf = freePort(t, ip)
-	}
 	router := net.JoinHostPort(ip, strconv.Itoa(rpc))
 	startProc(t, "r1", "router", "-node-id", "r1", "-data-dir", filepath.Join(t.TempDir(), "r1"), "-bind", ip,
 		"-rpc-port", strconv.Itoa(rpc), "-serf-port", strconv.Itoa(serf), "-bootstrap-expect", "1",
@@ -39,17 +36,11 @@ func TestSecureFederation(t *testing.T) {
 		id := fmt.Sprint("sc", i)
 		sip, aip := fmt.Sprintf("127.0.3.%d", 10+i), fmt.Sprintf("127.0.3.%d", 20+i)
 		srpc, sserf := freePort(t, sip), freePort(t, sip)
-		for sserf == srpc {
-			sserf = freePort(t, sip)
-		}
 		addrs[id] = net.JoinHostPort(sip, strconv.Itoa(srpc))
 		servers[id] = startProc(t, id+"-s1", "server", "-node-id", id+"-s1", "-data-dir", filepath.Join(t.TempDir(), id), "-bind", sip,
 			"-rpc-port", strconv.Itoa(srpc), "-serf-port", strconv.Itoa(sserf), "-bootstrap-expect", "1",
 			"-subcluster-id", id, "-router", router, "-subcluster-heartbeat", "500ms", "-config", sec.config("server", id+"-s1"))
 		arpc, aserf := freePort(t, aip), freePort(t, aip)
-		for aserf == arpc {
-			aserf = freePort(t, aip)
-		}
 		startProc(t, id+"-a1", "agent", "-node-id", id+"-a1", "-data-dir", filepath.Join(t.TempDir(), id+"-a1"), "-bind", aip,
 			"-rpc-port", strconv.Itoa(arpc), "-serf-port", strconv.Itoa(aserf), "-join", net.JoinHostPort(sip, strconv.Itoa(sserf)),
 			"-resources", "memory_mb=2048,vcores=4", "-allow-root", "-config", sec.config("agent", id+"-a1"))

@@ -46,9 +46,6 @@ func TestRoutersHoldASubcluster(t *testing.T) {
 	var serfAddrs []string
 	for i := 1; i <= 3; i++ {
 		rpc, serf := freePort(t, ip), freePort(t, ip)
-		for serf == rpc {
-			serf = freePort(t, ip)
-		}
 		routers = append(routers, router{addr: net.JoinHostPort(ip, strconv.Itoa(rpc))})
 		serfAddrs = append(serfAddrs, net.JoinHostPort(ip, strconv.Itoa(serf)))
 	}
@@ -66,16 +63,10 @@ func TestRoutersHoldASubcluster(t *testing.T) {
 	}
 
 	rpcPort, serfPort := freePort(t, ip), freePort(t, ip)
-	for serfPort == rpcPort {
-		serfPort = freePort(t, ip)
-	}
 	srv := startProc(t, "s1", "server", "-node-id", "s1", "-data-dir", filepath.Join(t.TempDir(), "s1"), "-bind", ip,
 		"-rpc-port", strconv.Itoa(rpcPort), "-serf-port", strconv.Itoa(serfPort), "-bootstrap-expect", "1",
 		"-subcluster-id", "sc1", "-router", routers[0].addr, "-router", routers[1].addr, "-subcluster-heartbeat", "500ms")
 	agentRPC, agentSerf := freePort(t, "127.0.0.2"), freePort(t, "127.0.0.2")
-	for agentSerf == agentRPC {
-		agentSerf = freePort(t, "127.0.0.2")
-	}
 	startProc(t, "a1", "agent", "-node-id", "a1", "-data-dir", filepath.Join(t.TempDir(), "a1"), "-bind", "127.0.0.2",
 		"-rpc-port", strconv.Itoa(agentRPC), "-serf-port", strconv.Itoa(agentSerf),
 		"-join", net.JoinHostPort(ip, strconv.Itoa(serfPort)), "-resources", "memory_mb=2048,vcores=4", "-allow-root")

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,9 +56,6 @@ func startFederationWith(t *testing.T, quorum map[string]int) *federation {
 	var serfAddrs []string
 	for i := 1; i <= 3; i++ {
 		rpc, serf := freePort(t, ip), freePort(t, ip)
-		for serf == rpc {
-			serf = freePort(t, ip)
-		}
 		f.routers = append(f.routers, &fedRouter{id: fmt.Sprint("r", i), addr: net.JoinHostPort(ip, strconv.Itoa(rpc))})
 		serfAddrs = append(serfAddrs, net.JoinHostPort(ip, strconv.Itoa(serf)))
 	}
@@ -88,11 +84,7 @@ func startFederationWith(t *testing.T, quorum map[string]int) *federation {
 		n := max(1, quorum[id])
 		var rpcs, serfs []int
 		for len(rpcs) < n {
-			rpc, serf := freePort(t, sip), freePort(t, sip)
-			if serf == rpc || slices.Contains(rpcs, rpc) || slices.Contains(serfs, serf) || slices.Contains(rpcs, serf) || slices.Contains(serfs, rpc) {
-				continue
-			}
-			rpcs, serfs = append(rpcs, rpc), append(serfs, serf)
+			rpcs, serfs = append(rpcs, freePort(t, sip)), append(serfs, freePort(t, sip))
 		}
 		serf := serfs[0]
 		sc := &fedSub{id: id, addr: net.JoinHostPort(sip, strconv.Itoa(rpcs[0]))}
@@ -110,9 +102,6 @@ func startFederationWith(t *testing.T, quorum map[string]int) *federation {
 		for j := 1; j <= 2; j++ {
 			aip := fmt.Sprintf("127.0.2.%d%d", j, i)
 			arpc, aserf := freePort(t, aip), freePort(t, aip)
-			for aserf == arpc {
-				aserf = freePort(t, aip)
-			}
 			aid := fmt.Sprintf("%s-a%d", id, j)
 			sc.agents = append(sc.agents, startProc(t, aid, "agent", "-node-id", aid, "-data-dir", filepath.Join(t.TempDir(), aid),
 				"-bind", aip, "-rpc-port", strconv.Itoa(arpc), "-serf-port", strconv.Itoa(aserf),

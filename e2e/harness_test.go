@@ -4,17 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/weft-sched/weft/internal/freeport"
 	"github.com/weft-sched/weft/internal/testutil"
 )
 
@@ -52,43 +51,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freePort finds a port free for TCP and UDP on every given IP.
+// freePort finds a port free for TCP and UDP on every given IP, below the
+// ephemeral range and never one given before (package freeport).
 func freePort(t testing.TB, ips ...string) int {
 	t.Helper()
-	for attempt := 0; attempt < 50; attempt++ {
-		ln, err := net.Listen("tcp", net.JoinHostPort(ips[0], "0"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		var closers []func() error
-		closers = append(closers, ln.Close)
-		ok := true
-		for i, ip := range ips {
-			if i > 0 {
-				l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
-				if err != nil {
-					ok = false
-					break
-				}
-				closers = append(closers, l.Close)
-			}
-			u, err := net.ListenPacket("udp", net.JoinHostPort(ip, strconv.Itoa(port)))
-			if err != nil {
-				ok = false
-				break
-			}
-			closers = append(closers, u.Close)
-		}
-		for _, c := range closers {
-			c()
-		}
-		if ok {
-			return port
-		}
+	port, err := freeport.Take(ips...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free port")
-	return 0
+	return port
 }
 
 // proc is one running weft process.

@@ -93,9 +93,6 @@ func startQuorumWith(t testing.TB, sec *security, serverFlags ...string) *quorum
 		sec: sec, serverFlags: serverFlags}
 	q.rpcPort = freePort(t, q.ips...)
 	q.serfPort = freePort(t, q.ips...)
-	for q.serfPort == q.rpcPort {
-		q.serfPort = freePort(t, q.ips...)
-	}
 	for i := range q.ips {
 		id := fmt.Sprintf("s%d", i+1)
 		q.dirs[id] = filepath.Join(t.TempDir(), id)

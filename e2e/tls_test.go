@@ -41,16 +41,10 @@ func TestMutualTLSEndToEnd(t *testing.T) {
 	}
 
 	rpcPort, serfPort := freePort(t, "127.0.0.1"), freePort(t, "127.0.0.1")
-	for serfPort == rpcPort {
-		serfPort = freePort(t, "127.0.0.1")
-	}
 	srv := startProc(t, "s1", "server", "-node-id", "s1", "-data-dir", filepath.Join(t.TempDir(), "s1"), "-bind", "127.0.0.1",
 		"-rpc-port", strconv.Itoa(rpcPort), "-serf-port", strconv.Itoa(serfPort), "-bootstrap-expect", "1",
 		"-config", writeConfig("server.hcl", tlsBlock("server")))
 	agentRPC, agentSerf := freePort(t, "127.0.0.2"), freePort(t, "127.0.0.2")
-	for agentSerf == agentRPC {
-		agentSerf = freePort(t, "127.0.0.2")
-	}
 	startProc(t, "a1", "agent", "-node-id", "a1", "-data-dir", filepath.Join(t.TempDir(), "a1"), "-bind", "127.0.0.2",
 		"-rpc-port", strconv.Itoa(agentRPC), "-serf-port", strconv.Itoa(agentSerf),
 		"-join", net.JoinHostPort("127.0.0.1", strconv.Itoa(serfPort)), "-resources", "memory_mb=2048,vcores=4",

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/weft-sched/weft/internal/freeport"
 	wrpc "github.com/weft-sched/weft/rpc"
 )
 
@@ -63,10 +64,10 @@ func StartServers(ctx context.Context, exe string, n int, dir string, opts Serve
 	rpcPorts, serfPorts := make([]int, n), make([]int, n)
 	for i := range n {
 		var err error
-		if rpcPorts[i], err = freePort(); err != nil {
+		if rpcPorts[i], err = freeport.Take(); err != nil {
 			return nil, err
 		}
-		if serfPorts[i], err = freePort(); err != nil {
+		if serfPorts[i], err = freeport.Take(); err != nil {
 			return nil, err
 		}
 		s.Addrs = append(s.Addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(rpcPorts[i])))
@@ -217,22 +218,4 @@ func (s *Servers) signalAndWait(sig syscall.Signal) {
 		}
 	}
 	s.procs = nil
-}
-
-// freePort returns a port free for TCP and UDP on 127.0.0.1.
-func freePort() (int, error) {
-	for range 50 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		ln.Close()
-		if err == nil {
-			u.Close()
-			return port, nil
-		}
-	}
-	return 0, fmt.Errorf("sim: no free port")
 }
