@@ -51,6 +51,10 @@ type Agent struct {
 	// refuses one that arrives after a newer one.
 	heartbeatSeq atomic.Uint64
 	heartbeat    chan struct{} // asks for an early heartbeat
+	// heartbeating is held while a heartbeat is sent and its answer acted
+	// on. Nothing else takes it but tests, which hold it to order an
+	// event before this node's next heartbeat.
+	heartbeating sync.Mutex
 	// down is set while heartbeats fail: the servers cannot be reached.
 	down atomic.Bool
 	// overAt is the computation of the queue limit that first found this
@@ -350,8 +354,7 @@ func (a *Agent) heartbeatTimeout() time.Duration {
 func (a *Agent) heartbeatLoop(ctx context.Context) bool {
 	tick := a.clock.NewTicker(a.config.HeartbeatInterval)
 	defer tick.Stop()
-	var servers []string
-	failures := 0
+	hb := heartbeatState{}
 	for {
 		select {
 		case <-tick.C():
@@ -359,58 +362,79 @@ func (a *Agent) heartbeatLoop(ctx context.Context) bool {
 		case <-ctx.Done():
 			return false
 		}
-		a.discoverServers(servers)
-		listAt := a.sched.view().At
-		_, certExpiry := a.keys.minter()
-		req := &wrpc.HeartbeatRequest{NodeID: a.config.NodeID, Epoch: a.epoch.Load(), Secret: a.secret, Containers: a.mgr.reports(),
-			Load: a.mgr.load(), LeastLoadedAt: listAt, SameListOK: true, WorkloadKeyID: a.keys.newestID(), Seq: a.heartbeatSeq.Add(1),
-			AppsToCheck: a.retention.appsToCheck(a.clock.Now()), MintCertExpiry: certExpiry}
-		var resp wrpc.HeartbeatResponse
-		hbCtx, cancel := context.WithTimeout(ctx, a.heartbeatTimeout())
-		err := a.client.Call(hbCtx, "Node.Heartbeat", req, &resp)
-		cancel()
-		if ctx.Err() != nil {
+		if reRegister, stop := a.heartbeatOnce(ctx, &hb); stop {
 			return false
-		}
-		if err != nil {
-			a.down.Store(true)
-			if failures++; failures == 1 || failures%30 == 0 {
-				a.logger.Warn("heartbeat failed", "error", err, "consecutive_failures", failures)
-			}
-			continue
-		}
-		a.down.Store(false)
-		failures = 0
-		if resp.ReRegister {
-			// The stopped containers are reported after the registration:
-			// the servers recorded those they knew as lost already, and
-			// learn of the rest (opportunistic ones started since the last
-			// report), so their AMs hear the end of every one.
-			a.logger.Warn("the servers no longer know this node at its epoch; stopping its containers and registering again", "epoch", req.Epoch)
-			a.mgr.stopAll(scheduler.ReasonLost)
+		} else if reRegister {
 			return true
 		}
-		servers = resp.Servers
-		a.fed.set(resp.Federation)
-		a.setKeys(resp.WorkloadKeys, resp.MintCert)
-		a.mgr.recorded(resp.Recorded)
-		a.sched.update(&resp, listAt, a.clock.Now())
-		a.rebalance(resp.QueueLimit, resp.LeastLoadedAt)
-		a.mgr.ack(resp.Acked)
-		a.retention.checked(req.AppsToCheck, resp.AppsRunning, a.clock.Now())
-		for _, id := range resp.Promote {
-			a.mgr.promote(id)
-		}
-		for _, id := range resp.Demote {
-			a.mgr.demote(id)
-		}
-		for _, k := range resp.Kill {
-			a.mgr.stop(k.ID, k.Reason)
-		}
-		for _, l := range resp.LaunchAMs {
-			a.launchAM(l)
-		}
 	}
+}
+
+// heartbeatState is what the heartbeat loop keeps from one heartbeat to the
+// next.
+type heartbeatState struct {
+	servers  []string // the servers the last answer named
+	failures int      // heartbeats failed in a row
+}
+
+// heartbeatOnce sends one heartbeat and acts on its answer, holding
+// heartbeating throughout. It reports whether the servers asked the agent
+// to register again, and whether ctx ended.
+func (a *Agent) heartbeatOnce(ctx context.Context, hb *heartbeatState) (reRegister, stop bool) {
+	a.heartbeating.Lock()
+	defer a.heartbeating.Unlock()
+	a.discoverServers(hb.servers)
+	listAt := a.sched.view().At
+	_, certExpiry := a.keys.minter()
+	req := &wrpc.HeartbeatRequest{NodeID: a.config.NodeID, Epoch: a.epoch.Load(), Secret: a.secret, Containers: a.mgr.reports(),
+		Load: a.mgr.load(), LeastLoadedAt: listAt, SameListOK: true, WorkloadKeyID: a.keys.newestID(), Seq: a.heartbeatSeq.Add(1),
+		AppsToCheck: a.retention.appsToCheck(a.clock.Now()), MintCertExpiry: certExpiry}
+	var resp wrpc.HeartbeatResponse
+	hbCtx, cancel := context.WithTimeout(ctx, a.heartbeatTimeout())
+	err := a.client.Call(hbCtx, "Node.Heartbeat", req, &resp)
+	cancel()
+	if ctx.Err() != nil {
+		return false, true
+	}
+	if err != nil {
+		a.down.Store(true)
+		if hb.failures++; hb.failures == 1 || hb.failures%30 == 0 {
+			a.logger.Warn("heartbeat failed", "error", err, "consecutive_failures", hb.failures)
+		}
+		return false, false
+	}
+	a.down.Store(false)
+	hb.failures = 0
+	if resp.ReRegister {
+		// The stopped containers are reported after the registration:
+		// the servers recorded those they knew as lost already, and
+		// learn of the rest (opportunistic ones started since the last
+		// report), so their AMs hear the end of every one.
+		a.logger.Warn("the servers no longer know this node at its epoch; stopping its containers and registering again", "epoch", req.Epoch)
+		a.mgr.stopAll(scheduler.ReasonLost)
+		return true, false
+	}
+	hb.servers = resp.Servers
+	a.fed.set(resp.Federation)
+	a.setKeys(resp.WorkloadKeys, resp.MintCert)
+	a.mgr.recorded(resp.Recorded)
+	a.sched.update(&resp, listAt, a.clock.Now())
+	a.rebalance(resp.QueueLimit, resp.LeastLoadedAt)
+	a.mgr.ack(resp.Acked)
+	a.retention.checked(req.AppsToCheck, resp.AppsRunning, a.clock.Now())
+	for _, id := range resp.Promote {
+		a.mgr.promote(id)
+	}
+	for _, id := range resp.Demote {
+		a.mgr.demote(id)
+	}
+	for _, k := range resp.Kill {
+		a.mgr.stop(k.ID, k.Reason)
+	}
+	for _, l := range resp.LaunchAMs {
+		a.launchAM(l)
+	}
+	return false, false
 }
 
 // setKeys takes the workload keys and the node certificate the servers

@@ -455,14 +455,19 @@ func TestContainersStoppedForReRegistrationAreReported(t *testing.T) {
 	}
 	ci := resp.Allocated[0]
 	// The servers take the node out of service before they hear of the
-	// container; it starts on the node all the same.
-	var wr rpc.WriteResponse
-	if err := w.c.Call(context.Background(), "Node.Deregister", &rpc.NodeDeregisterRequest{ID: other.NodeID(), Epoch: other.Epoch(), Secret: other.secret}, &wr); err != nil {
-		t.Fatal(err)
-	}
-	if r := w.start(ci); r.State != string(scheduler.ContainerRunning) {
-		t.Fatalf("start: %+v", r)
-	}
+	// container; it starts on the node all the same, before the node's
+	// next heartbeat (held off until then) learns it is out.
+	func() {
+		other.heartbeating.Lock()
+		defer other.heartbeating.Unlock()
+		var wr rpc.WriteResponse
+		if err := w.c.Call(context.Background(), "Node.Deregister", &rpc.NodeDeregisterRequest{ID: other.NodeID(), Epoch: other.Epoch(), Secret: other.secret}, &wr); err != nil {
+			t.Fatal(err)
+		}
+		if r := w.start(ci); r.State != string(scheduler.ContainerRunning) {
+			t.Fatalf("start: %+v", r)
+		}
+	}()
 	testutil.WaitFor(t, 15*time.Second, func() bool {
 		c, ok := w.container(ci.ID)
 		return ok && c.State == string(scheduler.ContainerCompleted) && c.Reason == string(scheduler.ReasonLost)

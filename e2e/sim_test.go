@@ -92,7 +92,7 @@ type oppSummary struct {
 func runOppSim(t *testing.T, extra ...string) oppSummary {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "sim")
-	args := append([]string{"sim", "-start-servers", "1", "-nodes", "20", "-duration", "20s",
+	args := append([]string{"sim", "-start-servers", "1", "-nodes", "20", "-duration", "10s",
 		"-node-resources", "memory_mb=4096,vcores=4", "-apps-per-second", "1", "-tasks-min", "5", "-tasks-max", "20",
 		"-task-duration-min", "500ms", "-task-duration-max", "2s", "-opportunistic", "1", "-out", out}, extra...)
 	stdout, stderr, code := cli(t, args...)

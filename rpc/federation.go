@@ -31,9 +31,9 @@ type SubclusterReport struct {
 	// AppsRunning counts the apps whose home is here and that have not
 	// ended: an app spanning here from elsewhere counts in UnmanagedAMs
 	// instead, so that the federation counts each app once.
-	AppsRunning int                             `codec:"apps_running" json:"apps_running"`
-	Queues      map[string]federation.QueueLoad `codec:"queues" json:"queues"`
-	Racks       []string                        `codec:"racks" json:"racks"`
+	AppsRunning int                              `codec:"apps_running" json:"apps_running"`
+	Queues      map[string]*federation.QueueLoad `codec:"queues" json:"queues"`
+	Racks       []string                         `codec:"racks" json:"racks"`
 	// UnmanagedAMs counts the apps that span here from other sub-clusters
 	// and have not ended (SPEC §18).
 	UnmanagedAMs int `codec:"unmanaged_ams" json:"unmanaged_ams"`

@@ -67,7 +67,7 @@ func (s *Server) reportToRouters(ctx context.Context, seq uint64, held *federati
 // subclusterReport is what the routers are told of the cluster in st.
 func (s *Server) subclusterReport(st *fsm.State, seq uint64) wrpc.SubclusterReport {
 	rep := wrpc.SubclusterReport{ID: s.config.SubclusterID, Servers: s.serverAddrs(), Leader: s.config.NodeID,
-		Term: s.raft.CurrentTerm(), Seq: seq, Queues: map[string]federation.QueueLoad{}}
+		Term: s.raft.CurrentTerm(), Seq: seq, Queues: map[string]*federation.QueueLoad{}}
 	racks := map[string]bool{}
 	for _, n := range st.Nodes() {
 		rep.NodesTotal++
@@ -95,7 +95,7 @@ func (s *Server) subclusterReport(st *fsm.State, seq uint64) wrpc.SubclusterRepo
 			break
 		}
 		stat := stats[q.Path]
-		rep.Queues[q.Path] = federation.QueueLoad{FairShare: stat.InstantaneousFairShare, Used: stat.Used, Pending: stat.Pending}
+		rep.Queues[q.Path] = &federation.QueueLoad{FairShare: stat.InstantaneousFairShare, Used: stat.Used, Pending: stat.Pending}
 		if q.Path == scheduler.RootQueue {
 			rep.Pending = stat.Pending
 		}

@@ -33,22 +33,22 @@ const (
 // HeartbeatRequest is a sub-cluster leader's report (SPEC §18). The first
 // heartbeat of an unknown ID adds the sub-cluster as NEW.
 type HeartbeatRequest struct {
-	ID          string                          `codec:"id"`
-	Healthy     bool                            `codec:"healthy"`
-	Reason      string                          `codec:"reason,omitempty"`
-	Servers     []string                        `codec:"servers"`
-	HTTPAddr    string                          `codec:"http_addr,omitempty"`
-	Leader      string                          `codec:"leader"`
-	Term        uint64                          `codec:"term"`
-	Seq         uint64                          `codec:"seq"`
-	Capacity    scheduler.Resources             `codec:"capacity"`
-	Used        scheduler.Resources             `codec:"used"`
-	Pending     scheduler.Resources             `codec:"pending"`
-	NodesReady  int                             `codec:"nodes_ready"`
-	NodesTotal  int                             `codec:"nodes_total"`
-	AppsRunning int                             `codec:"apps_running"`
-	Queues      map[string]federation.QueueLoad `codec:"queues"`
-	Racks       []string                        `codec:"racks"`
+	ID          string                           `codec:"id"`
+	Healthy     bool                             `codec:"healthy"`
+	Reason      string                           `codec:"reason,omitempty"`
+	Servers     []string                         `codec:"servers"`
+	HTTPAddr    string                           `codec:"http_addr,omitempty"`
+	Leader      string                           `codec:"leader"`
+	Term        uint64                           `codec:"term"`
+	Seq         uint64                           `codec:"seq"`
+	Capacity    scheduler.Resources              `codec:"capacity"`
+	Used        scheduler.Resources              `codec:"used"`
+	Pending     scheduler.Resources              `codec:"pending"`
+	NodesReady  int                              `codec:"nodes_ready"`
+	NodesTotal  int                              `codec:"nodes_total"`
+	AppsRunning int                              `codec:"apps_running"`
+	Queues      map[string]*federation.QueueLoad `codec:"queues"`
+	Racks       []string                         `codec:"racks"`
 	// UnmanagedAMs counts the apps spanning into it from elsewhere.
 	UnmanagedAMs int   `codec:"unmanaged_ams,omitempty"`
 	Now          int64 `codec:"now"`

@@ -190,9 +190,12 @@ func (t *txn) heartbeat(r *HeartbeatRequest) any {
 	case tooLong(r.Reason, r.HTTPAddr, r.Leader) || tooLong(r.Servers...) || tooLong(r.Racks...):
 		return reject(ErrInvalid, "a string longer than %d bytes", MaxStringLen)
 	}
-	for q := range r.Queues {
+	for q, load := range r.Queues {
 		if tooLong(q) {
 			return reject(ErrInvalid, "queues: a queue path longer than %d bytes", MaxStringLen)
+		}
+		if load == nil {
+			return reject(ErrInvalid, "queues: %s has no load", q)
 		}
 	}
 	old := t.s.subclusters[r.ID]

@@ -115,6 +115,9 @@ func TestHeartbeatBounds(t *testing.T) {
 	racks := beat("sc1", 1, 1, 1)
 	racks.Racks = make([]string, MaxRacks+1)
 	a.rejected(ErrInvalid, HeartbeatType, racks)
+	nilLoad := beat("sc1", 1, 1, 1)
+	nilLoad.Queues = map[string]*federation.QueueLoad{"root.a": nil}
+	a.rejected(ErrInvalid, HeartbeatType, nilLoad)
 	for i := 0; i < MaxSubclusters; i++ {
 		a.ok(HeartbeatType, beat(fmt.Sprintf("sc%d", i), 1, 1, 1))
 	}
@@ -278,7 +281,7 @@ func randomLog(t testing.TB, seed uint64, n int) *applier {
 			b := beat(id, seqs[id], int64(50+r.IntN(200)), int64(i))
 			b.Healthy = r.IntN(5) > 0
 			b.Used = res(int64(r.IntN(50))*1000, int64(r.IntN(50)))
-			b.Queues = map[string]federation.QueueLoad{"root.a": {Used: res(1, 1)}}
+			b.Queues = map[string]*federation.QueueLoad{"root.a": {Used: res(1, 1)}}
 			a.apply(HeartbeatType, b)
 		case 2:
 			a.apply(HomePutType, put(fmt.Sprint("req", r.IntN(n)), "root.a"))

@@ -30,12 +30,12 @@ type Subcluster struct {
 	Pending  scheduler.Resources `codec:"pending"`
 	// Routed is what the routers sent it since its last heartbeat (that
 	// heartbeat's Pending cannot count it yet).
-	Routed      scheduler.Resources             `codec:"routed"`
-	NodesReady  int                             `codec:"nodes_ready"`
-	NodesTotal  int                             `codec:"nodes_total"`
-	AppsRunning int                             `codec:"apps_running"`
-	Queues      map[string]federation.QueueLoad `codec:"queues"`
-	Racks       []string                        `codec:"racks"`
+	Routed      scheduler.Resources              `codec:"routed"`
+	NodesReady  int                              `codec:"nodes_ready"`
+	NodesTotal  int                              `codec:"nodes_total"`
+	AppsRunning int                              `codec:"apps_running"`
+	Queues      map[string]*federation.QueueLoad `codec:"queues"`
+	Racks       []string                         `codec:"racks"`
 	// UnmanagedAMs counts the apps spanning into it from other
 	// sub-clusters, as its last heartbeat said.
 	UnmanagedAMs int `codec:"unmanaged_ams,omitempty"`

@@ -56,10 +56,14 @@ type SubclusterLoad struct {
 	ID                      string
 	State                   State
 	Capacity, Used, Pending scheduler.Resources
-	Queues                  map[string]QueueLoad // by queue path
+	Queues                  map[string]*QueueLoad // by queue path
 }
 
 // QueueLoad is one queue of a sub-cluster as its heartbeat reports it.
+// Maps hold it by pointer: msgpack decodes a map's struct values into one
+// reused value, so a struct value would inherit the maps, slices and
+// omitted fields of the entry decoded before it (rpc's
+// TestNoMapOnTheWireHoldsStructValues).
 type QueueLoad struct {
 	FairShare, Used, Pending scheduler.Resources
 }
@@ -101,7 +105,7 @@ func GenerateWeights(queue string, prev map[string]uint32, subs []SubclusterLoad
 	var sum float64
 	for i, s := range live {
 		room := max(0, share(s.Capacity.Sub(s.Used).Sub(s.Pending), math.Min, math.Inf(1)))
-		if q, ok := s.Queues[queue]; ok {
+		if q := s.Queues[queue]; q != nil {
 			room = min(room, max(0, share(q.FairShare.Sub(q.Used).Sub(q.Pending), math.Min, math.Inf(1))))
 		}
 		size := share(s.Capacity, func(a, b float64) float64 { return a + b }, 0) / float64(max(1, len(names)))

@@ -146,7 +146,7 @@ func TestGenerateWeights(t *testing.T) {
 		t.Errorf("sc2 weighs %d, want %.1f", w["sc2"], want)
 	}
 	// A queue whose fair share in sc2 is used up gets sc2's trickle only.
-	subs[0].Queues = map[string]QueueLoad{"root.q": {FairShare: res(10_000, 10), Used: res(10_000, 10)}}
+	subs[0].Queues = map[string]*QueueLoad{"root.q": {FairShare: res(10_000, 10), Used: res(10_000, 10)}}
 	full := GenerateWeights("root.q", map[string]uint32{"sc1": 500, "sc2": 500}, subs)
 	if full["sc2"] != 500 {
 		t.Errorf("both full for root.q: %v, want them equal (trickles of equal sizes)", full)
