@@ -18,6 +18,14 @@ func goid() string {
 	return string(f[1]) // "goroutine 42 [running]:"
 }
 
+// parked reports whether goroutine id is blocked in a select: a pool
+// goroutine waiting for work.
+func parked(id string) bool {
+	buf := make([]byte, 1<<20)
+	all := buf[:runtime.Stack(buf, true)]
+	return bytes.Contains(all, []byte("goroutine "+id+" [select"))
+}
+
 const maxIdle = 64
 
 // TestPoolReusesItsGoroutines: a request that finds a goroutine
@@ -28,7 +36,9 @@ func TestPoolReusesItsGoroutines(t *testing.T) {
 	ran := make(chan string)
 	p.Go(func() { ran <- goid() })
 	first := <-ran
-	testutil.WaitFor(t, 5*time.Second, func() bool { return p.Idle() == 1 })
+	// Idle counts a goroutine as it goes to wait, a moment before it
+	// waits: the next request must come once it is parked in its select.
+	testutil.WaitFor(t, 5*time.Second, func() bool { return p.Idle() == 1 && parked(first) })
 	p.Go(func() { ran <- goid() })
 	if again := <-ran; again != first {
 		t.Fatalf("the second request ran on goroutine %s, not the idle %s", again, first)
