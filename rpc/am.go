@@ -76,6 +76,11 @@ type AMAllocateResponse struct {
 	// scheduler.BlacklistIgnorePercent of the READY nodes.
 	Blacklist        []string `codec:"blacklist,omitempty"`
 	BlacklistIgnored bool     `codec:"blacklist_ignored,omitempty"`
+	// Headroom, for an app in a capacity queue, is what its user may still
+	// be given there (YARN's headroom: the least of what the user limit,
+	// the queue's max capacity and the cluster's free room leave); nil in
+	// other queues.
+	Headroom *scheduler.Resources `codec:"headroom,omitempty"`
 }
 
 // PromotionFailure is a promotion that was not granted. Retryable ones

@@ -85,6 +85,10 @@ type AppInfo struct {
 	// WhyPending says why the app's AM or next container is not placed,
 	// while it is not (SPEC §16).
 	WhyPending *PendingInfo `codec:"why_pending" json:"why_pending,omitempty"`
+	// Headroom, for an active app in a capacity queue and in its status
+	// only, is what AM.Allocate answers its AM: what its user may still be
+	// given there.
+	Headroom *scheduler.Resources `codec:"headroom,omitempty" json:"headroom,omitempty"`
 	// UnmanagedFor is the app's home, when this record is an unmanaged
 	// AM's: the app spans here from that sub-cluster (SPEC §18).
 	UnmanagedFor string `codec:"unmanaged_for,omitempty" json:"unmanaged_for,omitempty"`

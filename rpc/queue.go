@@ -127,12 +127,16 @@ type QueueInfo struct {
 // subtree's root), and what it uses as a percent of its capacity (above
 // 100 while it borrows).
 type QueueCapacityInfo struct {
-	Capacity            float64 `codec:"capacity" json:"capacity"`
-	MaxCapacity         float64 `codec:"max_capacity" json:"max_capacity"`
-	UserLimitFactor     float64 `codec:"user_limit_factor" json:"user_limit_factor"`
-	AbsoluteCapacity    float64 `codec:"absolute_capacity" json:"absolute_capacity"`
-	AbsoluteMaxCapacity float64 `codec:"absolute_max_capacity" json:"absolute_max_capacity"`
-	UsedCapacity        float64 `codec:"used_capacity" json:"used_capacity"`
+	Capacity        float64 `codec:"capacity" json:"capacity"`
+	MaxCapacity     float64 `codec:"max_capacity" json:"max_capacity"`
+	UserLimitFactor float64 `codec:"user_limit_factor" json:"user_limit_factor"` // -1: none short of max capacity
+	// MinimumUserLimitPercent and MaximumAMResourcePercent (a fraction)
+	// are YARN's knobs of the same names.
+	MinimumUserLimitPercent  float64 `codec:"minimum_user_limit_percent" json:"minimum_user_limit_percent"`
+	MaximumAMResourcePercent float64 `codec:"maximum_am_resource_percent" json:"maximum_am_resource_percent"`
+	AbsoluteCapacity         float64 `codec:"absolute_capacity" json:"absolute_capacity"`
+	AbsoluteMaxCapacity      float64 `codec:"absolute_max_capacity" json:"absolute_max_capacity"`
+	UsedCapacity             float64 `codec:"used_capacity" json:"used_capacity"`
 }
 
 // NewQueueInfo describes a resolved queue. Usage and fair-share figures are

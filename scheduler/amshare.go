@@ -93,17 +93,22 @@ func (t *tree) holdAMs(shares QueueShares, cluster, free Resources) {
 			continue
 		}
 		sort.SliceStable(waiting, func(i, j int) bool { return waiting[i].app.Spec.Priority > waiting[j].app.Spec.Priority })
-		limit := amLimit(q.queue, shares.Instantaneous[q.queue.Path], free, cluster)
+		limit, setting := amLimit(q.queue, shares.Instantaneous[q.queue.Path], free, cluster), "max_am_share"
+		if q.cap != nil {
+			limit, setting = q.cap.amLimit(q.queue.MaxAMShare), "maximum_am_resource_percent"
+		}
 		used := q.amUsage
 		for _, a := range waiting {
 			am := a.app.Spec.AMResources
-			if used.Add(am).Fits(limit) {
+			// A capacity leaf always lets one app run, however small its
+			// AM limit (YARN's activateApplications).
+			if used.Add(am).Fits(limit) || q.cap != nil && used.IsZero() {
 				used = used.Add(am)
 				continue
 			}
 			a.amHeld, held = true, true
-			a.waiting = fmt.Sprintf("queue %s's AM containers hold %s of its AM limit %s (max_am_share %g)",
-				q.queue.Path, q.amUsage, limit, q.queue.MaxAMShare)
+			a.waiting = fmt.Sprintf("queue %s's AM containers hold %s of its AM limit %s (%s %g)",
+				q.queue.Path, q.amUsage, limit, setting, q.queue.MaxAMShare)
 			if ahead := used.Sub(q.amUsage); !ahead.IsZero() {
 				a.waiting += fmt.Sprintf(", and the AMs of apps ahead of it will take %s more", ahead)
 			}

@@ -13,8 +13,8 @@ import (
 // served FIFO by priority, then submission. Capacity a queue leaves idle
 // is lent to its busy siblings up to their `max_capacity` and comes back
 // as their containers finish: capacity queues never preempt nor are
-// preempted. One user's containers in a leaf may use at most
-// `user_limit_factor` × the leaf's capacity.
+// preempted. Each user of a leaf is held to a user limit (userlimit.go),
+// and its AM containers to maximum_am_resource_percent of it.
 
 // QueueType says how a queue shares among its children.
 type QueueType string
@@ -30,10 +30,19 @@ const (
 // of a capacity subtree that have children.
 const PolicyCapacity Policy = "capacity"
 
-// Defaults of a capacity queue's limits.
+// Defaults of a capacity queue's limits, YARN's.
 const (
-	DefaultMaxCapacity     = 100.0
-	DefaultUserLimitFactor = 1.0
+	DefaultMaxCapacity             = 100.0
+	DefaultUserLimitFactor         = 1.0
+	DefaultMinimumUserLimitPercent = 100.0
+	// DefaultMaximumAMResourcePercent is the fraction of a capacity leaf
+	// that its apps' AM containers may hold (YARN's
+	// maximum-am-resource-percent, which despite its name is a fraction).
+	DefaultMaximumAMResourcePercent = 0.1
+	// UserLimitOff as user_limit_factor caps a user only at the leaf's max
+	// capacity; as max_capacity it means 100, as YARN writes both.
+	UserLimitOff   = -1.0
+	MaxCapacityOff = -1.0
 	// capacitySumSlack is how far from 100 siblings' capacities may sum
 	// (decimal percentages such as 33.3 + 33.3 + 33.4).
 	capacitySumSlack = 1e-6
@@ -44,7 +53,13 @@ const (
 type CapacityLimits struct {
 	Capacity        float64 // percent of the parent
 	MaxCapacity     float64 // percent of the parent
-	UserLimitFactor float64
+	UserLimitFactor float64 // UserLimitOff: no user limit short of max capacity
+	// MinimumUserLimitPercent is the least percent of the leaf's current
+	// capacity each active user's limit gives (user limits: userlimit.go).
+	MinimumUserLimitPercent float64
+	// MaximumAMResourcePercent is the fraction of the leaf its AM
+	// containers may hold (holdAMs), inherited down the subtree.
+	MaximumAMResourcePercent float64
 	// Abs and AbsMax are the capacity and max capacity as fractions of
 	// the capacity subtree's root (Root): products down the tree.
 	Abs, AbsMax float64
@@ -62,7 +77,7 @@ func validateCapacity(q *QueueSpec, path string, in bool) []*FieldError {
 	}
 	if !in {
 		for f, set := range map[string]bool{"capacity": q.Capacity != nil, "max_capacity": q.MaxCapacity != nil,
-			"user_limit_factor": q.UserLimitFactor != nil} {
+			"user_limit_factor": q.UserLimitFactor != nil, "minimum_user_limit_percent": q.MinimumUserLimitPercent != nil} {
 			if set {
 				add(f, "only queues below a queue of type \"capacity\" have it")
 			}
@@ -75,17 +90,31 @@ func validateCapacity(q *QueueSpec, path string, in bool) []*FieldError {
 			add("capacity", "required below a queue of type \"capacity\" (percent of the parent)")
 		case !(*q.Capacity > 0 && *q.Capacity <= 100):
 			add("capacity", "must be more than 0 and at most 100 (percent of the parent), not %v", *q.Capacity)
-		case q.MaxCapacity != nil && !(*q.MaxCapacity >= *q.Capacity && *q.MaxCapacity <= 100):
-			add("max_capacity", "must be between capacity (%v) and 100, not %v", *q.Capacity, *q.MaxCapacity)
+		case q.MaxCapacity != nil && *q.MaxCapacity != MaxCapacityOff && !(*q.MaxCapacity >= *q.Capacity && *q.MaxCapacity <= 100):
+			add("max_capacity", "must be between capacity (%v) and 100, or -1 (100), not %v", *q.Capacity, *q.MaxCapacity)
 		}
-		if f := q.UserLimitFactor; f != nil && !(*f > 0) || f != nil && math.IsInf(*f, 0) {
-			add("user_limit_factor", "must be a positive number, not %v", *f)
+		if f := q.UserLimitFactor; f != nil && !(*f > 0 && !math.IsInf(*f, 0) || *f == UserLimitOff) {
+			add("user_limit_factor", "must be a positive number, or -1 (no user limit short of max_capacity), not %v", *f)
+		}
+		if p := q.MinimumUserLimitPercent; p != nil && !(*p > 0 && *p <= 100) {
+			add("minimum_user_limit_percent", "must be more than 0 and at most 100, not %v", *p)
+		}
+		if q.MaxAMShare != nil {
+			add("max_am_share", "capacity queues limit their AMs with maximum_am_resource_percent instead")
 		}
 		if !q.MinResources.IsZero() {
 			add("min_resources", "capacity queues are guaranteed their capacity instead")
 		}
 		if q.FairSharePreemptionTimeout != nil || q.MinSharePreemptionTimeout != nil || q.Preemptable != nil {
 			add("", "capacity queues never preempt: preemption settings do not apply")
+		}
+	}
+	if p := q.MaximumAMResourcePercent; p != nil {
+		switch {
+		case !in && q.Type != QueueCapacity:
+			add("maximum_am_resource_percent", "only capacity queues have it (fair queues have max_am_share)")
+		case !(*p > 0 && *p <= 1):
+			add("maximum_am_resource_percent", "must be a fraction more than 0 and at most 1 (YARN's 0.1 is 10%%), not %v", *p)
 		}
 	}
 	if (in || q.Type == QueueCapacity) && len(q.Children) > 0 {
@@ -111,13 +140,27 @@ func resolveCapacity(q *QueueSpec, r, parent *Queue) {
 		return
 	}
 	r.Type = QueueCapacity
+	amPercent := DefaultMaximumAMResourcePercent
+	switch {
+	case q.MaximumAMResourcePercent != nil:
+		amPercent = *q.MaximumAMResourcePercent
+	case inTree && parent.Capacity != nil:
+		amPercent = parent.Capacity.MaximumAMResourcePercent
+	case inTree && parent.capacityAMPercent > 0:
+		amPercent = parent.capacityAMPercent
+	}
+	r.capacityAMPercent = amPercent
 	if inTree {
-		c := &CapacityLimits{Capacity: *q.Capacity, MaxCapacity: DefaultMaxCapacity, UserLimitFactor: DefaultUserLimitFactor}
-		if q.MaxCapacity != nil {
+		c := &CapacityLimits{Capacity: *q.Capacity, MaxCapacity: DefaultMaxCapacity, UserLimitFactor: DefaultUserLimitFactor,
+			MinimumUserLimitPercent: DefaultMinimumUserLimitPercent, MaximumAMResourcePercent: amPercent}
+		if q.MaxCapacity != nil && *q.MaxCapacity != MaxCapacityOff {
 			c.MaxCapacity = *q.MaxCapacity
 		}
 		if q.UserLimitFactor != nil {
 			c.UserLimitFactor = *q.UserLimitFactor
+		}
+		if q.MinimumUserLimitPercent != nil {
+			c.MinimumUserLimitPercent = *q.MinimumUserLimitPercent
 		}
 		abs, absMax, root := 1.0, 1.0, parent.Path
 		if pc := parent.Capacity; pc != nil {
@@ -125,6 +168,7 @@ func resolveCapacity(q *QueueSpec, r, parent *Queue) {
 		}
 		c.Abs, c.AbsMax, c.Root = abs*c.Capacity/100, absMax*c.MaxCapacity/100, root
 		r.Capacity = c
+		r.MaxAMShare = amPercent
 	}
 	r.Preemptable = false
 	r.FairSharePreemptionTimeout, r.MinSharePreemptionTimeout = 0, 0

@@ -99,16 +99,16 @@ func TestUserLimitFactor(t *testing.T) {
 	cfg := capacityTree([4]any{"a", 50.0, 0.0, 0.0}, [4]any{"b", 50.0, 0.0, 0.0})
 	f := &fakeState{nodes: []*Node{node("n1", 10*1024, 10)}, cfg: cfg, apps: []*App{userApp("A1", "root.a", "ann", 1, 100)}}
 	f.apply(schedule(f))
-	if got := f.app("A1").Used.Vcores; got != 5 {
-		t.Fatalf("one user at user_limit_factor 1: %d vcores, want the queue's capacity, 5", got)
+	if got := f.app("A1").Used.Vcores; got != 6 {
+		t.Fatalf("one user at user_limit_factor 1: %d vcores, want the queue's capacity, 5, and one container past it (YARN's)", got)
 	}
 	if reason := WhyPending(f, pendingNow, memory{})["A1"]; reason.Code != PendingUserLimit || !strings.Contains(reason.Message, "user ann") {
 		t.Fatalf("why pending: %+v, want ann's user limit", reason)
 	}
 	f.apps = append(f.apps, userApp("A2", "root.a", "al", 2, 100))
 	f.apply(schedule(f))
-	if got := f.app("A2").Used.Vcores; got != 5 {
-		t.Fatalf("a second user: %d vcores, want the 5 b lends", got)
+	if got := f.app("A2").Used.Vcores; got != 4 {
+		t.Fatalf("a second user: %d vcores, want the 4 left of what b lends", got)
 	}
 }
 
@@ -163,9 +163,9 @@ func TestCapacityValidation(t *testing.T) {
 			func(c *QueueConfig) { c.Root.Children[1].Capacity = f(40) }},
 		{"capacity missing", "queue root.b: capacity: required below a queue of type \"capacity\"",
 			func(c *QueueConfig) { c.Root.Children[1].Capacity = nil }},
-		{"max_capacity under capacity", "queue root.a: max_capacity: must be between capacity (50) and 100, not 40",
+		{"max_capacity under capacity", "queue root.a: max_capacity: must be between capacity (50) and 100, or -1 (100), not 40",
 			func(c *QueueConfig) { c.Root.Children[0].MaxCapacity = f(40) }},
-		{"user_limit_factor 0", "queue root.a: user_limit_factor: must be a positive number, not 0",
+		{"user_limit_factor 0", "queue root.a: user_limit_factor: must be a positive number, or -1 (no user limit short of max_capacity), not 0",
 			func(c *QueueConfig) { c.Root.Children[0].UserLimitFactor = f(0) }},
 		{"capacity outside a capacity tree", "queue root.a: capacity: only queues below a queue of type \"capacity\" have it",
 			func(c *QueueConfig) { c.Root.Type = "" }},
@@ -191,14 +191,14 @@ func TestCapacityValidation(t *testing.T) {
 }
 
 // A leaf whose share rounds down to nothing still gives each user one
-// container (YARN rounds the user limit up to a container): else an app
-// there could never run its AM.
+// container past a limit of one minimum allocation (YARN rounds the
+// capacity and the limit up to it): else an app there could never run.
 func TestUserLimitRoundsUpToOneContainer(t *testing.T) {
 	cfg := capacityTree([4]any{"a", 99.0, 0.0, 0.0}, [4]any{"b", 1.0, 0.0, 0.0})
 	f := &fakeState{nodes: []*Node{node("n1", 10*1024, 10)}, cfg: cfg, apps: []*App{userApp("B", "root.b", "bo", 1, 5)}}
 	f.apply(schedule(f))
-	if got := f.app("B").Used.Vcores; got != 1 {
-		t.Fatalf("a user in a leaf of 1%% of 10 vcores: %d vcores, want one container", got)
+	if got := f.app("B").Used.Vcores; got != 2 {
+		t.Fatalf("a user in a leaf of 1%% of 10 vcores: %d vcores, want two containers (a limit of one, and one past it)", got)
 	}
 }
 

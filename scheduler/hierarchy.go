@@ -29,11 +29,9 @@ type qnode struct {
 	// max is the queue's limit: max_resources, or a capacity queue's
 	// max_capacity (nil: none).
 	max *Resources
-	// userLimit and userUsage: a capacity leaf's limit on one user's
-	// containers and each user's use (nil: no limit).
-	userLimit *Resources
-	userUsage map[string]Resources
-	s         Schedulable
+	// cap is a capacity leaf's limits and users (nil: not one).
+	cap *capLeaf
+	s   Schedulable
 }
 
 type appNode struct {
@@ -81,7 +79,7 @@ func buildTree(st State, cluster Resources) *tree {
 		n.max = q.MaxResources
 		t.byPath[q.Path] = n
 	}
-	t.capacities(st.Queues(), cluster)
+	t.capacities(st.Queues(), cluster, st.QueueConfig().Scheduler.Capacity.MinAllocation())
 	// Apps in submission order: slots of max_running_apps go first come,
 	// first served, and apps that already hold one keep it.
 	apps := st.ActiveApps()
@@ -119,8 +117,12 @@ func buildTree(st State, cluster Resources) *tree {
 			if !app.AMPending {
 				leaf.amUsage = leaf.amUsage.Add(app.Spec.AMResources)
 			}
-			if leaf.userUsage != nil {
-				leaf.userUsage[app.Spec.User] = leaf.userUsage[app.Spec.User].Add(a.usage)
+			if leaf.cap != nil {
+				u := leaf.cap.user(app.Spec.User)
+				u.used = u.used.Add(a.usage)
+				if a.runnable {
+					leaf.cap.addDemand(app.Spec.User, a.pending)
+				}
 			}
 			leaf.apps = append(leaf.apps, a)
 			t.apps = append(t.apps, a)
@@ -183,8 +185,8 @@ func QueueStats(st State) map[string]QueueStat {
 
 // capacities gives the queues of capacity subtrees what they are
 // guaranteed (Min, which orders them), their max_capacity as their limit,
-// and capacity leaves their user limit, on this cluster.
-func (t *tree) capacities(queues []*Queue, cluster Resources) {
+// and capacity leaves their user limits, on this cluster.
+func (t *tree) capacities(queues []*Queue, cluster, minAlloc Resources) {
 	var steady map[string]Resources
 	for _, q := range queues {
 		c := q.Capacity
@@ -197,26 +199,19 @@ func (t *tree) capacities(queues []*Queue, cluster Resources) {
 		n := t.byPath[q.Path]
 		basis := steady[c.Root]
 		n.s.Min = steady[q.Path]
-		max := basis.ScaleFloat(c.AbsMax)
+		_, max := capacityBounds(c, basis, minAlloc)
+		if q.IsLeaf() {
+			n.cap = newCapLeaf(c, basis, minAlloc)
+		}
 		if n.max != nil {
 			max = max.CapBy(*n.max)
 		}
 		n.max = &max
-		if q.IsLeaf() {
-			limit := n.s.Min.ScaleFloat(c.UserLimitFactor).CapBy(max)
-			n.userLimit, n.userUsage = &limit, map[string]Resources{}
-		}
 	}
 }
 
-// overUserLimit reports whether one more container of r for user would
-// take the user past a capacity leaf's user limit. A user using nothing
-// always gets one container (YARN rounds the limit up to a container): on
-// a small cluster a leaf's share of a percent can round down to nothing.
-func (q *qnode) overUserLimit(user string, r Resources) bool {
-	if q.userLimit == nil {
-		return false
-	}
-	used := q.userUsage[user]
-	return !used.IsZero() && !used.Add(r).WithinLimit(*q.userLimit)
+// overUserLimit reports whether user is above their user limit in
+// capacity leaf q (never in other queues): such a user gets nothing more.
+func (q *qnode) overUserLimit(user string) bool {
+	return q.cap != nil && q.cap.over(user, q.usage)
 }

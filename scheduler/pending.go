@@ -274,9 +274,8 @@ func (v *pendingView) why(a *appNode) (PendingReason, bool) {
 				q.queue.Path, limit, m, q.usage, what)}, true
 		}
 	}
-	if l := a.queue.userLimit; a.queue.overUserLimit(a.app.Spec.User, r) {
-		return PendingReason{PendingUserLimit, fmt.Sprintf("user %s is at queue %s's user limit %s (user_limit_factor %v × its capacity): they use %s, and %s would pass it",
-			a.app.Spec.User, a.queue.queue.Path, l, a.queue.queue.Capacity.UserLimitFactor, a.queue.userUsage[a.app.Spec.User], what)}, true
+	if a.queue.overUserLimit(a.app.Spec.User) {
+		return PendingReason{PendingUserLimit, a.queue.cap.describe(a.queue.queue, a.app.Spec.User, a.queue.usage)}, true
 	}
 	if !v.roomAnywhere(a.app.ID, r) {
 		for _, n := range v.reserved {

@@ -345,7 +345,7 @@ func (s *pass) tryApp(leaf *qnode, a *appNode) (Placement, bool) {
 			return Placement{}, false
 		}
 	}
-	if leaf.overUserLimit(a.app.Spec.User, r) {
+	if leaf.overUserLimit(a.app.Spec.User) {
 		return Placement{}, false
 	}
 	var n *candidate
@@ -403,8 +403,8 @@ func (s *pass) tryApp(leaf *qnode, a *appNode) (Placement, bool) {
 	s.heap.update(n)
 	a.usage = a.usage.Add(r)
 	a.pending = a.pending.Sub(r)
-	if leaf.userUsage != nil {
-		leaf.userUsage[a.app.Spec.User] = leaf.userUsage[a.app.Spec.User].Add(r)
+	if leaf.cap != nil {
+		leaf.cap.placed(a.app.Spec.User, r)
 	}
 	for q := leaf; q != nil; q = q.parent {
 		q.usage = q.usage.Add(r)

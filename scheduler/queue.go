@@ -56,6 +56,41 @@ type SchedulerConfig struct {
 	Preemption    PreemptionConfig    `codec:"preemption"`
 	Locality      LocalityConfig      `codec:"locality"`
 	Opportunistic OpportunisticConfig `codec:"opportunistic"`
+	Capacity      CapacityConfig      `codec:"capacity"`
+}
+
+// CapacityConfig holds what every capacity queue shares. Zero fields mean
+// their defaults, so configurations written before they existed keep
+// working.
+type CapacityConfig struct {
+	// MinimumAllocation is the step capacities and user limits are rounded
+	// to (YARN's yarn.scheduler.minimum-allocation-mb and -vcores).
+	// Containers are not rounded to it.
+	MinimumAllocation Resources `codec:"minimum_allocation"`
+	// ReservationTimeout is how long a node stays reserved for a container
+	// that does not fit yet before it is given back (reservations.go).
+	ReservationTimeout time.Duration `codec:"reservation_timeout"`
+}
+
+// Defaults of CapacityConfig.
+var DefaultMinimumAllocation = Resources{MemoryMB: 1024, Vcores: 1}
+
+const DefaultReservationTimeout = 5 * time.Minute
+
+// MinAllocation is c's minimum allocation, or the default.
+func (c CapacityConfig) MinAllocation() Resources {
+	if c.MinimumAllocation.IsZero() {
+		return DefaultMinimumAllocation
+	}
+	return c.MinimumAllocation
+}
+
+// ReservationWait is c's reservation timeout, or the default.
+func (c CapacityConfig) ReservationWait() time.Duration {
+	if c.ReservationTimeout <= 0 {
+		return DefaultReservationTimeout
+	}
+	return c.ReservationTimeout
 }
 
 // PreemptionConfig holds the global fair-share preemption settings.
@@ -113,6 +148,11 @@ type QueueSpec struct {
 	Capacity        *float64  `codec:"capacity,omitempty"`
 	MaxCapacity     *float64  `codec:"max_capacity,omitempty"`
 	UserLimitFactor *float64  `codec:"user_limit_factor,omitempty"`
+	// MinimumUserLimitPercent [100] and MaximumAMResourcePercent [0.1,
+	// inherited] are YARN's minimum-user-limit-percent and
+	// maximum-am-resource-percent (capacity.go, userlimit.go).
+	MinimumUserLimitPercent  *float64 `codec:"minimum_user_limit_percent,omitempty"`
+	MaximumAMResourcePercent *float64 `codec:"maximum_am_resource_percent,omitempty"`
 }
 
 // max_am_share (SPEC §7): the fraction of a leaf's instantaneous fair share
@@ -200,6 +240,12 @@ func (c *QueueConfig) Validate() []*FieldError {
 		add("", "opportunistic.queue_limit_stdev", "must be a non-negative number")
 	case o.MinQueueLength < 0 || o.MaxQueueLength < o.MinQueueLength:
 		add("", "opportunistic.min_queue_length", "must be between 0 and max_queue_length (%d)", o.MaxQueueLength)
+	}
+	if m := s.Capacity.MinimumAllocation; m.Validate() != nil || !m.IsZero() && (m.MemoryMB <= 0 || m.Vcores <= 0) {
+		add("", "capacity.minimum_allocation", "must give positive memory_mb and vcores, not %s", m)
+	}
+	if s.Capacity.ReservationTimeout < 0 {
+		add("", "capacity.reservation_timeout", "must not be negative")
 	}
 	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Field < errs[j].Field })
 
@@ -321,6 +367,9 @@ type Queue struct {
 	// queue below it; Capacity is set for the queues below it.
 	Type     QueueType
 	Capacity *CapacityLimits
+	// capacityAMPercent is the maximum_am_resource_percent a capacity
+	// subtree's root hands down (its queues below hold theirs in Capacity).
+	capacityAMPercent float64
 }
 
 // IsLeaf reports whether apps may be submitted to q.

@@ -186,7 +186,11 @@ func (e *AM) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, reply *
 	}
 	// No watch: amAnswer reads only what changed since the AM's index.
 	return e.srv.blockingQuery(ctx, &hdr, &wrpc.ResponseMeta{}, nil, func(st *fsm.State) (uint64, error) {
-		return amAnswer(st, args, reply)
+		index, err := amAnswer(st, args, reply)
+		if app, ok := st.App(args.AppID); ok && err == nil {
+			reply.Headroom = e.srv.headrooms.of(st, app)
+		}
+		return index, err
 	})
 }
 

@@ -201,6 +201,9 @@ func (e *App) Status(ctx context.Context, args *wrpc.AppRequest, reply *wrpc.App
 		// Counters in the app's status only: a list of many apps would
 		// carry up to MaxCounters of each.
 		reply.App.Counters = maps.Clone(a.Counters)
+		if !a.State.Terminal() {
+			reply.App.Headroom = e.srv.headrooms.of(st, a)
+		}
 		return index, nil
 	})
 }

@@ -130,6 +130,7 @@ func queueInfo(q *scheduler.Queue, stat scheduler.QueueStat) wrpc.QueueInfo {
 	info.Used, info.Pending, info.RunningApps = stat.Used, stat.Pending, stat.RunningApps
 	if c := q.Capacity; c != nil {
 		info.Capacity = &wrpc.QueueCapacityInfo{Capacity: c.Capacity, MaxCapacity: c.MaxCapacity, UserLimitFactor: c.UserLimitFactor,
+			MinimumUserLimitPercent: c.MinimumUserLimitPercent, MaximumAMResourcePercent: c.MaximumAMResourcePercent,
 			AbsoluteCapacity: 100 * c.Abs, AbsoluteMaxCapacity: 100 * c.AbsMax, UsedCapacity: 100 * scheduler.UsedOf(stat.Used, stat.SteadyFairShare)}
 	}
 	return info

@@ -95,6 +95,9 @@ type Server struct {
 	// the why-pending explanations under waitsMu.
 	waitsMu sync.Mutex
 	waits   *scheduler.LocalityWaits
+	// headrooms is what AM.Allocate answers as each capacity app's
+	// headroom, computed once per state.
+	headrooms headrooms
 	// updates batches heartbeats' container updates into few Raft entries.
 	updates *updateBatcher
 	// hbForward batches the heartbeats a follower forwards to the leader.

@@ -324,6 +324,9 @@ func printApp(a rpc.AppInfo) {
 	if a.WhyPending != nil {
 		fmt.Fprintf(w, "Why pending\t%s (%s)\n", a.WhyPending.Message, a.WhyPending.Code)
 	}
+	if a.Headroom != nil {
+		fmt.Fprintf(w, "Headroom\t%s (what user %s may still be given in %s)\n", a.Headroom, a.User, a.Queue)
+	}
 	for _, at := range a.Attempts {
 		line := fmt.Sprintf("%s on %s", at.ContainerID, at.NodeID)
 		if at.Diagnostics != "" {

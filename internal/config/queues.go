@@ -17,8 +17,11 @@ var (
 	}}
 	schedulerSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{{Name: "placement"}},
-		Blocks:     []hcl.BlockHeaderSchema{{Type: "preemption"}, {Type: "locality"}, {Type: "opportunistic"}},
+		Blocks:     []hcl.BlockHeaderSchema{{Type: "preemption"}, {Type: "locality"}, {Type: "opportunistic"}, {Type: "capacity"}},
 	}
+	capacitySchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "minimum_allocation"}, {Name: "reservation_timeout"},
+	}}
 	opportunisticSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "distributed"}, {Name: "sorting_nodes_interval"}, {Name: "nodes_used"},
 		{Name: "queue_limit_stdev"}, {Name: "min_queue_length"}, {Name: "max_queue_length"},
@@ -36,6 +39,7 @@ var (
 			{Name: "fair_share_preemption_threshold"}, {Name: "fair_share_preemption_timeout"},
 			{Name: "min_share_preemption_timeout"}, {Name: "max_am_share"},
 			{Name: "type"}, {Name: "capacity"}, {Name: "max_capacity"}, {Name: "user_limit_factor"},
+			{Name: "minimum_user_limit_percent"}, {Name: "maximum_am_resource_percent"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{{Type: "queue", LabelNames: []string{"name"}}},
 	}
@@ -195,6 +199,22 @@ func (d *queueDecoder) decodeScheduler(b *hcl.Block, s *scheduler.SchedulerConfi
 				}
 				d.add(diags)
 			}
+		case "capacity":
+			c, diags := blk.Body.Content(capacitySchema)
+			if !d.add(diags) {
+				continue
+			}
+			for _, a := range sortedAttributes(c.Attributes) {
+				d.note("", "capacity."+a.Name, a.Range)
+				var diags hcl.Diagnostics
+				switch a.Name {
+				case "minimum_allocation":
+					s.Capacity.MinimumAllocation, diags = asResources(a)
+				case "reservation_timeout":
+					s.Capacity.ReservationTimeout, diags = asDuration(a, "")
+				}
+				d.add(diags)
+			}
 		case "locality":
 			c, diags := blk.Body.Content(localitySchema)
 			if !d.add(diags) {
@@ -324,6 +344,16 @@ func (d *queueDecoder) decodeQueue(b *hcl.Block, parent string) *scheduler.Queue
 			var v float64
 			if v, diags = asFloat(a); !diags.HasErrors() {
 				q.UserLimitFactor = &v
+			}
+		case "minimum_user_limit_percent":
+			var v float64
+			if v, diags = asFloat(a); !diags.HasErrors() {
+				q.MinimumUserLimitPercent = &v
+			}
+		case "maximum_am_resource_percent":
+			var v float64
+			if v, diags = asFloat(a); !diags.HasErrors() {
+				q.MaximumAMResourcePercent = &v
 			}
 		}
 		d.add(diags)

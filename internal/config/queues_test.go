@@ -242,6 +242,9 @@ func TestCapacityQueues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if c := cfg.Scheduler.Capacity; c.MinAllocation().String() != scheduler.DefaultMinimumAllocation.String() || c.ReservationWait() != scheduler.DefaultReservationTimeout {
+		t.Fatalf("capacity settings %+v, want the defaults", c)
+	}
 	qs := map[string]*scheduler.Queue{}
 	for _, q := range cfg.Resolve() {
 		qs[q.Path] = q
@@ -250,5 +253,84 @@ func TestCapacityQueues(t *testing.T) {
 	if prod == nil || prod.Capacity != 70 || prod.MaxCapacity != 90 || prod.UserLimitFactor != 2 ||
 		dev == nil || dev.Capacity != 30 || dev.MaxCapacity != 100 || dev.UserLimitFactor != 1 || qs["root"].Policy != scheduler.PolicyCapacity {
 		t.Fatalf("resolved prod %+v, dev %+v, root policy %s", prod, dev, qs["root"].Policy)
+	}
+}
+
+// YARN's knobs: minimum_user_limit_percent, maximum_am_resource_percent
+// (inherited), user_limit_factor and max_capacity -1, and the capacity
+// settings of the scheduler block; bad values name their line.
+func TestCapacityKnobs(t *testing.T) {
+	src := `scheduler {
+  capacity {
+    minimum_allocation  = { memory_mb = 512, vcores = 1 }
+    reservation_timeout = "90s"
+  }
+}
+queue "root" {
+  type                        = "capacity"
+  maximum_am_resource_percent = 0.2
+  queue "prod" {
+    capacity                   = 70
+    max_capacity               = -1
+    user_limit_factor          = -1
+    minimum_user_limit_percent = 25
+  }
+  queue "dev" {
+    capacity                    = 30
+    maximum_am_resource_percent = 0.5
+  }
+}
+`
+	cfg, err := ParseQueueConfig("cap.hcl", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cfg.Scheduler.Capacity; c.MinAllocation().MemoryMB != 512 || c.ReservationWait() != 90*time.Second {
+		t.Fatalf("capacity settings %+v", c)
+	}
+	qs := map[string]*scheduler.Queue{}
+	for _, q := range cfg.Resolve() {
+		qs[q.Path] = q
+	}
+	prod, dev := qs["root.prod"].Capacity, qs["root.dev"].Capacity
+	if prod.MaxCapacity != 100 || prod.UserLimitFactor != scheduler.UserLimitOff || prod.MinimumUserLimitPercent != 25 ||
+		prod.MaximumAMResourcePercent != 0.2 || dev.MaximumAMResourcePercent != 0.5 || dev.MinimumUserLimitPercent != 100 {
+		t.Fatalf("resolved prod %+v, dev %+v", prod, dev)
+	}
+	for _, tc := range []struct{ src, want string }{
+		{`queue "root" {
+  type = "capacity"
+  queue "a" {
+    capacity = 100
+    minimum_user_limit_percent = 0
+  }
+}`, "cap.hcl:5,5: Invalid queue configuration: queue root.a: minimum_user_limit_percent: must be more than 0 and at most 100, not 0"},
+		{`queue "root" {
+  maximum_am_resource_percent = 0.1
+  queue "a" {}
+}`, "cap.hcl:2,3: Invalid queue configuration: queue root: maximum_am_resource_percent: only capacity queues have it"},
+		{`queue "root" {
+  type = "capacity"
+  queue "a" {
+    capacity = 100
+    maximum_am_resource_percent = 10
+  }
+}`, "must be a fraction more than 0 and at most 1 (YARN's 0.1 is 10%), not 10"},
+		{`queue "root" {
+  type = "capacity"
+  queue "a" {
+    capacity = 100
+    max_am_share = 0.5
+  }
+}`, "queue root.a: max_am_share: capacity queues limit their AMs with maximum_am_resource_percent instead"},
+		{`scheduler {
+  capacity { minimum_allocation = { memory_mb = 0, vcores = 1 } }
+}
+queue "root" {}`, "cap.hcl:2,14: Invalid queue configuration: scheduler capacity.minimum_allocation: must give positive memory_mb and vcores"},
+	} {
+		_, err := ParseQueueConfig("cap.hcl", []byte(tc.src))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v, want one with %q", err, tc.want)
+		}
 	}
 }
