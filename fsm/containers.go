@@ -144,6 +144,9 @@ func (t *txn) place(pos int, p *scheduler.Placement, now int64) (id, why string)
 	if !ok || app.State.Terminal() {
 		return "", "app is not active"
 	}
+	if p.Reserve || p.Unreserve {
+		return "", t.applyReservation(p, node, app, now)
+	}
 	id = scheduler.PlacedContainerID(app, t.index, pos)
 	if p.Opportunistic {
 		if why := t.placeOpportunistic(id, p, app, now); why != "" {
@@ -153,6 +156,10 @@ func (t *txn) place(pos int, p *scheduler.Placement, now int64) (id, why string)
 	}
 	if !p.Resources.Fits(node.FreeGuaranteed()) {
 		return "", fmt.Sprintf("%s exceeds the node's free guaranteed capacity %s", p.Resources, node.FreeGuaranteed())
+	}
+	r := node.Reservation
+	if r != nil && r.AppID != p.AppID {
+		return "", fmt.Sprintf("the node is reserved for %s", r.AppID)
 	}
 	a, _ := t.mutableApp(p.AppID)
 	if p.IsAM {
@@ -181,6 +188,9 @@ func (t *txn) place(pos int, p *scheduler.Placement, now int64) (id, why string)
 		}
 	}
 	a.Used, a.Live = a.Used.Add(p.Resources), a.Live+1
+	if r != nil && r.Matches(p) {
+		t.dropReservation(a, p.NodeID) // its container is placed
+	}
 	t.putApp(a)
 	t.storeContainer(&scheduler.Container{
 		ID:            id,

@@ -78,6 +78,9 @@ func (t *txn) node(id string) (*scheduler.Node, bool) {
 
 func (t *txn) putNode(n *scheduler.Node) {
 	t.touch(TableNodes)
+	if n.Reservation != nil && n.Status != scheduler.NodeReady {
+		t.releaseNodeReservation(n)
+	}
 	if t.ownNodes[n.ID] == n {
 		return // already in the tree: it was changed in place
 	}
@@ -165,6 +168,9 @@ func (t *txn) mutableApp(id string) (*scheduler.App, bool) {
 
 func (t *txn) putApp(a *scheduler.App) {
 	a.ModifyIndex = t.index
+	if a.State.Terminal() && len(a.Reservations) > 0 {
+		t.releaseAppReservations(a)
+	}
 	// An app this txn stored before is in the trees already, changed in
 	// place: in the active apps too, unless it was terminal then.
 	stored := t.ownApps[a.ID] == a

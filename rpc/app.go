@@ -89,6 +89,9 @@ type AppInfo struct {
 	// only, is what AM.Allocate answers its AM: what its user may still be
 	// given there.
 	Headroom *scheduler.Resources `codec:"headroom,omitempty" json:"headroom,omitempty"`
+	// Reservations are the nodes held for the app's containers that do
+	// not fit yet (capacity queues).
+	Reservations []*ReservationInfo `codec:"reservations,omitempty" json:"reservations,omitempty"`
 	// UnmanagedFor is the app's home, when this record is an unmanaged
 	// AM's: the app spans here from that sub-cluster (SPEC §18).
 	UnmanagedFor string `codec:"unmanaged_for,omitempty" json:"unmanaged_for,omitempty"`

@@ -342,17 +342,43 @@ type NodeInfo struct {
 	// DrainDeadline is when a DRAINING node's remaining containers are
 	// killed (Unix ns, like every time in these types); 0 unless it is DRAINING.
 	DrainDeadline int64 `codec:"drain_deadline" json:"drain_deadline,omitempty"`
+	// Reservation is the container of a capacity queue the node is held
+	// for until it fits; nil: none.
+	Reservation *ReservationInfo `codec:"reservation,omitempty" json:"reservation,omitempty"`
+}
+
+// ReservationInfo is a node held for one container of an app (a capacity
+// queue's reservation): its ask (or the AM container of Attempt), its
+// size, and since when (Unix ns).
+type ReservationInfo struct {
+	AppID     string              `codec:"app_id" json:"app_id"`
+	NodeID    string              `codec:"node_id" json:"node_id"`
+	Attempt   int                 `codec:"attempt" json:"attempt"`
+	AskID     uint64              `codec:"ask_id" json:"ask_id"`
+	IsAM      bool                `codec:"is_am" json:"is_am"`
+	Resources scheduler.Resources `codec:"resources" json:"resources"`
+	Since     int64               `codec:"since" json:"since"`
+}
+
+// NewReservationInfo describes a reservation.
+func NewReservationInfo(r *scheduler.Reservation) *ReservationInfo {
+	return &ReservationInfo{AppID: r.AppID, NodeID: r.NodeID, Attempt: r.Attempt, AskID: r.AskID, IsAM: r.IsAM,
+		Resources: r.Resources, Since: r.Since}
 }
 
 // NewNodeInfo describes a node.
 func NewNodeInfo(n *scheduler.Node) NodeInfo {
-	return NodeInfo{
+	info := NodeInfo{
 		ID: n.ID, Address: n.Address, Rack: n.Rack, Status: string(n.Status), StatusReason: n.StatusReason,
 		Epoch: n.Epoch, Capacity: n.Capacity, AllocatedGuaranteed: n.AllocatedGuaranteed,
 		AllocatedOpportunistic: n.AllocatedOpportunistic, RunningGuaranteed: n.RunningGuaranteed,
 		RunningOpportunistic: n.RunningOpportunistic, Queued: n.Queued,
 		DrainDeadline: n.DrainDeadline,
 	}
+	if n.Reservation != nil {
+		info.Reservation = NewReservationInfo(n.Reservation)
+	}
+	return info
 }
 
 // DefaultDrainDeadline is how long a drain lets containers run when the

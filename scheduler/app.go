@@ -361,9 +361,14 @@ type App struct {
 	// sorted, at most MaxBlacklistedNodes, emptied when a new attempt
 	// starts. A stored app's slice is replaced whole, never changed in
 	// place; omitempty keeps the records of apps without one as they were.
-	Blacklist   []string `codec:"blacklist,omitempty"`
-	CreateIndex uint64   `codec:"create_index"`
-	ModifyIndex uint64   `codec:"modify_index"`
+	Blacklist []string `codec:"blacklist,omitempty"`
+	// Reservations are the nodes the app holds reserved for containers
+	// that do not fit yet (capacity queues: reservation.go); each node
+	// records the same. At most MaxReservationsPerApp; a stored app's
+	// slice is replaced whole, never changed in place.
+	Reservations []Reservation `codec:"reservations,omitempty"`
+	CreateIndex  uint64        `codec:"create_index"`
+	ModifyIndex  uint64        `codec:"modify_index"`
 }
 
 // Unmanaged is what a sub-cluster holds of an app that spans into it from

@@ -12,6 +12,8 @@ type tree struct {
 	byPath map[string]*qnode
 	apps   []*appNode
 	byApp  map[string]*appNode
+	// held are the capacity queues' node reservations (reservation.go).
+	held []heldNode
 }
 
 type qnode struct {
@@ -49,6 +51,8 @@ type appNode struct {
 	// ignored), once avoidKnown.
 	avoid      NodeSet
 	avoidKnown bool
+	// reservations is how many nodes the app holds reserved.
+	reservations int
 }
 
 func (q *qnode) sched() *Schedulable {
@@ -93,6 +97,7 @@ func buildTree(st State, cluster Resources) *tree {
 			a.s = Schedulable{Name: app.ID, Weight: 1, Priority: app.Spec.Priority, Start: app.CreateIndex}
 			a.asks = append([]Ask(nil), app.Asks...)
 			sort.SliceStable(a.asks, func(i, j int) bool { return a.asks[i].Priority > a.asks[j].Priority })
+			reserved := t.holdReserved(a, leaf)
 			a.runnable = true
 			if pass == 1 {
 				for q := leaf; q != nil; q = q.parent {
@@ -104,7 +109,7 @@ func buildTree(st State, cluster Resources) *tree {
 				}
 			}
 			for q := leaf; q != nil; q = q.parent {
-				q.usage = q.usage.Add(a.usage)
+				q.usage = q.usage.Add(a.usage).Add(reserved)
 				q.demand = q.demand.Add(a.pending)
 				if a.runnable {
 					q.running++
@@ -119,7 +124,7 @@ func buildTree(st State, cluster Resources) *tree {
 			}
 			if leaf.cap != nil {
 				u := leaf.cap.user(app.Spec.User)
-				u.used = u.used.Add(a.usage)
+				u.used = u.used.Add(a.usage).Add(reserved)
 				if a.runnable {
 					leaf.cap.addDemand(app.Spec.User, a.pending)
 				}
@@ -134,6 +139,33 @@ func buildTree(st State, cluster Resources) *tree {
 		q.s.Start = q.start
 	}
 	return t
+}
+
+// holdReserved takes a's reservations that still stand (reservation.go)
+// out of its demand and asks, records them for the pass, and returns
+// what they hold, which counts against its leaf and user as use does.
+// Only capacity leaves hold reservations.
+func (t *tree) holdReserved(a *appNode, leaf *qnode) Resources {
+	var held Resources
+	if leaf.cap == nil {
+		return held
+	}
+	for i := range a.app.Reservations {
+		r := &a.app.Reservations[i]
+		if reservationGone(a.app, r, i) != "" {
+			continue // the pass leaves it; the FSM releases it
+		}
+		if r.IsAM {
+			a.app = withAMPlaced(a.app)
+		} else if k := askIndexOf(a.asks, r.AskID); k >= 0 {
+			a.asks[k].Count--
+		}
+		a.pending = clampPositive(a.pending.Sub(r.Resources))
+		a.reservations++
+		held = held.Add(r.Resources)
+		t.held = append(t.held, heldNode{r: r, app: a})
+	}
+	return held
 }
 
 // fairShares computes every queue's steady and instantaneous fair share,

@@ -19,6 +19,10 @@ const (
 // scheduling loop runs must serialize Wait with Schedule.
 type LocalityWaits struct {
 	waits map[askKey]*localityWait
+	// givenBackUntil holds, for each node an app gave back at its
+	// reservation's timeout, until when it may not reserve it again
+	// (reservation.go).
+	givenBackUntil map[reserveKey]time.Time
 }
 
 type askKey struct {

@@ -49,6 +49,10 @@ type Node struct {
 	// Queued counts opportunistic containers waiting in the node's queue,
 	// as its agent last reported them.
 	Queued int `codec:"queued"`
+	// Reservation is the container of a capacity queue the node is held
+	// for (reservation.go): no other app's guaranteed container is placed
+	// on it meanwhile. nil: none.
+	Reservation *Reservation `codec:"reservation,omitempty"`
 }
 
 // Copy returns a copy of n that may be modified.

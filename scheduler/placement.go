@@ -39,6 +39,11 @@ type Placement struct {
 	// (a bool, not an ExecutionType: placements are the scheduling pass's
 	// hot path, and it fits in IsAM's padding).
 	Opportunistic bool `codec:"opportunistic,omitempty"`
+	// Reserve makes the entry a node reservation of a capacity queue
+	// instead (reservation.go): NodeID is held for the container the rest
+	// describes. Unreserve releases that reservation.
+	Reserve   bool `codec:"reserve,omitempty"`
+	Unreserve bool `codec:"unreserve,omitempty"`
 }
 
 // candidate is a node with what a pass has left of its guaranteed room.
@@ -183,11 +188,14 @@ func Schedule(st State, now time.Time, waits *LocalityWaits, maxPlacements int) 
 	if t.amsPending() {
 		t.holdAMs(t.fairShares(st.Queues(), cluster), cluster, freeOf(nodes))
 	}
-	s := &pass{tree: t, nodes: nodes, rackOf: rackOf, cluster: cluster, now: now, waits: waits,
+	s := &pass{st: st, tree: t, nodes: nodes, rackOf: rackOf, cluster: cluster, now: now, waits: waits,
 		cfg: st.QueueConfig().Scheduler}
 	s.heap = newNodeHeap(nodes, s.cfg.Placement == PlacementBinpack)
 	if s.cfg.Preemption.Enabled {
 		s.reserved = reservations(st)
+	}
+	if len(t.held) > 0 {
+		d.Placements = s.fulfilReservations(t.held, s.cfg.Capacity.ReservationWait())
 	}
 	for len(d.Placements) < maxPlacements {
 		p, ok := s.assign(t.root)
@@ -226,6 +234,7 @@ func demandPending(apps []*App) bool {
 
 // pass is the working state of one scheduling pass.
 type pass struct {
+	st      State
 	tree    *tree
 	nodes   []*candidate
 	rackOf  map[string]string
@@ -351,6 +360,7 @@ func (s *pass) tryApp(leaf *qnode, a *appNode) (Placement, bool) {
 	var n *candidate
 	var loc Locality
 	var key askKey
+	level := levelAny
 	f := s.fence(a)
 	if ask != nil {
 		loc = ask.Locality
@@ -358,7 +368,6 @@ func (s *pass) tryApp(leaf *qnode, a *appNode) (Placement, bool) {
 		if len(ask.Feeders) > 0 {
 			loc = s.gravity(key, ask.Feeders)
 		}
-		level := levelAny
 		if len(loc.Nodes) > 0 || len(loc.Racks) > 0 {
 			level = allowedLevel(loc, s.waits.get(key, s.now), s.cfg.Locality, s.now)
 		}
@@ -387,7 +396,13 @@ func (s *pass) tryApp(leaf *qnode, a *appNode) (Placement, bool) {
 		n = s.heap.best(r, f)
 	}
 	if n == nil {
-		return Placement{}, false
+		// A capacity leaf's container that fits nowhere holds a node
+		// until it does (reservation.go).
+		p, ok := s.reserve(a, r, ask, loc, level)
+		if ok {
+			s.charge(leaf, a, ask, r)
+		}
+		return p, ok
 	}
 	p := Placement{AppID: a.app.ID, Attempt: a.app.CurrentAttempt(), NodeID: n.node.ID, Resources: r}
 	if ask == nil {
@@ -402,6 +417,24 @@ func (s *pass) tryApp(leaf *qnode, a *appNode) (Placement, bool) {
 	n.refresh()
 	s.heap.update(n)
 	a.usage = a.usage.Add(r)
+	s.chargeQueues(leaf, a, r)
+	return p, true
+}
+
+// charge counts a reservation of r for a's ask (its AM container when ask
+// is nil) as the pass counts a placement, but for the node's room.
+func (s *pass) charge(leaf *qnode, a *appNode, ask *Ask, r Resources) {
+	if ask == nil {
+		a.app = withAMPlaced(a.app)
+	} else {
+		ask.Count--
+	}
+	s.chargeQueues(leaf, a, r)
+}
+
+// chargeQueues moves r from a's demand to its use, in its leaf, its
+// user's and every ancestor's.
+func (s *pass) chargeQueues(leaf *qnode, a *appNode, r Resources) {
 	a.pending = a.pending.Sub(r)
 	if leaf.cap != nil {
 		leaf.cap.placed(a.app.Spec.User, r)
@@ -410,7 +443,6 @@ func (s *pass) tryApp(leaf *qnode, a *appNode) (Placement, bool) {
 		q.usage = q.usage.Add(r)
 		q.pending = q.pending.Sub(r)
 	}
-	return p, true
 }
 
 // withAMPlaced returns a copy of app that no longer needs its AM container

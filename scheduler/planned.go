@@ -1,5 +1,10 @@
 package scheduler
 
+import (
+	"math"
+	"slices"
+)
+
 // WithPlanned returns st as it will be once the guaranteed placements of
 // plans (decided by earlier passes, not yet applied) are: their nodes hold
 // them, their asks are that much smaller, an app whose AM container is
@@ -46,6 +51,24 @@ func (v *plannedState) add(p *Placement) {
 		return // gone: the FSM refuses the placement
 	}
 	n, a := v.node(p.NodeID), v.app(p.AppID)
+	switch {
+	case p.Reserve:
+		if n.Reservation == nil {
+			// Made by the pass that planned it: its wait has not begun.
+			r := Reservation{AppID: p.AppID, NodeID: p.NodeID, Attempt: p.Attempt, AskID: p.AskID, IsAM: p.IsAM, Resources: p.Resources,
+				Since: math.MaxInt64}
+			n.Reservation = &r
+			a.Reservations = append(slices.Clip(a.Reservations), r)
+		}
+		return
+	case p.Unreserve:
+		n.Reservation = nil
+		a.Reservations = slices.DeleteFunc(slices.Clone(a.Reservations), func(r Reservation) bool { return r.NodeID == p.NodeID })
+		return
+	case n.Reservation != nil && n.Reservation.Matches(p):
+		n.Reservation = nil
+		a.Reservations = slices.DeleteFunc(slices.Clone(a.Reservations), func(r Reservation) bool { return r.NodeID == p.NodeID })
+	}
 	n.AllocatedGuaranteed = n.AllocatedGuaranteed.Add(p.Resources)
 	n.RunningGuaranteed++
 	a.Used, a.Live = a.Used.Add(p.Resources), a.Live+1

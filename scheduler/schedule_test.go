@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ type fakeState struct {
 	apps       []*App
 	cfg        *QueueConfig
 	containers []*Container
+	now        int64 // Unix ns: when apply records a reservation made
 }
 
 func (f *fakeState) Nodes() []*Node            { return f.nodes }
@@ -78,6 +80,18 @@ func (f *fakeState) app(id string) *App {
 func (f *fakeState) apply(ps []Placement) {
 	for _, p := range ps {
 		n, a := f.node(p.NodeID), f.app(p.AppID)
+		if p.Reserve || p.Unreserve || n.Reservation != nil && n.Reservation.Matches(&p) {
+			// As the FSM keeps reservations (fsm/reservations.go).
+			a.Reservations = slices.DeleteFunc(a.Reservations, func(r Reservation) bool { return r.NodeID == p.NodeID })
+			n.Reservation = nil
+			if p.Reserve {
+				r := Reservation{AppID: p.AppID, NodeID: p.NodeID, Attempt: p.Attempt, AskID: p.AskID, IsAM: p.IsAM, Resources: p.Resources, Since: f.now}
+				a.Reservations, n.Reservation = append(a.Reservations, r), &r
+			}
+			if p.Reserve || p.Unreserve {
+				continue
+			}
+		}
 		n.AllocatedGuaranteed = n.AllocatedGuaranteed.Add(p.Resources)
 		a.Used = a.Used.Add(p.Resources)
 		f.containers = append(f.containers, &Container{ID: fmt.Sprintf("c%d", len(f.containers)), AppID: p.AppID,

@@ -323,6 +323,9 @@ func (e *Container) Logs(ctx context.Context, args *wrpc.ContainerLogsRequest, r
 func appInfo(a *scheduler.App, st *fsm.State, pending map[string]scheduler.PendingReason) wrpc.AppInfo {
 	info := wrpc.NewAppInfo(a, st.AppContainers(a.ID))
 	info.BlacklistIgnored = blacklistIgnored(st, a)
+	for i := range a.Reservations {
+		info.Reservations = append(info.Reservations, wrpc.NewReservationInfo(&a.Reservations[i]))
+	}
 	if why, ok := pending[a.ID]; ok {
 		info.WhyPending = &wrpc.PendingInfo{Code: why.Code, Message: why.Message}
 	}

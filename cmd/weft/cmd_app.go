@@ -324,6 +324,10 @@ func printApp(a rpc.AppInfo) {
 	if a.WhyPending != nil {
 		fmt.Fprintf(w, "Why pending\t%s (%s)\n", a.WhyPending.Message, a.WhyPending.Code)
 	}
+	for _, r := range a.Reservations {
+		fmt.Fprintf(w, "Reserved\t%s for %s of %s, since %s\n", r.NodeID, r.Resources, reservedWhat(r),
+			time.Unix(0, r.Since).Format(time.RFC3339))
+	}
 	if a.Headroom != nil {
 		fmt.Fprintf(w, "Headroom\t%s (what user %s may still be given in %s)\n", a.Headroom, a.User, a.Queue)
 	}

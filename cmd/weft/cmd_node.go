@@ -96,6 +96,10 @@ func runNodeStatus(args []string) error {
 	if n.EstimatedQueueWait > 0 {
 		fmt.Fprintf(w, "Queue wait\t~%s (estimated)\n", n.EstimatedQueueWait.Round(100*time.Millisecond))
 	}
+	if r := n.Reservation; r != nil {
+		fmt.Fprintf(w, "Reserved\tfor %s of %s (%s), %s ago: no other app's container is placed here until it fits\n",
+			r.Resources, r.AppID, reservedWhat(r), time.Since(time.Unix(0, r.Since)).Round(time.Second))
+	}
 	w.Flush()
 	if len(resp.Containers) > 0 {
 		fmt.Fprintln(stdout, "\nContainers:")
@@ -160,4 +164,12 @@ func runNodeDrain(args []string) error {
 	fmt.Fprintf(stdout, "Node %s is DRAINING: it takes no new containers; what still runs there in %s is killed (reason drained) and its apps ask again elsewhere.\n", req.ID, req.Deadline)
 	fmt.Fprintf(stdout, "Watch it with 'weft node status %s'; end the drain with 'weft node drain -disable %s'.\n", req.ID, req.ID)
 	return nil
+}
+
+// reservedWhat names the container a reservation holds a node for.
+func reservedWhat(r *rpc.ReservationInfo) string {
+	if r.IsAM {
+		return fmt.Sprintf("the AM container of attempt %d", r.Attempt)
+	}
+	return fmt.Sprintf("ask %d", r.AskID)
 }

@@ -15,6 +15,7 @@ import (
 func runQueue(args []string) error {
 	return subcommand("queue", args, map[string]func([]string) error{
 		"apply":  runQueueApply,
+		"import": runQueueImport,
 		"list":   runQueueList,
 		"status": runQueueStatus,
 	})
@@ -162,10 +163,22 @@ func runQueueStatus(args []string) error {
 	fmt.Fprintf(w, "Used\t%s\n", q.Used)
 	fmt.Fprintf(w, "Pending\t%s\n", q.Pending)
 	fmt.Fprintf(w, "Running apps\t%d\n", q.RunningApps)
-	fmt.Fprintf(w, "Preemptable\t%v\n", q.Preemptable)
-	fmt.Fprintf(w, "Fair-share preemption\tthreshold %g, timeout %s\n", q.FairSharePreemptionThreshold, q.FairSharePreemptionTimeout)
-	fmt.Fprintf(w, "Min-share preemption\ttimeout %s\n", q.MinSharePreemptionTimeout)
-	fmt.Fprintf(w, "Max AM share\t%s\n", formatMaxAMShare(q.MaxAMShare))
+	if c := q.Capacity; c != nil {
+		// A capacity queue: YARN's knobs, not fair sharing's.
+		fmt.Fprintf(w, "Capacity\t%g%% of its parent (%g%% of the subtree), %g%% of it used\n", c.Capacity, c.AbsoluteCapacity, c.UsedCapacity)
+		fmt.Fprintf(w, "Max capacity\t%g%% of its parent (%g%% of the subtree)\n", c.MaxCapacity, c.AbsoluteMaxCapacity)
+		ulf := fmt.Sprintf("%g", c.UserLimitFactor)
+		if c.UserLimitFactor == scheduler.UserLimitOff {
+			ulf = "-1 (none short of max capacity)"
+		}
+		fmt.Fprintf(w, "User limit\tfactor %s, minimum %g%% per active user\n", ulf, c.MinimumUserLimitPercent)
+		fmt.Fprintf(w, "AM limit\t%g of its max capacity (maximum_am_resource_percent)\n", c.MaximumAMResourcePercent)
+	} else {
+		fmt.Fprintf(w, "Preemptable\t%v\n", q.Preemptable)
+		fmt.Fprintf(w, "Fair-share preemption\tthreshold %g, timeout %s\n", q.FairSharePreemptionThreshold, q.FairSharePreemptionTimeout)
+		fmt.Fprintf(w, "Min-share preemption\ttimeout %s\n", q.MinSharePreemptionTimeout)
+		fmt.Fprintf(w, "Max AM share\t%s\n", formatMaxAMShare(q.MaxAMShare))
+	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
@@ -281,4 +294,48 @@ func shareChange(now, after scheduler.Resources, added, removed bool) string {
 		return short(now) + " (same)"
 	}
 	return short(now) + " -> " + short(after)
+}
+
+// runQueueImport writes the queue file equivalent to a YARN
+// capacity-scheduler.xml and names what it could not carry over.
+func runQueueImport(args []string) error {
+	fs := newFlagSet("queue import")
+	out, asJSON := "", false
+	fs.StringVar(&out, "o", "", "write the queue file here instead of to stdout")
+	fs.BoolVar(&asJSON, "json", false, "print {\"hcl\", \"not_carried_over\"} as JSON")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("usage: weft queue import [-o FILE] [-json] capacity-scheduler.xml")
+	}
+	f, err := os.Open(pos[0])
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	src, err := io.ReadAll(io.LimitReader(f, config.MaxCapacitySchedulerXML+1))
+	if err != nil {
+		return fmt.Errorf("read %s: %w", pos[0], err)
+	}
+	im, err := config.ImportCapacityScheduler(pos[0], src)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(im)
+	}
+	if out != "" {
+		if err := os.WriteFile(out, []byte(im.HCL), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %s\n", out)
+	} else {
+		fmt.Fprint(stdout, im.HCL)
+	}
+	for _, s := range im.Skipped {
+		fmt.Fprintf(stderr, "not carried over: %s\n", s)
+	}
+	return nil
 }

@@ -330,6 +330,12 @@ var helps = map[string]helpEntry{
 		desc:     "Replaces the scheduler and queue configuration with FILE (HCL or JSON; - reads stdin). Nothing changes when the file is invalid. -dry-run shows each queue's fair shares now and after, and which running apps would become preemptable, and changes nothing.",
 		examples: []string{"weft queue apply examples/queues.hcl", "weft queue apply -dry-run examples/queues.hcl", "cat queues.json | weft queue apply -"},
 	},
+	"queue import": {
+		usage:    []string{"weft queue import [-o FILE] [-json] capacity-scheduler.xml"},
+		summary:  "turn a YARN capacity-scheduler.xml into a queue file",
+		desc:     "Reads a YARN capacity-scheduler.xml (and yarn.scheduler.minimum-allocation-mb/-vcores if it holds them) and writes the equivalent queue file (HCL) to stdout or FILE: the queue tree with capacity, maximum-capacity, user-limit-factor, minimum-user-limit-percent and maximum-am-resource-percent, and node-locality-delay. Every property it could not carry over is named on stderr, with why. The file is checked as 'weft queue apply' would check it; nothing is sent to a server.",
+		examples: []string{"weft queue import capacity-scheduler.xml > queues.hcl", "weft queue import -o queues.hcl capacity-scheduler.xml && weft queue apply -dry-run queues.hcl"},
+	},
 	"queue list": {
 		usage:    []string{"weft queue list [-json] [-stale]"},
 		summary:  "show the queue tree with fair shares and usage",

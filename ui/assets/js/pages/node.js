@@ -1,7 +1,7 @@
 // node.js: one node — its capacity and use, and the containers on it.
 
 import { asList, asObject, watch } from "../api.js";
-import { h, replace } from "../dom.js";
+import { h, link, replace } from "../dom.js";
 import { idOrder, mem, num, res } from "../format.js";
 import { card, empty, errorNote, pageHead, panel, table, usageBar } from "../widgets.js";
 import { containerColumns } from "./containers.js";
@@ -24,6 +24,7 @@ export function render(main, ctx) {
         drainButton(node, ctx.signal, (result) => { note = result; draw(); })),
       err ? errorNote(err) : null, note,
       node.status_reason ? h("div.note", node.status_reason) : null,
+      reservationNote(node.reservation),
       h("div.cards",
         card("Memory", h("span.num", mem((g.memory_mb || 0) + (o.memory_mb || 0))), usageBar(cap.memory_mb || 0, g.memory_mb || 0, o.memory_mb || 0, mem)),
         card("vcores", h("span.num", num((g.vcores || 0) + (o.vcores || 0))), usageBar(cap.vcores || 0, g.vcores || 0, o.vcores || 0, (v) => `${v}`)),
@@ -42,4 +43,13 @@ export function render(main, ctx) {
     draw();
   }, (e) => { err = e; draw(); });
   draw();
+}
+
+// reservationNote says which container of a capacity queue the node is
+// held for: no other app's container is placed on it until that fits.
+function reservationNote(r) {
+  if (!r) return null;
+  const what = r.is_am ? `the AM container of attempt ${r.attempt}` : `ask ${r.ask_id}`;
+  return h("div.note.reservation", "Reserved for ", link(`/ui/apps/${encodeURIComponent(r.app_id)}`, r.app_id),
+    ` (${what}, ${res(r.resources || {})}) since ${new Date(r.since / 1e6).toLocaleTimeString()}: no other app's container is placed here until it fits.`);
 }
