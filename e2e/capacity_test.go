@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // Lent capacity comes back to a capacity queue whose containers are
@@ -38,7 +40,14 @@ func TestLentCapacityComesBackToLargeContainers(t *testing.T) {
 		}
 		return nil
 	})
+	// The web UI's nodes page, open before big arrives, shows its
+	// reservations as they are made.
+	b := startBrowser(t, w.httpURL("s1"))
+	b.open("/ui/nodes")
+	b.run(chromedp.WaitVisible(`tr[data-node="a1"]`))
 	big := w.submit("-queue", "root.big", "-num-containers", "2", "-vcores", "4", "-memory-mb", "256", "--", "sleep", "3")
+	b.run(chromedp.WaitVisible(`[data-reserved-for="` + big + `"]`))
+	b.shot("nodes-reserved", 1366, 560)
 	var amStarted int64
 	reservedSeen := map[string]bool{}
 	waitFor(t, 2*time.Minute, "big's two 4-core tasks to run", func() error {

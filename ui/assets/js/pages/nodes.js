@@ -69,8 +69,15 @@ export function drainButton(n, signal, done) {
   } }, "Drain…");
 }
 
-/** nodeState is a node's state badge; a DRAINING node's deadline under it. */
+/** nodeState is a node's state badge; a DRAINING node's deadline, or the
+ * app a capacity queue holds it for, under it. */
 export function nodeState(n) {
+  if (n.reservation) {
+    const r = n.reservation;
+    return h("div", badge(n.status, n.status_reason),
+      h("div.sub-line.reserved", { title: `Held for a container of ${r.app_id} that does not fit yet: no other app's container is placed here until it does`, dataset: { reservedFor: r.app_id } },
+        "reserved for ", h("span.mono", r.app_id)));
+  }
   if (n.status !== "DRAINING" || !n.drain_deadline) return badge(n.status, n.status_reason);
   const at = nsToDate(n.drain_deadline);
   return h("div", badge(n.status, n.status_reason),
