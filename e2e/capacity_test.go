@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -43,6 +44,10 @@ func TestLentCapacityComesBackToLargeContainers(t *testing.T) {
 	// The web UI's nodes page, open before big arrives, shows its
 	// reservations as they are made.
 	b := startBrowser(t, w.httpURL("s1"))
+	b.open("/ui/")
+	if _, err := eval[bool](b, fmt.Sprintf(`(localStorage.setItem("weft.token", %q), true)`, os.Getenv("WEFT_TOKEN"))); err != nil {
+		t.Fatal(err)
+	}
 	b.open("/ui/nodes")
 	b.run(chromedp.WaitVisible(`tr[data-node="a1"]`))
 	big := w.submit("-queue", "root.big", "-num-containers", "2", "-vcores", "4", "-memory-mb", "256", "--", "sleep", "3")

@@ -128,3 +128,39 @@ func BenchmarkScheduleNoDemand(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkScheduleCapacity is BenchmarkSchedule's cluster under capacity
+// queues (10% to each parent, 10% of it to each leaf, factor 10 so one
+// user may borrow): every placement passes the user limit, and a tenth of
+// the apps ask for containers no node has room for once the cluster
+// fills, so the pass also reserves nodes.
+func BenchmarkScheduleCapacity(b *testing.B) {
+	f := benchState(5000, 10, 10, 100)
+	ten, factor := 10.0, 10.0
+	f.cfg.Root.Type = QueueCapacity
+	for _, p := range f.cfg.Root.Children {
+		p.Capacity, p.Policy, p.Weight = &ten, "", 1
+		for _, l := range p.Children {
+			l.Capacity, l.UserLimitFactor, l.Policy = &ten, &factor, ""
+		}
+	}
+	if errs := f.cfg.Validate(); len(errs) != 0 {
+		b.Fatal(errs)
+	}
+	for i, a := range f.apps {
+		a.Spec.User = fmt.Sprintf("u%d", i%7)
+		if i%10 == 0 {
+			a.Asks[0].Resources = Resources{MemoryMB: 48 * 1024, Vcores: 24}
+		}
+	}
+	queues := f.cfg.Resolve()
+	st := &cachedQueues{f, queues}
+	now := time.Unix(0, 0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	placed := 0
+	for i := 0; i < b.N; i++ {
+		placed += len(Schedule(st, now, nil, 1<<30).Placements)
+	}
+	b.ReportMetric(float64(placed)/b.Elapsed().Seconds(), "decisions/s")
+}
