@@ -82,8 +82,9 @@ func (s *Server) scheduleLoop(ctx context.Context) {
 	}
 }
 
-// commitPlan applies a plan through Raft and returns how many placements
-// the FSM accepted.
+// commitPlan applies a plan through Raft and returns how many of its
+// entries (placements, and capacity queues' reservations) the FSM
+// accepted.
 func (s *Server) commitPlan(ctx context.Context, plan []scheduler.Placement) (int, error) {
 	proposed := metrics.Start()
 	res, _, err := s.raftApply(ctx, fsm.PlanApplyType, &fsm.PlanApplyRequest{Placements: plan, Now: s.clock.Now().UnixNano()})
@@ -91,11 +92,18 @@ func (s *Server) commitPlan(ctx context.Context, plan []scheduler.Placement) (in
 		return 0, err
 	}
 	r := res.(*fsm.PlanResult)
-	metrics.PlanCommitted(proposed, len(plan)-len(r.Refused), len(r.Refused))
+	// A container placed has an ID; a reservation made or released
+	// (capacity queues) has none and is no placement.
+	placed := 0
+	for _, id := range r.IDs {
+		if id != "" {
+			placed++
+		}
+	}
+	metrics.PlanCommitted(proposed, placed, len(r.Refused))
 	for _, why := range r.Refused {
 		s.logger.Debug("placement refused", "reason", why)
 	}
-	placed := len(plan) - len(r.Refused)
-	s.logger.Debug("plan committed", "placed", placed, "refused", len(r.Refused))
-	return placed, nil
+	s.logger.Debug("plan committed", "placed", placed, "reservations", len(plan)-placed-len(r.Refused), "refused", len(r.Refused))
+	return len(plan) - len(r.Refused), nil
 }
