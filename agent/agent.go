@@ -389,6 +389,9 @@ func (a *Agent) heartbeatOnce(ctx context.Context, hb *heartbeatState) (reRegist
 	req := &wrpc.HeartbeatRequest{NodeID: a.config.NodeID, Epoch: a.epoch.Load(), Secret: a.secret, Containers: a.mgr.reports(),
 		Load: a.mgr.load(), LeastLoadedAt: listAt, SameListOK: true, WorkloadKeyID: a.keys.newestID(), Seq: a.heartbeatSeq.Add(1),
 		AppsToCheck: a.retention.appsToCheck(a.clock.Now()), MintCertExpiry: certExpiry}
+	if a.proxy != nil {
+		req.Load.OpportunisticDemand = a.proxy.demand()
+	}
 	var resp wrpc.HeartbeatResponse
 	hbCtx, cancel := context.WithTimeout(ctx, a.heartbeatTimeout())
 	err := a.client.Call(hbCtx, "Node.Heartbeat", req, &resp)

@@ -70,6 +70,10 @@ type proxyAttempt struct {
 	blacklist        []string
 	heldBlacklist    []string
 	blacklistIgnored bool
+	// unmet is the opportunistic demand the attempt's last Allocate left
+	// unplaced: the agent's heartbeat reports the sum, and the leader deals
+	// windows of its list by it.
+	unmet int
 }
 
 // blacklistDelta returns what the servers must add to and take off the
@@ -276,12 +280,20 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 	}
 	fwd.BlacklistAdditions, fwd.BlacklistRemovals = at.blacklistDelta()
 	avoid := at.avoid()
+	at.unmet = 0
+	perCall := p.a.sched.perCall()
+	budget := perCall
 	for _, ask := range args.Asks {
 		if ask.ExecutionType != scheduler.Opportunistic || view.Centralized {
 			fwd.Asks = append(fwd.Asks, ask)
 			continue
 		}
-		got, usable := p.allocateLocal(at, args, ask, avoid)
+		want := ask
+		if perCall > 0 {
+			want.Count = min(want.Count, budget) // opportunistic.max_allocations_per_am_heartbeat
+		}
+		got, usable := p.allocateLocal(at, args, want, avoid)
+		budget -= len(got)
 		local = append(local, got...)
 		rest := ask
 		rest.Count -= len(got)
@@ -294,6 +306,7 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 		fallback := scheduler.OpportunisticFallback(ask, view.ListKnown, usable, rest.Count)
 		if rest.Count > 0 && fallback == 0 {
 			unmet = append(unmet, rest)
+			at.unmet += rest.Count
 		}
 		if fallback > 0 || at.fallback[ask.AskID] {
 			twin := ask
@@ -379,6 +392,18 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 	return nil
 }
 
+// demand is the opportunistic demand the AMs here left unplaced, as their
+// last Allocate each.
+func (p *amrmProxy) demand() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, at := range p.attempts {
+		n += at.unmet
+	}
+	return n
+}
+
 // keep holds releases the servers did not get, for the next relay.
 func (p *amrmProxy) keep(at *proxyAttempt, releases []string) {
 	if len(releases) == 0 {
@@ -457,6 +482,9 @@ func (p *amrmProxy) synced(at *proxyAttempt, req *wrpc.AMAllocateRequest, reply 
 func (p *amrmProxy) allocateLocal(at *proxyAttempt, args *wrpc.AMAllocateRequest, ask scheduler.Ask, avoid scheduler.NodeSet) ([]wrpc.ContainerInfo, int) {
 	clockNow := p.a.clock.Now()
 	now := clockNow.UnixNano()
+	if ask.Count <= 0 {
+		return nil, p.a.sched.view().ListLen
+	}
 	signer, certExpiry := p.a.keys.minter()
 	if signer == nil || now >= certExpiry {
 		return nil, p.a.sched.view().ListLen // not certified (yet): nothing this proxy allocates could start

@@ -229,10 +229,18 @@ func TestKilledAppStopsItsContainers(t *testing.T) {
 	}
 }
 
+// The leader deals its list out: an agent that runs no AM holds one entry
+// of it, and knows how many nodes the whole list had (an agent running AMs
+// holds a window of its own: the amWorld tests' waitList).
 func TestLeaderPushesTheLeastLoadedList(t *testing.T) {
 	_, agents, _ := cluster(t, 3)
 	for _, a := range agents {
-		testutil.WaitFor(t, 15*time.Second, func() bool { return len(a.LeastLoaded()) == 3 })
+		testutil.WaitFor(t, 15*time.Second, func() bool {
+			a.sched.mu.Lock()
+			defer a.sched.mu.Unlock()
+			list, _ := a.sched.dist.List()
+			return len(list) == 1 && a.sched.dist.Candidates() == 3
+		})
 		for _, n := range a.LeastLoaded() {
 			// Idle nodes: all their resources free, their whole queue open.
 			if n.QueueSpace != DefaultOpportunisticQueueLength || n.Free.Vcores != 4 || n.Free.MemoryMB != 2048 || n.Address == "" {

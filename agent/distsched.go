@@ -29,6 +29,7 @@ type distScheduler struct {
 	nodesUsed   int                        // the leader's last list length: how many nodes a renewal keeps
 	fromLeader  time.Time                  // when the leader last sent (or confirmed) a list
 	limit       int
+	maxPerCall  int // opportunistic.max_allocations_per_am_heartbeat
 	centralized bool
 	renewed     chan struct{} // closed when the room is renewed
 }
@@ -51,14 +52,31 @@ func (d *distScheduler) update(resp *wrpc.HeartbeatResponse, sent int64, now tim
 		return // a new leader still gathering loads: keep what we have
 	}
 	d.fromLeader = now
-	d.limit = resp.QueueLimit
-	news := scheduler.ListNews{At: resp.LeastLoadedAt, List: resp.LeastLoaded, Age: resp.LeastLoadedAge, Same: resp.LeastLoadedSame}
+	d.limit, d.maxPerCall = resp.QueueLimit, resp.MaxAllocationsPerAM
+	news := scheduler.ListNews{At: resp.LeastLoadedAt, List: resp.LeastLoaded, Age: resp.LeastLoadedAge, Same: resp.LeastLoadedSame,
+		Candidates: resp.LeastLoadedCandidates}
 	if d.dist.Update(news, sent, now, rand.Uint64()) {
 		if !resp.LeastLoadedSame {
 			d.nodesUsed = len(resp.LeastLoaded)
 		}
 		d.renewedLocked()
 	}
+}
+
+// turnedAway records that a node turned away a container allocated here:
+// nothing more goes there until the next list.
+func (d *distScheduler) turnedAway(node string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.dist.TurnedAway(node)
+}
+
+// perCall is the cap on opportunistic containers one Allocate gets (0:
+// none).
+func (d *distScheduler) perCall() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.maxPerCall
 }
 
 // renewedLocked wakes those waiting for a renewed room. d.mu must be held.
@@ -73,8 +91,7 @@ func (d *distScheduler) renewedLocked() {
 func (d *distScheduler) allocate(ask scheduler.Ask, avoid scheduler.NodeSet, now time.Time) ([]scheduler.LeastLoadedNode, int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	list, _ := d.dist.List()
-	return d.dist.Allocate(ask, avoid, now), scheduler.Usable(list, avoid)
+	return d.dist.Allocate(ask, avoid, now), d.dist.Reachable(avoid)
 }
 
 // schedView is what the AMRMProxy and the heartbeat loop need of the
@@ -91,8 +108,8 @@ type schedView struct {
 func (d *distScheduler) view() schedView {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	list, at := d.dist.List()
-	return schedView{Centralized: d.centralized, ListKnown: at != 0, ListLen: len(list), At: at, Renewed: d.renewed}
+	_, at := d.dist.List()
+	return schedView{Centralized: d.centralized, ListKnown: at != 0, ListLen: d.dist.Reachable(nil), At: at, Renewed: d.renewed}
 }
 
 // snapshot returns the current list and queue limit.

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"strings"
 
 	"github.com/weft-sched/weft/internal/identity"
 	wrpc "github.com/weft-sched/weft/rpc"
@@ -57,6 +58,18 @@ type containerEndpoint struct{ a *Agent }
 // Start runs a container placed on this node, as its container token
 // says it was allocated. A token starts its container once.
 func (e *containerEndpoint) Start(ctx context.Context, args *wrpc.ContainerStartRequest, reply *wrpc.ContainerStartResponse) error {
+	err := e.start(ctx, args, reply)
+	// A node that turns away a container this agent's AMRMProxy allocated
+	// gets nothing more from it until its next list (SPEC §21): the answer
+	// says its queue is full.
+	if c := &args.Container; err == nil && reply.State == string(scheduler.ContainerCompleted) && reply.Reason == string(scheduler.ReasonRejected) &&
+		strings.HasPrefix(c.ID, scheduler.AgentContainerIDPrefix+e.a.config.NodeID+"-") {
+		e.a.sched.turnedAway(c.NodeID)
+	}
+	return err
+}
+
+func (e *containerEndpoint) start(ctx context.Context, args *wrpc.ContainerStartRequest, reply *wrpc.ContainerStartResponse) error {
 	c := args.Container
 	if err := checkContainerIDs(&c); err != nil {
 		return err

@@ -169,7 +169,8 @@ func (m *manager) startLocked(info rpc.ContainerInfo, launch rpc.LaunchSpec) *rp
 		m.changed()
 		return &rpc.ContainerStartResponse{State: string(c.state), Reason: string(c.reason), Diagnostics: c.diag}
 	}
-	m.carryOut(m.ls.Submit(scheduler.LocalContainer{ID: info.ID, Resources: info.Resources, ExecutionType: et}))
+	m.ls.SetTime(m.clock.Now()) // run times, for least-waste eviction
+	m.carryOut(m.ls.Submit(scheduler.LocalContainer{ID: info.ID, AppID: info.AppID, Resources: info.Resources, ExecutionType: et}))
 	return &rpc.ContainerStartResponse{State: string(c.state), Reason: string(c.reason), Diagnostics: c.diag}
 }
 
@@ -182,6 +183,7 @@ func (m *manager) carryOut(act scheduler.Actions) {
 			if err := m.launch(c); err != nil {
 				m.logger.Error("container failed to start", "container", id, "error", err)
 				m.complete(c, nil, scheduler.ReasonFailed, "could not start: "+err.Error())
+				m.ls.SetTime(m.clock.Now())
 				a := m.ls.Finished(id)
 				next.Start = append(next.Start, a.Start...)
 				next.Kill = append(next.Kill, a.Kill...)
@@ -248,6 +250,7 @@ func (m *manager) waitExit(c *ctr, p *process) {
 	if m.cg != nil {
 		m.cg.remove(c.info.ID)
 	}
+	m.ls.SetTime(m.clock.Now())
 	m.carryOut(m.ls.Finished(c.info.ID))
 }
 

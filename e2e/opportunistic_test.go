@@ -13,7 +13,8 @@ import (
 
 // An opportunistic app larger than the cluster queues at agents and
 // finishes; a guaranteed app on full nodes then evicts opportunistic
-// containers (newest first), whose AM runs their work again, and both
+// containers (least waste first: among containers alike, the most recently
+// started), whose AM runs their work again, and both
 // apps finish; a promoted container survives a later guaranteed arrival.
 func TestOpportunisticContainers(t *testing.T) {
 	w := startWorld(t)
@@ -52,7 +53,7 @@ func TestOpportunisticContainers(t *testing.T) {
 		}
 	})
 
-	t.Run("a guaranteed arrival evicts opportunistic containers, newest first", func(t *testing.T) {
+	t.Run("a guaranteed arrival evicts the opportunistic containers that waste least", func(t *testing.T) {
 		w.t = t
 		// More opportunistic work than the cluster holds: every node runs
 		// what fits (11 vcores beside the AM) and queues the rest.
@@ -90,7 +91,7 @@ func TestOpportunisticContainers(t *testing.T) {
 		}
 		// On each node, every evicted container started no earlier than any
 		// container that was running beside it when the evictions came and
-		// survived: the most recently started went first.
+		// survived: containers alike, the one that had run least went first.
 		for node, cs := range byNode {
 			var evictedAt int64
 			for _, c := range cs {

@@ -73,6 +73,21 @@ func (t *txn) applyContainerUpdate(req *ContainerUpdateRequest) error {
 					n.StartedAt = u.StartedAt
 				}
 				t.putContainer(n)
+			} else if c.State == scheduler.ContainerPaused {
+				n := c.Copy() // resumed: it started when it first did
+				n.State = scheduler.ContainerRunning
+				t.putContainer(n)
+			}
+		case scheduler.ContainerPaused:
+			// Only opportunistic work is paused, and only once it runs.
+			if c.ExecutionType == scheduler.Opportunistic && (c.State == scheduler.ContainerRunning || c.State == scheduler.ContainerAllocated ||
+				c.State == scheduler.ContainerQueued) {
+				n := c.Copy()
+				n.State = scheduler.ContainerPaused
+				if n.StartedAt == 0 {
+					n.StartedAt = u.StartedAt
+				}
+				t.putContainer(n)
 			}
 		case scheduler.ContainerCompleted:
 			if c.StartedAt == 0 && u.StartedAt > 0 {

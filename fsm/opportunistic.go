@@ -81,8 +81,9 @@ func ValidateRecord(r *ContainerRecord) error {
 		// Only IDs an agent mints: one that looked like a leader's could
 		// collide with a later placement.
 		return fmt.Errorf("container id %.64q is not an agent's (%s…, at most %d bytes)", r.ID, scheduler.AgentContainerIDPrefix, maxContainerIDLength)
-	case r.State != scheduler.ContainerQueued && r.State != scheduler.ContainerRunning && r.State != scheduler.ContainerCompleted:
-		return fmt.Errorf("container %s: state %q is not QUEUED, RUNNING or COMPLETED", r.ID, r.State)
+	case r.State != scheduler.ContainerQueued && r.State != scheduler.ContainerRunning && r.State != scheduler.ContainerPaused &&
+		r.State != scheduler.ContainerCompleted:
+		return fmt.Errorf("container %s: state %q is not QUEUED, RUNNING, PAUSED or COMPLETED", r.ID, r.State)
 	case r.Resources.Validate() != nil || r.Resources.MemoryMB <= 0 || r.Resources.Vcores <= 0:
 		return fmt.Errorf("container %s: resources must be positive", r.ID)
 	}

@@ -228,3 +228,43 @@ func TestSnapshotKeepsOpportunisticState(t *testing.T) {
 		t.Fatalf("node after restore %+v, was %+v", n2, n1)
 	}
 }
+
+// A node pauses an opportunistic container to make room and resumes it:
+// paused, it counts as neither running nor queued; resumed, it keeps the
+// time it first started. A guaranteed container is never paused.
+func TestPausedContainers(t *testing.T) {
+	h := newHarness(t)
+	h.register("n1", 4096)
+	app := h.runningApp("n1")
+	h.ok(ContainerUpdateType, &ContainerUpdateRequest{NodeID: "n1", Records: []ContainerRecord{
+		{ID: "o-n1-1-1", AppID: app, Attempt: 1, AskID: 1, Resources: oneCore, State: scheduler.ContainerRunning, AllocatedAt: 3, StartedAt: 7}}})
+	h.ok(ContainerUpdateType, &ContainerUpdateRequest{NodeID: "n1", Updates: []ContainerStatus{{ID: "o-n1-1-1", State: scheduler.ContainerPaused, At: 9}}})
+	if c := h.container("o-n1-1-1"); c.State != scheduler.ContainerPaused || c.StartedAt != 7 {
+		t.Fatalf("paused container %+v", c)
+	}
+	if n, _ := h.f.State().Node("n1"); n.RunningOpportunistic != 0 || n.Queued != 0 || !n.AllocatedOpportunistic.IsZero() {
+		t.Fatalf("node with a paused container %+v: it is neither running nor queued", n)
+	}
+	h.ok(ContainerUpdateType, &ContainerUpdateRequest{NodeID: "n1", Updates: []ContainerStatus{{ID: "o-n1-1-1", State: scheduler.ContainerRunning, At: 11}}})
+	if c := h.container("o-n1-1-1"); c.State != scheduler.ContainerRunning || c.StartedAt != 7 {
+		t.Fatalf("resumed container %+v: want RUNNING, started at 7", c)
+	}
+	if n, _ := h.f.State().Node("n1"); n.RunningOpportunistic != 1 {
+		t.Fatalf("node after the resume %+v", n)
+	}
+	// The AM container is guaranteed: a PAUSED report of it changes nothing.
+	for _, c := range h.f.State().NodeLiveContainers("n1") {
+		if c.IsAM {
+			h.ok(ContainerUpdateType, &ContainerUpdateRequest{NodeID: "n1", Updates: []ContainerStatus{{ID: c.ID, State: scheduler.ContainerPaused, At: 12}}})
+			if got := h.container(c.ID); got.State != scheduler.ContainerRunning {
+				t.Fatalf("a guaranteed container was recorded %s", got.State)
+			}
+		}
+	}
+	// A record may arrive already paused.
+	h.ok(ContainerUpdateType, &ContainerUpdateRequest{NodeID: "n1", Records: []ContainerRecord{
+		{ID: "o-n1-1-2", AppID: app, Attempt: 1, AskID: 1, Resources: oneCore, State: scheduler.ContainerPaused, AllocatedAt: 3, StartedAt: 8}}})
+	if c := h.container("o-n1-1-2"); c.State != scheduler.ContainerPaused {
+		t.Fatalf("record of a paused container %+v", c)
+	}
+}

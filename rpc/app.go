@@ -132,6 +132,9 @@ type ContainerCounts struct {
 	Allocated int `codec:"allocated" json:"allocated"`
 	Queued    int `codec:"queued" json:"queued"`
 	Running   int `codec:"running" json:"running"`
+	// Paused counts opportunistic containers their agents paused to make
+	// room for guaranteed work.
+	Paused    int `codec:"paused,omitempty" json:"paused,omitempty"`
 	Completed int `codec:"completed" json:"completed"`
 }
 
@@ -161,6 +164,8 @@ func NewAppInfo(a *scheduler.App, containers []*scheduler.Container) AppInfo {
 			info.Containers.Queued++
 		case scheduler.ContainerRunning:
 			info.Containers.Running++
+		case scheduler.ContainerPaused:
+			info.Containers.Paused++
 		default:
 			info.Containers.Completed++
 		}

@@ -210,9 +210,17 @@ func decodeExtended(r *wireReader, res *scheduler.Resources) error {
 // ---- NodeLoad --------------------------------------------------------------
 
 func (l *NodeLoad) appendMsgpack(b []byte) []byte {
-	b = appendMapHeader(b, 7)
+	if l.OpportunisticDemand != 0 {
+		b = appendMapHeader(b, 8)
+	} else {
+		b = appendMapHeader(b, 7)
+	}
 	b = appendStr(b, "estimated_queue_wait")
 	b = appendInt(b, int64(l.EstimatedQueueWait))
+	if l.OpportunisticDemand != 0 { // omitempty
+		b = appendStr(b, "opportunistic_demand")
+		b = appendInt(b, int64(l.OpportunisticDemand))
+	}
 	b = appendStr(b, "queue_capacity")
 	b = appendInt(b, int64(l.QueueCapacity))
 	b = appendStr(b, "queued")
@@ -234,6 +242,9 @@ func (l *NodeLoad) decodeMsgpack(r *wireReader) error {
 		case "estimated_queue_wait":
 			v, err = r.int()
 			l.EstimatedQueueWait = time.Duration(v)
+		case "opportunistic_demand":
+			v, err = r.int()
+			l.OpportunisticDemand = int(v)
 		case "queue_capacity":
 			v, err = r.int()
 			l.QueueCapacity = int(v)
@@ -476,6 +487,12 @@ func (h *HeartbeatResponse) appendMsgpack(b []byte) []byte {
 	if len(h.Recorded) > 0 {
 		fields++
 	}
+	if h.LeastLoadedCandidates != 0 {
+		fields++
+	}
+	if h.MaxAllocationsPerAM != 0 {
+		fields++
+	}
 	b = appendMapHeader(b, fields)
 	b = appendStr(b, "acked")
 	b = appendStrings(b, h.Acked)
@@ -516,8 +533,16 @@ func (h *HeartbeatResponse) appendMsgpack(b []byte) []byte {
 	b = appendInt(b, int64(h.LeastLoadedAge))
 	b = appendStr(b, "least_loaded_at")
 	b = appendInt(b, h.LeastLoadedAt)
+	if h.LeastLoadedCandidates != 0 { // omitempty
+		b = appendStr(b, "least_loaded_candidates")
+		b = appendInt(b, int64(h.LeastLoadedCandidates))
+	}
 	b = appendStr(b, "least_loaded_same")
 	b = appendBool(b, h.LeastLoadedSame)
+	if h.MaxAllocationsPerAM != 0 { // omitempty
+		b = appendStr(b, "max_allocations_per_am")
+		b = appendInt(b, int64(h.MaxAllocationsPerAM))
+	}
 	if h.MintCert != "" { // omitempty
 		b = appendStr(b, "mint_cert")
 		b = appendStr(b, h.MintCert)
@@ -576,8 +601,14 @@ func (h *HeartbeatResponse) decodeMsgpack(r *wireReader) error {
 			h.LeastLoadedAge = time.Duration(v)
 		case "least_loaded_at":
 			h.LeastLoadedAt, err = r.int()
+		case "least_loaded_candidates":
+			v, err = r.int()
+			h.LeastLoadedCandidates = int(v)
 		case "least_loaded_same":
 			h.LeastLoadedSame, err = r.bool()
+		case "max_allocations_per_am":
+			v, err = r.int()
+			h.MaxAllocationsPerAM = int(v)
 		case "mint_cert":
 			h.MintCert, err = r.str()
 		case "promote":

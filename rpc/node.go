@@ -100,6 +100,10 @@ type NodeLoad struct {
 	UsedOpportunistic    scheduler.Resources `codec:"used_opportunistic"`
 	// EstimatedQueueWait is how long a container arriving now would wait.
 	EstimatedQueueWait time.Duration `codec:"estimated_queue_wait"`
+	// OpportunisticDemand is how many opportunistic containers the AMs of
+	// the node's AMRMProxy asked for that it could not place from its
+	// window of the least-loaded list: the leader deals windows by it.
+	OpportunisticDemand int `codec:"opportunistic_demand,omitempty"`
 }
 
 // HeartbeatRequest is an agent's periodic report (Node.Heartbeat). It lists
@@ -190,23 +194,27 @@ func (r *HeartbeatResult) Err() error {
 }
 
 // ShareLeastLoaded moves the least-loaded lists of the results into the
-// batch's answer: every result whose list is the first one's computation
-// (they all are, but for a list recomputed while the batch was answered)
-// leaves its copy out.
+// batch's answer: every result whose list is the first one's (the same
+// slice: the leader deals each agent a window of its list, and answers the
+// agents that hold the same window with one slice) leaves its copy out.
 func (r *HeartbeatBatchResponse) ShareLeastLoaded() {
-	var at int64
 	for i := range r.Results {
 		resp := &r.Results[i].Response
 		if resp.LeastLoaded == nil {
 			continue
 		}
 		if r.LeastLoaded == nil {
-			r.LeastLoaded, at = resp.LeastLoaded, resp.LeastLoadedAt
+			r.LeastLoaded = resp.LeastLoaded
 		}
-		if resp.LeastLoadedAt == at {
+		if sameSlice(resp.LeastLoaded, r.LeastLoaded) {
 			resp.LeastLoaded, r.Results[i].SharedList = nil, true
 		}
 	}
+}
+
+// sameSlice reports whether a and b are one slice.
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // ShareFederation moves the results' Federation into the batch's answer:
@@ -288,6 +296,15 @@ type HeartbeatResponse struct {
 	// computed at the request's LeastLoadedAt, which the agent holds: it
 	// takes it as the new computation.
 	LeastLoadedSame bool `codec:"least_loaded_same"`
+	// LeastLoadedCandidates is how many nodes the whole list had, of which
+	// LeastLoaded is this agent's window: with an empty window it tells
+	// "other proxies hold the room" (a number) from "no node can take
+	// opportunistic work" (0). 0 from a leader that deals no windows.
+	LeastLoadedCandidates int `codec:"least_loaded_candidates,omitempty"`
+	// MaxAllocationsPerAM caps the opportunistic containers one AM.Allocate
+	// gets at the AMRMProxy (opportunistic.max_allocations_per_am_heartbeat;
+	// 0: no cap).
+	MaxAllocationsPerAM int `codec:"max_allocations_per_am,omitempty"`
 	// QueueLimit is the opportunistic queue length the agent must shed to
 	// (0: no limit known).
 	QueueLimit int `codec:"queue_limit"`

@@ -23,6 +23,11 @@ const (
 	ContainerAllocated ContainerState = "ALLOCATED" // placed, not started yet
 	ContainerQueued    ContainerState = "QUEUED"    // waiting at an agent
 	ContainerRunning   ContainerState = "RUNNING"
+	// ContainerPaused is an opportunistic container its agent stopped to
+	// make room for guaranteed work (opportunistic.pause): it keeps its
+	// memory, runs no more until resumed, and counts as neither running
+	// nor queued.
+	ContainerPaused    ContainerState = "PAUSED"
 	ContainerCompleted ContainerState = "COMPLETED"
 )
 

@@ -18,10 +18,14 @@ type DistributedRoom struct {
 	margin time.Duration
 	list   []LeastLoadedNode
 	at     int64 // the list's computation (0: none held)
-	room   *Room
-	rr     int
-	recent []recentPlacement
-	pos    []int // scratch for Allocate
+	// candidates is how many nodes the whole list of the computation had,
+	// of which list is this proxy's window: 0 means no node anywhere can
+	// take opportunistic work, not only none of the window's.
+	candidates int
+	room       *Room
+	rr         int
+	recent     []recentPlacement
+	pos        []int // scratch for Allocate
 }
 
 // recentPlacement is one container a DistributedRoom placed on a node.
@@ -43,6 +47,10 @@ type ListNews struct {
 	// Same says the list of At, left out, is entry for entry the list of
 	// the computation the heartbeat said it held.
 	Same bool
+	// Candidates is how many nodes the whole list had, of which List is
+	// this proxy's window (0 from a leader that deals no windows: List is
+	// the whole list).
+	Candidates int
 }
 
 // NewDistributedRoom returns a room with no list; margin is how long
@@ -56,6 +64,32 @@ func (d *DistributedRoom) Margin() time.Duration { return d.margin }
 
 // List returns the list held and its computation (0: none).
 func (d *DistributedRoom) List() ([]LeastLoadedNode, int64) { return d.list, d.at }
+
+// Reachable is how many nodes could take opportunistic work when the list
+// held was computed, for OpportunisticFallback: those of the window held
+// that avoid leaves, or, when the window is empty, how many the whole
+// list had (an empty window says only that other proxies hold the room).
+func (d *DistributedRoom) Reachable(avoid NodeSet) int {
+	if len(d.list) == 0 {
+		return max(0, d.candidates)
+	}
+	return Usable(d.list, avoid)
+}
+
+// Candidates is how many nodes the whole list of the computation held had.
+func (d *DistributedRoom) Candidates() int { return d.candidates }
+
+// TurnedAway records that the node turned a container placed from this
+// room away: its queue is full whatever the list said, so nothing more
+// goes there until the next list.
+func (d *DistributedRoom) TurnedAway(nodeID string) {
+	for i := range d.list {
+		if d.list[i].NodeID == nodeID {
+			d.room.Exhaust(i)
+			return
+		}
+	}
+}
 
 // Update takes what a heartbeat answer says of the list; sent is the
 // computation the heartbeat said was held, now when the answer came, and
@@ -74,11 +108,13 @@ func (d *DistributedRoom) Update(news ListNews, sent int64, now time.Time, spin 
 		// Recomputed, entry for entry the list we said we held.
 		if sent == d.at && news.At != d.at {
 			d.Install(d.list, news.At, now.Add(-news.Age), spin)
+			d.candidates = max(news.Candidates, len(d.list))
 			return true
 		}
 		return false
 	case news.At != d.at:
 		d.Install(news.List, news.At, now.Add(-news.Age), spin)
+		d.candidates = max(news.Candidates, len(news.List))
 		return true
 	}
 	return false
@@ -89,7 +125,7 @@ func (d *DistributedRoom) Update(news ListNews, sent int64, now time.Time, spin 
 // computed is when it was, on this proxy's clock. Round-robin starts at
 // position spin modulo the list's length.
 func (d *DistributedRoom) Install(list []LeastLoadedNode, at int64, computed time.Time, spin uint64) {
-	d.list, d.at = list, at
+	d.list, d.at, d.candidates = list, at, len(list)
 	d.room = d.room.Reset(list) // a proxy installs a list every sorting interval: reuse the last room's memory
 	cutoff := computed.Add(-d.margin)
 	keep := d.recent[:0]

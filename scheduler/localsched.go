@@ -1,28 +1,101 @@
 package scheduler
 
-// LocalScheduler is an agent's container scheduler (SPEC §10, seed 000):
-// it decides which arriving containers start at once, which opportunistic
-// ones wait in the node's FIFO queue, which running opportunistic ones are
-// evicted to make room for a guaranteed arrival, and which queued ones are
-// rejected or shed. It does no I/O: each call returns the Actions the agent
-// must carry out, and the agent reports back with Finished when a process
-// has really exited. It is not safe for concurrent use.
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// LocalScheduler is an agent's container scheduler (SPEC §10, §21, seed
+// 000): it decides which arriving containers start at once, which
+// opportunistic ones wait in the node's queue and in what order, which
+// running opportunistic ones are evicted (killed, or paused) to make room
+// for a guaranteed arrival, and which queued ones are rejected or shed. It
+// does no I/O: each call returns the Actions the agent must carry out, and
+// the agent reports back with Finished when a process has really exited.
+// Decisions that depend on time (run time lost, aging, pauses) read the
+// time the agent last gave SetTime. It is not safe for concurrent use.
 type LocalScheduler struct {
 	capacity   Resources
 	queueLimit int
+	policy     LocalPolicy
+	now        time.Time
 
-	used     Resources // running and being-killed containers
+	used     Resources // what running, being-killed and paused containers hold
 	running  []*localEntry
 	pendingG []*localEntry // guaranteed, waiting for evicted containers to exit
-	queue    []*localEntry // opportunistic FIFO
+	queue    []*localEntry // opportunistic, in arrival order
+	paused   []*localEntry // opportunistic, paused to make room, in pause order
 	byID     map[string]*localEntry
+	// runs is the moving average run time of each app's containers that
+	// ran to their end here (the shortest_first policy's estimate when an
+	// ask gives none); allRuns the same over every app.
+	runs    map[string]time.Duration
+	allRuns time.Duration
 }
 
 // LocalContainer is a container as the local scheduler sees it.
 type LocalContainer struct {
 	ID            string
+	AppID         string
 	Resources     Resources
 	ExecutionType ExecutionType
+	// Expected is how long the ask said it runs (0: not said).
+	Expected time.Duration
+	// Progress is how far its app was when it was started (0 to 1).
+	Progress float64
+}
+
+// The opportunistic queue's orders (opportunistic.queue_policy).
+const (
+	QueueFIFO              = "fifo"
+	QueueShortestFirst     = "shortest_first"
+	QueueNearestCompletion = "nearest_completion"
+)
+
+// Which running opportunistic containers a guaranteed arrival evicts
+// (opportunistic.eviction).
+const (
+	EvictLeastWaste  = "least_waste"
+	EvictNewestFirst = "newest_first"
+)
+
+// DefaultMaxPause is how long a paused container may stay paused.
+const DefaultMaxPause = 5 * time.Minute
+
+// LocalPolicy is how a node orders and evicts opportunistic containers.
+type LocalPolicy struct {
+	// QueuePolicy orders the queue: QueueFIFO ("" too), QueueShortestFirst
+	// (the expected run time: the ask's, else the app's average here, else
+	// every app's) or QueueNearestCompletion (the app's progress).
+	QueuePolicy string
+	// MaxQueueWait puts a container that has waited longer at the head,
+	// the longest waiting first (0: never).
+	MaxQueueWait time.Duration
+	// Eviction picks the victims: EvictLeastWaste ("" too) or
+	// EvictNewestFirst.
+	Eviction string
+	// Pause stops victims rather than killing them, when the guaranteed
+	// arrival's memory fits beside theirs; they resume when room frees.
+	// One paused longer than MaxPause (0: DefaultMaxPause) is killed.
+	Pause    bool
+	MaxPause time.Duration
+}
+
+// Validate reports the first setting that is not one of its values, by
+// its name in an agent's opportunistic block.
+func (p LocalPolicy) Validate() error {
+	switch {
+	case p.QueuePolicy != "" && p.QueuePolicy != QueueFIFO && p.QueuePolicy != QueueShortestFirst && p.QueuePolicy != QueueNearestCompletion:
+		return fmt.Errorf("opportunistic.queue_policy must be %q, %q or %q, not %q", QueueFIFO, QueueShortestFirst, QueueNearestCompletion, p.QueuePolicy)
+	case p.MaxQueueWait < 0:
+		return fmt.Errorf("opportunistic.max_queue_wait must not be negative")
+	case p.Eviction != "" && p.Eviction != EvictLeastWaste && p.Eviction != EvictNewestFirst:
+		return fmt.Errorf("opportunistic.eviction must be %q or %q, not %q", EvictLeastWaste, EvictNewestFirst, p.Eviction)
+	case p.MaxPause < 0:
+		return fmt.Errorf("opportunistic.max_pause must not be negative")
+	}
+	return nil
 }
 
 type localState uint8
@@ -32,12 +105,16 @@ const (
 	localPendingG
 	localRunning
 	localKilling
+	localPaused
 )
 
 type localEntry struct {
 	c        LocalContainer
 	state    localState
 	promoted bool
+	held     Resources // what it holds of s.used
+	since    time.Time // queued, started (or resumed) or paused at
+	ran      time.Duration
 }
 
 // Stop is a container to stop, with the reason it will complete with.
@@ -47,33 +124,54 @@ type Stop struct {
 }
 
 // Actions are what the agent must do after a LocalScheduler call: start
-// these containers' processes, kill these running processes (and call
-// Finished when each exits), and report these never-started containers as
-// completed without running them.
+// these containers' processes, kill these running (or paused) processes
+// (and call Finished when each exits), report these never-started
+// containers as completed without running them, stop (pause) these
+// running processes and let these paused ones go on.
 type Actions struct {
-	Start []string
-	Kill  []Stop
-	Drop  []Stop
+	Start  []string
+	Kill   []Stop
+	Drop   []Stop
+	Pause  []string
+	Resume []string
 }
 
 func (a *Actions) merge(b Actions) {
 	a.Start = append(a.Start, b.Start...)
 	a.Kill = append(a.Kill, b.Kill...)
 	a.Drop = append(a.Drop, b.Drop...)
+	a.Pause = append(a.Pause, b.Pause...)
+	a.Resume = append(a.Resume, b.Resume...)
 }
 
 // NewLocalScheduler returns a scheduler for a node of the given capacity
 // whose opportunistic queue holds at most queueLimit containers (0: never
 // queue, reject instead).
 func NewLocalScheduler(capacity Resources, queueLimit int) *LocalScheduler {
-	return &LocalScheduler{capacity: capacity, queueLimit: queueLimit, byID: map[string]*localEntry{}}
+	return &LocalScheduler{capacity: capacity, queueLimit: queueLimit, byID: map[string]*localEntry{}, runs: map[string]time.Duration{}}
 }
+
+// SetPolicy sets how the queue is ordered and victims chosen.
+func (s *LocalScheduler) SetPolicy(p LocalPolicy) {
+	if p.MaxPause <= 0 {
+		p.MaxPause = DefaultMaxPause
+	}
+	s.policy = p
+}
+
+// SetTime gives the time of the calls that follow.
+func (s *LocalScheduler) SetTime(now time.Time) { s.now = now }
 
 func (s *LocalScheduler) free() Resources { return s.capacity.Sub(s.used) }
 
+func (s *LocalScheduler) hold(e *localEntry, r Resources) {
+	s.used = s.used.Sub(e.held).Add(r)
+	e.held = r
+}
+
 func (s *LocalScheduler) start(e *localEntry) {
-	e.state = localRunning
-	s.used = s.used.Add(e.c.Resources)
+	e.state, e.since = localRunning, s.now
+	s.hold(e, e.c.Resources)
 	s.running = append(s.running, e)
 }
 
@@ -102,10 +200,10 @@ func (s *LocalScheduler) Submit(c LocalContainer) Actions {
 		}
 		e.state = localPendingG
 		s.pendingG = append(s.pendingG, e)
-		act.Kill = s.evictFor()
+		act.merge(s.evictFor())
 		return act
 	}
-	if len(s.pendingG) == 0 && len(s.queue) == 0 && c.Resources.Fits(s.free()) {
+	if len(s.pendingG)+len(s.queue)+len(s.paused) == 0 && c.Resources.Fits(s.free()) {
 		s.start(e)
 		act.Start = append(act.Start, c.ID)
 		return act
@@ -115,15 +213,19 @@ func (s *LocalScheduler) Submit(c LocalContainer) Actions {
 		act.Drop = append(act.Drop, Stop{c.ID, ReasonRejected})
 		return act
 	}
-	e.state = localQueued
+	e.state, e.since = localQueued, s.now
 	s.queue = append(s.queue, e)
 	return act
 }
 
-// evictFor picks running opportunistic containers to kill, newest first,
-// until every waiting guaranteed container will fit once the killed ones
-// (and those already being killed) have exited.
-func (s *LocalScheduler) evictFor() []Stop {
+// evictFor makes room for the waiting guaranteed containers: once the
+// containers being killed have exited, every one of them must fit. When
+// the policy pauses and their memory fits beside what runs, victims are
+// paused (they keep their memory, give up the rest) and the guaranteed
+// containers start at once; otherwise victims are killed, paused ones
+// first (they do no work), then running ones as the policy picks them.
+func (s *LocalScheduler) evictFor() Actions {
+	var act Actions
 	var need Resources
 	for _, g := range s.pendingG {
 		need = need.Add(g.c.Resources)
@@ -131,39 +233,195 @@ func (s *LocalScheduler) evictFor() []Stop {
 	avail := s.free()
 	for _, e := range s.running {
 		if e.state == localKilling {
-			avail = avail.Add(e.c.Resources)
+			avail = avail.Add(e.held)
 		}
 	}
-	var kills []Stop
-	for i := len(s.running) - 1; i >= 0 && !need.Fits(avail); i-- {
-		e := s.running[i]
-		if e.state != localRunning || e.c.ExecutionType != Opportunistic || e.promoted {
-			continue
+	if need.Fits(avail) {
+		return act
+	}
+	if s.policy.Pause {
+		// What pausing frees: all but memory.
+		pausable := avail
+		for _, e := range s.running {
+			if s.evictable(e) {
+				pausable = pausable.Add(e.held).Sub(Resources{MemoryMB: e.held.MemoryMB})
+			}
 		}
+		if need.Fits(pausable) {
+			for _, e := range s.victims(need, avail, true) {
+				s.pause(e)
+				act.Pause = append(act.Pause, e.c.ID)
+			}
+			act.merge(s.drain())
+			return act
+		}
+	}
+	for _, e := range s.paused {
+		if need.Fits(avail) {
+			break
+		}
+		avail = avail.Add(e.held)
 		e.state = localKilling
-		avail = avail.Add(e.c.Resources)
-		kills = append(kills, Stop{e.c.ID, ReasonEvicted})
+		act.Kill = append(act.Kill, Stop{e.c.ID, ReasonEvicted})
 	}
-	return kills
+	s.paused = slices.DeleteFunc(s.paused, func(e *localEntry) bool { return e.state == localKilling })
+	for _, e := range s.victims(need, avail, false) {
+		e.state = localKilling
+		act.Kill = append(act.Kill, Stop{e.c.ID, ReasonEvicted})
+	}
+	return act
+}
+
+// evictable says whether a guaranteed arrival may take e's place.
+func (s *LocalScheduler) evictable(e *localEntry) bool {
+	return e.state == localRunning && e.c.ExecutionType == Opportunistic && !e.promoted
+}
+
+// victims picks running opportunistic containers whose room, added to
+// avail, fits need (all but their memory when pausing, since a paused
+// container keeps it). EvictNewestFirst takes the most recently started
+// first. EvictLeastWaste takes the one container that frees enough with
+// the least work lost if there is one, else the least wasteful first until
+// enough is free, and then gives back any that were not needed. The work a
+// container loses is its run time × its dominant share of the node, ×
+// (1 + its app's progress): an app near its end loses more by waiting.
+func (s *LocalScheduler) victims(need, avail Resources, pausing bool) []*localEntry {
+	frees := func(e *localEntry) Resources {
+		if pausing {
+			return e.held.Sub(Resources{MemoryMB: e.held.MemoryMB})
+		}
+		return e.held
+	}
+	var cands []*localEntry
+	for i := len(s.running) - 1; i >= 0; i-- { // newest first
+		if e := s.running[i]; s.evictable(e) {
+			cands = append(cands, e)
+		}
+	}
+	var out []*localEntry
+	if s.policy.Eviction == EvictNewestFirst {
+		for _, e := range cands {
+			if need.Fits(avail) {
+				break
+			}
+			avail = avail.Add(frees(e))
+			out = append(out, e)
+		}
+		return out
+	}
+	waste := func(e *localEntry) float64 {
+		run := e.ran
+		if e.state == localRunning && !e.since.IsZero() && s.now.After(e.since) {
+			run += s.now.Sub(e.since)
+		}
+		return run.Seconds() * max(dominantShare(e.c.Resources, s.capacity), 1e-9) * (1 + e.c.Progress)
+	}
+	slices.SortStableFunc(cands, func(a, b *localEntry) int {
+		wa, wb := waste(a), waste(b)
+		switch {
+		case wa < wb:
+			return -1
+		case wa > wb:
+			return 1
+		}
+		return 0
+	})
+	for _, e := range cands { // one alone, the least wasteful that frees enough
+		if need.Fits(avail.Add(frees(e))) {
+			return []*localEntry{e}
+		}
+	}
+	for _, e := range cands {
+		if need.Fits(avail) {
+			break
+		}
+		avail = avail.Add(frees(e))
+		out = append(out, e)
+	}
+	for i := len(out) - 1; i >= 0; i-- { // the most wasteful first: spare what is not needed
+		if rest := avail.Sub(frees(out[i])); need.Fits(rest) {
+			avail = rest
+			out = slices.Delete(out, i, i+1)
+		}
+	}
+	return out
+}
+
+// dominantShare is r's largest share of capacity.
+func dominantShare(r, capacity Resources) float64 {
+	share := 0.0
+	if capacity.MemoryMB > 0 {
+		share = max(share, float64(r.MemoryMB)/float64(capacity.MemoryMB))
+	}
+	if capacity.Vcores > 0 {
+		share = max(share, float64(r.Vcores)/float64(capacity.Vcores))
+	}
+	return share
+}
+
+// pause stops a running container: it keeps its memory, gives up the rest.
+func (s *LocalScheduler) pause(e *localEntry) {
+	s.running = removeEntry(s.running, e)
+	if !e.since.IsZero() && s.now.After(e.since) {
+		e.ran += s.now.Sub(e.since)
+	}
+	e.state, e.since = localPaused, s.now
+	s.hold(e, Resources{MemoryMB: e.c.Resources.MemoryMB})
+	s.paused = append(s.paused, e)
+}
+
+// ExpirePauses kills the containers paused longer than the policy's
+// MaxPause (reason evicted), as of the time last set.
+func (s *LocalScheduler) ExpirePauses() Actions {
+	var act Actions
+	for _, e := range s.paused {
+		if s.now.Sub(e.since) > s.policy.MaxPause {
+			e.state = localKilling
+			act.Kill = append(act.Kill, Stop{e.c.ID, ReasonEvicted})
+		}
+	}
+	s.paused = slices.DeleteFunc(s.paused, func(e *localEntry) bool { return e.state == localKilling })
+	return act
 }
 
 // Finished records that a started container's process has exited (by
 // itself or killed) and starts what now fits: waiting guaranteed
-// containers first, then the opportunistic queue in FIFO order.
+// containers first, then paused ones, then the queue in the policy's order.
 func (s *LocalScheduler) Finished(id string) Actions {
 	e, ok := s.byID[id]
-	if !ok || (e.state != localRunning && e.state != localKilling) {
+	if !ok || (e.state != localRunning && e.state != localKilling && e.state != localPaused) {
 		return Actions{}
 	}
 	delete(s.byID, id)
-	s.used = s.used.Sub(e.c.Resources)
-	for i, r := range s.running {
-		if r == e {
-			s.running = append(s.running[:i], s.running[i+1:]...)
-			break
-		}
+	if e.state == localRunning && !e.since.IsZero() && s.now.After(e.since) {
+		s.learn(e.c.AppID, e.ran+s.now.Sub(e.since))
 	}
+	s.hold(e, Resources{})
+	s.running = removeEntry(s.running, e)
+	s.paused = removeEntry(s.paused, e)
 	return s.drain()
+}
+
+// maxAppRuns bounds the apps whose run times a node remembers.
+const maxAppRuns = 1024
+
+// learn folds one container's run time into its app's moving average and
+// every app's (weight 1/4 for the newest).
+func (s *LocalScheduler) learn(app string, run time.Duration) {
+	avg := func(old time.Duration) time.Duration {
+		if old == 0 {
+			return run
+		}
+		return (3*old + run) / 4
+	}
+	s.allRuns = avg(s.allRuns)
+	if app == "" {
+		return
+	}
+	if _, ok := s.runs[app]; !ok && len(s.runs) >= maxAppRuns {
+		clear(s.runs)
+	}
+	s.runs[app] = avg(s.runs[app])
 }
 
 func (s *LocalScheduler) drain() Actions {
@@ -177,13 +435,63 @@ func (s *LocalScheduler) drain() Actions {
 	if len(s.pendingG) > 0 {
 		return act // opportunistic work never jumps a waiting guaranteed container
 	}
-	for len(s.queue) > 0 && s.queue[0].c.Resources.Fits(s.free()) {
-		e := s.queue[0]
-		s.queue = s.queue[1:]
+	for len(s.paused) > 0 && s.paused[0].c.Resources.Fits(s.free().Add(s.paused[0].held)) {
+		e := s.paused[0]
+		s.paused = s.paused[1:]
+		s.start(e)
+		act.Resume = append(act.Resume, e.c.ID)
+	}
+	if len(s.paused) > 0 {
+		return act // paused work resumes before queued work starts
+	}
+	for len(s.queue) > 0 {
+		i := s.next()
+		e := s.queue[i]
+		if !e.c.Resources.Fits(s.free()) {
+			break
+		}
+		s.queue = slices.Delete(s.queue, i, i+1)
 		s.start(e)
 		act.Start = append(act.Start, e.c.ID)
 	}
 	return act
+}
+
+// next is the position in the queue of the container to start next: one
+// that waited longer than MaxQueueWait (the longest waiting), else the
+// policy's first.
+func (s *LocalScheduler) next() int {
+	if w := s.policy.MaxQueueWait; w > 0 && s.now.Sub(s.queue[0].since) > w {
+		return 0 // arrival order: the first waited longest
+	}
+	best := 0
+	switch s.policy.QueuePolicy {
+	case QueueShortestFirst:
+		for i := 1; i < len(s.queue); i++ {
+			if s.expected(s.queue[i]) < s.expected(s.queue[best]) {
+				best = i
+			}
+		}
+	case QueueNearestCompletion:
+		for i := 1; i < len(s.queue); i++ {
+			if s.queue[i].c.Progress > s.queue[best].c.Progress {
+				best = i
+			}
+		}
+	}
+	return best
+}
+
+// expected is how long a queued container is expected to run: as its ask
+// said, else its app's average here, else every app's.
+func (s *LocalScheduler) expected(e *localEntry) time.Duration {
+	if e.c.Expected > 0 {
+		return e.c.Expected
+	}
+	if d, ok := s.runs[e.c.AppID]; ok {
+		return d
+	}
+	return s.allRuns
 }
 
 // Stop handles a request (from the AM, a user or the leader) to stop a
@@ -206,6 +514,10 @@ func (s *LocalScheduler) Stop(id string, reason ExitReason) Actions {
 		act.Drop = append(act.Drop, Stop{id, reason})
 		act.merge(s.drain())
 	case localRunning:
+		e.state = localKilling
+		act.Kill = append(act.Kill, Stop{id, reason})
+	case localPaused:
+		s.paused = removeEntry(s.paused, e)
 		e.state = localKilling
 		act.Kill = append(act.Kill, Stop{id, reason})
 	}
@@ -267,13 +579,16 @@ type LocalLoad struct {
 	RunningGuaranteed    int
 	RunningOpportunistic int
 	Queued               int
-	Used                 Resources
-	UsedOpportunistic    Resources
+	// Paused counts opportunistic containers paused to make room: neither
+	// running nor queued. Used includes their memory.
+	Paused            int
+	Used              Resources
+	UsedOpportunistic Resources
 }
 
 // Load reports what runs and waits on the node.
 func (s *LocalScheduler) Load() LocalLoad {
-	l := LocalLoad{Queued: len(s.queue), Used: s.used}
+	l := LocalLoad{Queued: len(s.queue), Paused: len(s.paused), Used: s.used}
 	for _, e := range s.running {
 		if e.c.ExecutionType == Opportunistic {
 			l.RunningOpportunistic++

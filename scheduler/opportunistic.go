@@ -20,7 +20,25 @@ type OpportunisticConfig struct {
 	QueueLimitStdev float64 `codec:"queue_limit_stdev"`
 	MinQueueLength  int     `codec:"min_queue_length"`
 	MaxQueueLength  int     `codec:"max_queue_length"`
+	// LoadComparator ranks the nodes of the list: LoadQueueLength (""
+	// too, the default) by queued containers, LoadQueueWaitTime by the
+	// estimated wait of a container arriving now.
+	LoadComparator string `codec:"load_comparator,omitempty"`
+	// MaxAllocationsPerAMHeartbeat caps the opportunistic containers one
+	// AM.Allocate receives (0: no cap).
+	MaxAllocationsPerAMHeartbeat int `codec:"max_allocations_per_am_heartbeat,omitempty"`
+	// SharedList sends every agent the same list of the first NodesUsed
+	// nodes, each with its whole room, instead of dealing each agent that
+	// runs AMs a window of its own (DealWindows): the behaviour before
+	// windows, kept to measure what they bring.
+	SharedList bool `codec:"shared_list,omitempty"`
 }
+
+// The least-loaded list's rankings (opportunistic.load_comparator).
+const (
+	LoadQueueLength   = "queue_length"
+	LoadQueueWaitTime = "queue_wait_time"
+)
 
 // DefaultOpportunisticConfig returns the SPEC §10 defaults (YARN's).
 func DefaultOpportunisticConfig() OpportunisticConfig {
@@ -40,6 +58,12 @@ type NodeLoad struct {
 	// Queued opportunistic containers, and the most the node will queue.
 	Queued        int
 	QueueCapacity int
+	// Pinned is what the node's AM containers hold: they run as long as
+	// their apps, so no opportunistic container larger than Capacity less
+	// Pinned can start there before they end.
+	Pinned Resources
+	// Wait is the estimated wait of a container arriving now.
+	Wait time.Duration
 }
 
 // LeastLoadedNode is one entry of the least-loaded list: a node and the
@@ -48,9 +72,10 @@ type LeastLoadedNode struct {
 	NodeID  string `codec:"node_id"`
 	Address string `codec:"address"`
 	Rack    string `codec:"rack"`
-	// Capacity is the node's total: a container larger than it can never
-	// run there. Free is what the node left unused: a container that fits
-	// in it starts at once.
+	// Capacity is what containers may ever have there while its AMs run:
+	// the node's total less its AM containers'. A container larger waits
+	// for them, so it is never placed there. Free is what the node left
+	// unused: a container that fits in it starts at once.
 	Capacity Resources `codec:"capacity"`
 	Free     Resources `codec:"free"`
 	// QueueSpace is how many more containers the node's queue takes.
@@ -63,6 +88,14 @@ type LeastLoadedNode struct {
 // with a full (or no) queue stays in while its queue is empty and it has
 // free memory and vcores, which every container needs: work can start there.
 func LeastLoaded(loads []NodeLoad, nodesUsed int) []LeastLoadedNode {
+	return RankNodes(loads, nodesUsed, LoadQueueLength)
+}
+
+// RankNodes is LeastLoaded with a choice of ranking: LoadQueueLength
+// (queued containers first) or LoadQueueWaitTime (the estimated wait of a
+// container arriving now first, then queued containers). Either way ties
+// go to the node with the most free resources, then the lower ID.
+func RankNodes(loads []NodeLoad, limit int, comparator string) []LeastLoadedNode {
 	var cluster Resources
 	for i := range loads {
 		cluster = cluster.Add(loads[i].Capacity)
@@ -81,8 +114,12 @@ func LeastLoaded(loads []NodeLoad, nodesUsed int) []LeastLoadedNode {
 		}
 		cands = append(cands, scored{l, free, normalisedTotal(free, cluster)})
 	}
+	byWait := comparator == LoadQueueWaitTime
 	sort.Slice(cands, func(i, j int) bool {
 		a, b := cands[i], cands[j]
+		if byWait && a.l.Wait != b.l.Wait {
+			return a.l.Wait < b.l.Wait
+		}
 		if a.l.Queued != b.l.Queued {
 			return a.l.Queued < b.l.Queued
 		}
@@ -91,13 +128,13 @@ func LeastLoaded(loads []NodeLoad, nodesUsed int) []LeastLoadedNode {
 		}
 		return a.l.NodeID < b.l.NodeID
 	})
-	if len(cands) > nodesUsed {
-		cands = cands[:nodesUsed]
+	if len(cands) > limit {
+		cands = cands[:limit]
 	}
 	out := make([]LeastLoadedNode, len(cands))
 	for i, c := range cands {
 		out[i] = LeastLoadedNode{NodeID: c.l.NodeID, Address: c.l.Address, Rack: c.l.Rack,
-			Capacity: c.l.Capacity, Free: c.free, QueueSpace: max(0, c.l.QueueCapacity-c.l.Queued)}
+			Capacity: clampPositive(c.l.Capacity.Sub(c.l.Pinned)), Free: c.free, QueueSpace: max(0, c.l.QueueCapacity-c.l.Queued)}
 	}
 	return out
 }
@@ -189,6 +226,12 @@ func (r *Room) Take(pos int, res Resources) bool {
 		return false
 	}
 	return true
+}
+
+// Exhaust takes all the room left on the node at pos: it turned a
+// container away, so its queue is full whatever the list said.
+func (r *Room) Exhaust(pos int) {
+	r.free[pos], r.queue[pos] = Resources{}, 0
 }
 
 // Opportunistic locality tiers, tried in order.

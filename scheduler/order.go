@@ -58,7 +58,7 @@ func cmpInt(a, b int) int {
 
 // ContainerStates lists every container state, in the order of a
 // container's life.
-var ContainerStates = []ContainerState{ContainerAllocated, ContainerQueued, ContainerRunning, ContainerCompleted}
+var ContainerStates = []ContainerState{ContainerAllocated, ContainerQueued, ContainerRunning, ContainerPaused, ContainerCompleted}
 
 // ParseContainerState reads a container state in any case; "" means any
 // state. An unknown state is refused with the list of states.

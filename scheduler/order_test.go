@@ -34,7 +34,7 @@ func TestParseStatesNameTheValidOnes(t *testing.T) {
 		t.Fatalf("empty: %v %v", s, err)
 	}
 	_, err := ParseContainerState("done")
-	if err == nil || err.Error() != `state "done" is not a container state; use one of ALLOCATED, QUEUED, RUNNING, COMPLETED` {
+	if err == nil || err.Error() != `state "done" is not a container state; use one of ALLOCATED, QUEUED, RUNNING, PAUSED, COMPLETED` {
 		t.Fatalf("done: %v", err)
 	}
 	if _, err := ParseNodeStatus("up"); err == nil || !strings.Contains(err.Error(), "READY, DRAINING, DOWN") {

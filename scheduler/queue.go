@@ -240,6 +240,10 @@ func (c *QueueConfig) Validate() []*FieldError {
 		add("", "opportunistic.queue_limit_stdev", "must be a non-negative number")
 	case o.MinQueueLength < 0 || o.MaxQueueLength < o.MinQueueLength:
 		add("", "opportunistic.min_queue_length", "must be between 0 and max_queue_length (%d)", o.MaxQueueLength)
+	case o.LoadComparator != "" && o.LoadComparator != LoadQueueLength && o.LoadComparator != LoadQueueWaitTime:
+		add("", "opportunistic.load_comparator", "must be %q or %q, not %q", LoadQueueLength, LoadQueueWaitTime, o.LoadComparator)
+	case o.MaxAllocationsPerAMHeartbeat < 0:
+		add("", "opportunistic.max_allocations_per_am_heartbeat", "must not be negative (0: no cap)")
 	}
 	if m := s.Capacity.MinimumAllocation; m.Validate() != nil || !m.IsZero() && (m.MemoryMB <= 0 || m.Vcores <= 0) {
 		add("", "capacity.minimum_allocation", "must give positive memory_mb and vcores, not %s", m)

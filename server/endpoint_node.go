@@ -240,7 +240,7 @@ func (e *Node) heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply
 		reply.MintCert = e.srv.nodeCert(st, node, now)
 	}
 	reply.Servers = e.srv.serverAddrs()
-	e.srv.opportunisticView(st, now, args.LeastLoadedAt, args.SameListOK, reply)
+	e.srv.opportunisticView(st, now, args.NodeID, args.LeastLoadedAt, args.SameListOK, reply)
 	reply.Centralized = !opportunisticConfig(st).Distributed
 	return nil
 }
@@ -383,7 +383,7 @@ func containerUpdates(st *fsm.State, args *wrpc.HeartbeatRequest, now time.Time)
 			Diagnostics: r.Diagnostics, At: r.At, StartedAt: r.StartedAt})
 	}
 	for _, c := range st.NodeLiveContainers(args.NodeID) {
-		if !reported[c.ID] && (c.State == scheduler.ContainerRunning || c.State == scheduler.ContainerQueued) {
+		if !reported[c.ID] && (c.State == scheduler.ContainerRunning || c.State == scheduler.ContainerQueued || c.State == scheduler.ContainerPaused) {
 			out = append(out, fsm.ContainerStatus{ID: c.ID, State: scheduler.ContainerCompleted, Reason: scheduler.ReasonLost,
 				Diagnostics: "its agent no longer knows it", At: now.UnixNano()})
 		}

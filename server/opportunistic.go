@@ -21,7 +21,17 @@ type loadBoard struct {
 	mu       sync.Mutex
 	since    time.Time // leadership began (board reset)
 	computed time.Time
-	list     []scheduler.LeastLoadedNode
+	// list is the first nodes_used entries of the ranking: the centralized
+	// allocator's list.
+	list []scheduler.LeastLoadedNode
+	// candidates is how many nodes the whole ranking had; deal holds the
+	// windows of this computation, prev those of the one before (at
+	// prevAt).
+	candidates int
+	deal, prev windows
+	prevAt     int64
+	// shared is opportunistic.shared_list: every agent gets list.
+	shared bool
 	// same holds the earlier computations (Unix ns, newest last) whose
 	// list is entry for entry list: an agent holding one of them gets
 	// LeastLoadedSame instead of the list again.
@@ -32,6 +42,7 @@ type loadBoard struct {
 	refreshing bool
 	loads      []scheduler.NodeLoad
 	queued     []int
+	demand     []int
 	room       *scheduler.Room // centralized allocation's room on list
 	rr         int             // where centralized round-robin goes on
 	// inflight holds central placements not committed yet: a list rebuilt
@@ -45,6 +56,7 @@ func (b *loadBoard) reset(now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.since, b.computed, b.list, b.same, b.limit, b.room, b.rr = now, time.Time{}, nil, nil, 0, nil, 0
+	b.candidates, b.deal, b.prev, b.prevAt = 0, windows{}, windows{}, 0
 }
 
 // opportunisticConfig returns the cluster's settings, or the defaults for
@@ -57,6 +69,11 @@ func opportunisticConfig(st *fsm.State) scheduler.OpportunisticConfig {
 	return cfg
 }
 
+// maxReportedDemand bounds the opportunistic demand the leader takes from
+// one agent's heartbeat: beyond it, a window is as large as it may be
+// anyway (scheduler.MaxWindowFactor).
+const maxReportedDemand = 1 << 20
+
 // listGrace is how long a new leader waits for every READY node's first
 // load report before it computes a list from the nodes heard so far: a
 // list built from one node's report would send every container there.
@@ -64,14 +81,15 @@ func listGrace(cfg scheduler.OpportunisticConfig) time.Duration {
 	return max(2*cfg.SortingNodesInterval, 2*time.Second)
 }
 
-// opportunisticView fills a heartbeat response's opportunistic view: the
-// least-loaded list when it is newer than the computation the agent holds
-// (or, to an agent that says it understands, LeastLoadedSame when the
-// newer one is entry for entry the one it holds),
-// its computation and age, and the queue limit. It rebuilds the list when
-// the last one is older than the sorting interval. Right after a
+// opportunisticView fills a heartbeat response's opportunistic view for
+// the agent on node: its window of the least-loaded list when the agent
+// holds an older computation (or, to an agent that says it understands,
+// LeastLoadedSame when its window is entry for entry the one it holds),
+// the computation, its age and how many nodes the whole list had, the
+// queue limit and the cap on allocations per Allocate. It rebuilds the
+// list when the last one is older than the sorting interval. Right after a
 // leadership change it says nothing (at 0, limit 0) until the loads are in.
-func (s *Server) opportunisticView(st *fsm.State, now time.Time, agentHas int64, sameListOK bool, reply *wrpc.HeartbeatResponse) {
+func (s *Server) opportunisticView(st *fsm.State, now time.Time, node string, agentHas int64, sameListOK bool, reply *wrpc.HeartbeatResponse) {
 	b := &s.board
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -79,13 +97,63 @@ func (s *Server) opportunisticView(st *fsm.State, now time.Time, agentHas int64,
 		return
 	}
 	reply.LeastLoadedAt, reply.LeastLoadedAge, reply.QueueLimit = b.computed.UnixNano(), now.Sub(b.computed), b.limit
-	switch {
-	case reply.LeastLoadedAt == agentHas:
-	case sameListOK && agentHas != 0 && slices.Contains(b.same, agentHas):
-		reply.LeastLoadedSame = true
-	default:
-		reply.LeastLoaded = b.list
+	reply.LeastLoadedCandidates = b.candidates
+	reply.MaxAllocationsPerAM = opportunisticConfig(st).MaxAllocationsPerAMHeartbeat
+	if reply.LeastLoadedAt == agentHas {
+		return
 	}
+	if b.shared {
+		if sameListOK && agentHas != 0 && slices.Contains(b.same, agentHas) {
+			reply.LeastLoadedSame = true
+		} else {
+			reply.LeastLoaded = b.list
+		}
+		return
+	}
+	window := b.deal.of(node)
+	if sameListOK && agentHas != 0 && agentHas == b.prevAt && sameList(window, b.prev.of(node)) {
+		reply.LeastLoadedSame = true
+		return
+	}
+	reply.LeastLoaded = window
+}
+
+// windows is one computation's list as dealt to the agents: a window of
+// it for each agent that runs AMs (by node ID), and the entries none was
+// dealt, which the other agents share one entry each
+// (scheduler.DealWindows).
+type windows struct {
+	byAgent  map[string][]scheduler.LeastLoadedNode
+	leftover []scheduler.LeastLoadedNode
+}
+
+// of returns the agent's window: the one dealt to it if it runs AMs, else
+// one leftover entry (the same for a fixed share of the agents, so that an
+// agent whose AM has just started has somewhere to begin), else an empty
+// one.
+func (w windows) of(node string) []scheduler.LeastLoadedNode {
+	if win, ok := w.byAgent[node]; ok {
+		return win
+	}
+	if len(w.leftover) == 0 {
+		return emptyWindow
+	}
+	i := int(fnv32(node) % uint32(len(w.leftover)))
+	return w.leftover[i : i+1 : i+1]
+}
+
+// emptyWindow is every agent's window when nothing is left over: one
+// slice, so a batch of answers holds it once (rpc.ShareLeastLoaded).
+var emptyWindow = []scheduler.LeastLoadedNode{}
+
+// fnv32 hashes s (FNV-1a).
+func fnv32(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
 }
 
 // maxSameLists bounds loadBoard.same.
@@ -113,7 +181,7 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 	since := b.since
 	b.mu.Unlock()
 	// Only the refreshing caller uses the scratch slices.
-	loads, queued := b.loads[:0], b.queued[:0]
+	loads, queued, demand := b.loads[:0], b.queued[:0], b.demand[:0]
 	ready := 0
 	nodes := st.Nodes()
 	s.livenessMu.Lock()
@@ -127,13 +195,59 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 			continue
 		}
 		loads = append(loads, scheduler.NodeLoad{NodeID: n.ID, Address: n.Address, Rack: n.Rack, Capacity: n.Capacity,
-			Used: l.Used, Queued: l.Queued, QueueCapacity: l.QueueCapacity})
+			Used: l.Used, Queued: l.Queued, QueueCapacity: l.QueueCapacity, Wait: l.EstimatedQueueWait})
 		queued = append(queued, l.Queued)
+		demand = append(demand, min(max(0, l.OpportunisticDemand), maxReportedDemand))
 	}
 	s.livenessMu.Unlock()
-	b.loads, b.queued = loads, queued
-	list := scheduler.LeastLoaded(loads, cfg.NodesUsed)
+	// The agents that run AMs allocate from the list; what their AMs hold
+	// no opportunistic container gets while they run.
+	var holders []scheduler.ListHolder
+	for i := range loads {
+		ams := 0
+		for _, c := range st.NodeLiveContainers(loads[i].NodeID) {
+			if c.IsAM {
+				loads[i].Pinned = loads[i].Pinned.Add(c.Resources)
+				ams++
+			}
+		}
+		if ams > 0 {
+			holders = append(holders, scheduler.ListHolder{NodeID: loads[i].NodeID, Demand: demand[i]})
+		}
+	}
+	b.loads, b.queued, b.demand = loads, queued, demand
+	ranked := scheduler.RankNodes(loads, len(loads), cfg.LoadComparator)
 	limit := scheduler.QueueLimit(queued, cfg.QueueLimitStdev, cfg.MinQueueLength, cfg.MaxQueueLength)
+	b.mu.Lock()
+	prevOwner := make(map[string]string, len(b.deal.byAgent))
+	for holder, w := range b.deal.byAgent {
+		for i := range w {
+			prevOwner[w[i].NodeID] = holder
+		}
+	}
+	b.mu.Unlock()
+	list := ranked[:min(len(ranked), cfg.NodesUsed)]
+	if cfg.SharedList {
+		holders = nil // every agent gets list, whole
+	}
+	dealt := scheduler.DealWindows(ranked, holders, prevOwner, cfg.NodesUsed)
+	byAgent := make(map[string][]scheduler.LeastLoadedNode, len(holders))
+	for i, h := range holders {
+		w := make([]scheduler.LeastLoadedNode, len(dealt[i]))
+		for j, p := range dealt[i] {
+			w[j] = ranked[p]
+		}
+		byAgent[h.NodeID] = w
+	}
+	rest := scheduler.Leftover(ranked, dealt)
+	leftover := make([]scheduler.LeastLoadedNode, len(rest))
+	for j, p := range rest {
+		leftover[j] = ranked[p]
+	}
+	candidates := len(ranked)
+	if cfg.SharedList {
+		leftover, candidates = nil, 0
+	}
 	b.mu.Lock()
 	b.refreshing = false
 	if !b.since.Equal(since) {
@@ -150,6 +264,11 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 	} else {
 		b.same = b.same[:0]
 	}
+	b.prev, b.prevAt = b.deal, b.computed.UnixNano()
+	if b.computed.IsZero() {
+		b.prevAt = 0
+	}
+	b.deal, b.candidates, b.shared = windows{byAgent: byAgent, leftover: leftover}, candidates, cfg.SharedList
 	b.list = list
 	b.limit = limit
 	b.room = scheduler.NewRoom(b.list)

@@ -27,6 +27,13 @@ type AMConfig struct {
 	Node   func(id string) *Node
 	Stats  *Stats
 	Logger hclog.Logger
+	// Heartbeat, if set, makes the AM allocate as YARN's AMs do: one
+	// AM.Allocate every Heartbeat that never blocks for news, instead of a
+	// call that blocks until something changes.
+	Heartbeat time.Duration
+	// NoTurnAwayFeedback keeps the AMRMProxy from hearing that a node
+	// turned a container away (to measure what hearing it brings).
+	NoTurnAwayFeedback bool
 }
 
 // amTask is one task's progress.
@@ -101,7 +108,19 @@ func (a *AM) Run(ctx context.Context) error {
 		return err
 	}
 	var releases []string
-	for {
+	var tick *time.Ticker
+	if a.cfg.Heartbeat > 0 {
+		tick = time.NewTicker(a.cfg.Heartbeat)
+		defer tick.Stop()
+	}
+	for first := true; ; first = false {
+		if tick != nil && !first {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		now := time.Now()
 		asks := make([]scheduler.Ask, len(a.asks))
 		copy(asks, a.asks)
@@ -121,6 +140,9 @@ func (a *AM) Run(ctx context.Context) error {
 		req := &wrpc.AMAllocateRequest{AppID: l.AppID, Attempt: l.Attempt, Token: a.token, Asks: asks, Releases: releases,
 			Progress: a.progress()}
 		req.MinQueryIndex, req.MaxWait = a.index, amAllocateWait
+		if tick != nil {
+			req.MaxWait = time.Millisecond // the AM's heartbeat: never wait for news
+		}
 		var resp wrpc.AMAllocateResponse
 		local, err := a.allocate(ctx, req, &resp)
 		if err != nil {
@@ -197,7 +219,7 @@ func (a *AM) allocate(ctx context.Context, req *wrpc.AMAllocateRequest, resp *wr
 		return true, nil
 	}
 	fwd := s.Forward
-	if s.Unmet && (fwd.MaxWait <= 0 || fwd.MaxWait > a.heartbeat()) {
+	if s.Unmet && a.cfg.Heartbeat == 0 && (fwd.MaxWait <= 0 || fwd.MaxWait > a.heartbeat()) {
 		fwd.MaxWait = a.heartbeat() // fresh room comes with the next list
 	}
 	if err := a.client.Call(ctx, "AM.Allocate", &fwd, resp); err != nil {
@@ -246,6 +268,9 @@ func (a *AM) assign(c wrpc.ContainerInfo, atProxy bool) []string {
 			// again at once; the node reports the container's end to the
 			// servers in its next heartbeat.
 			a.cfg.Logger.Debug("node turned a container away", "container", c.ID)
+			if atProxy && !a.cfg.NoTurnAwayFeedback {
+				a.proxy.TurnedAway(c.NodeID)
+			}
 			delete(a.byCID, c.ID)
 			t.container, t.askedAt = "", now
 			a.cfg.Stats.TaskRetried(scheduler.ReasonRejected)

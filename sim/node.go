@@ -37,6 +37,10 @@ type NodeConfig struct {
 	// AMRMProxy gives the node a simulated AMRMProxy (Proxy) that the AMs
 	// launched on it allocate opportunistic asks through.
 	AMRMProxy bool
+	// Policy orders the node's opportunistic queue and picks what a
+	// guaranteed arrival evicts or pauses, as an agent's opportunistic
+	// block does.
+	Policy scheduler.LocalPolicy
 }
 
 // simContainer is one container the node holds: running for its task's
@@ -45,6 +49,7 @@ type simContainer struct {
 	report wrpc.ContainerReport
 	dur    time.Duration // how long it runs once started
 	endAt  time.Time     // when it completes, once running
+	left   time.Duration // what it has left to run, while paused
 	timer  *time.Timer   // completes it at endAt, on a live node
 	// onEnd, if set, is told when the container completes (the AM's task).
 	onEnd func(reason scheduler.ExitReason)
@@ -104,6 +109,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	n := &Node{cfg: cfg, secret: secret, nodeKey: nodeKey, client: spreadClient(cfg.Servers, heartbeatTimeout(cfg.Heartbeat)),
 		local: scheduler.NewLocalScheduler(cfg.Capacity, cfg.QueueLength), containers: map[string]*simContainer{},
 		launched: map[string]bool{}}
+	n.local.SetPolicy(cfg.Policy)
 	if cfg.AMRMProxy {
 		n.proxy = newProxy(n)
 	}
@@ -213,6 +219,8 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 		now := n.cfg.Clock.Now()
 		n.mu.Lock()
 		n.completeDue(now)
+		n.local.SetTime(now)
+		n.act(n.local.ExpirePauses(), now)
 		n.seq++
 		req := &wrpc.HeartbeatRequest{NodeID: n.cfg.ID, Epoch: n.epoch, Secret: n.secret, Containers: n.reports(), Load: n.load(), Seq: n.seq,
 			WorkloadKeyID: n.keyID}
@@ -222,6 +230,7 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 		n.mu.Unlock()
 		if n.proxy != nil {
 			req.LeastLoadedAt, req.SameListOK = n.proxy.listAt(), true
+			req.Load.OpportunisticDemand = n.proxy.demand()
 		}
 		var resp wrpc.HeartbeatResponse
 		hbCtx, cancel := context.WithTimeout(ctx, heartbeatTimeout(n.cfg.Heartbeat))
@@ -329,6 +338,7 @@ func (n *Node) startLocked(ci wrpc.ContainerInfo, dur time.Duration, onEnd func(
 		c.report.Token = ci.Token // until the servers record it
 	}
 	n.containers[ci.ID] = c
+	n.local.SetTime(now)
 	n.act(n.local.Submit(scheduler.LocalContainer{ID: ci.ID, Resources: ci.Resources, ExecutionType: et}), now)
 	return c.report.State
 }
@@ -340,7 +350,7 @@ func (n *Node) Finish(id string) {
 	defer n.mu.Unlock()
 	if c, ok := n.containers[id]; ok && c.report.State != scheduler.ContainerCompleted {
 		n.complete(c, scheduler.ReasonExited, now)
-		n.act(n.local.Finished(id), now)
+		n.act(n.finished(id, now), now)
 	}
 }
 
@@ -360,19 +370,39 @@ func (n *Node) stopLocked(id string, reason scheduler.ExitReason, now time.Time)
 	if !ok || c.report.State == scheduler.ContainerCompleted {
 		return
 	}
+	n.local.SetTime(now)
 	act := n.local.Stop(id, reason)
 	n.act(act, now)
 	if c.report.State != scheduler.ContainerCompleted {
 		n.complete(c, reason, now)
-		n.act(n.local.Finished(id), now)
+		n.act(n.finished(id, now), now)
 	}
 }
 
 // act carries out the local scheduler's actions: starts run their
 // container's duration, kills and drops complete at once.
 func (n *Node) act(a scheduler.Actions, now time.Time) {
-	for len(a.Start)+len(a.Kill)+len(a.Drop) > 0 {
+	n.local.SetTime(now)
+	for len(a.Start)+len(a.Kill)+len(a.Drop)+len(a.Pause)+len(a.Resume) > 0 {
 		var next scheduler.Actions
+		for _, id := range a.Pause {
+			if c, ok := n.containers[id]; ok && c.report.State == scheduler.ContainerRunning {
+				if c.timer != nil {
+					c.timer.Stop()
+				}
+				c.left = max(0, c.endAt.Sub(now))
+				c.report.State, c.report.At = scheduler.ContainerPaused, now.UnixNano()
+			}
+		}
+		for _, id := range a.Resume {
+			if c, ok := n.containers[id]; ok && c.report.State == scheduler.ContainerPaused {
+				c.report.State, c.report.At = scheduler.ContainerRunning, now.UnixNano()
+				c.endAt = now.Add(c.left)
+				if n.live {
+					c.timer = time.AfterFunc(c.left, func() { n.expire(id) })
+				}
+			}
+		}
 		for _, id := range a.Start {
 			if c, ok := n.containers[id]; ok {
 				c.report.State, c.report.StartedAt, c.report.At = scheduler.ContainerRunning, now.UnixNano(), now.UnixNano()
@@ -397,9 +427,18 @@ func (n *Node) act(a scheduler.Actions, now time.Time) {
 			next.Start = append(next.Start, fin.Start...)
 			next.Kill = append(next.Kill, fin.Kill...)
 			next.Drop = append(next.Drop, fin.Drop...)
+			next.Pause = append(next.Pause, fin.Pause...)
+			next.Resume = append(next.Resume, fin.Resume...)
 		}
 		a = next
 	}
+}
+
+// finished tells the local scheduler that a container's process exited
+// at now.
+func (n *Node) finished(id string, now time.Time) scheduler.Actions {
+	n.local.SetTime(now)
+	return n.local.Finished(id)
 }
 
 // expire completes a running container whose time is up, as its process
@@ -411,7 +450,7 @@ func (n *Node) expire(id string) {
 	defer n.mu.Unlock()
 	if c, ok := n.containers[id]; ok && c.report.State == scheduler.ContainerRunning && !c.endAt.IsZero() {
 		n.complete(c, scheduler.ReasonExited, now)
-		n.act(n.local.Finished(id), now)
+		n.act(n.finished(id, now), now)
 	}
 }
 
@@ -439,7 +478,7 @@ func (n *Node) completeDue(now time.Time) {
 	for id, c := range n.containers {
 		if c.report.State == scheduler.ContainerRunning && !c.endAt.IsZero() && !now.Before(c.endAt) {
 			n.complete(c, scheduler.ReasonExited, now)
-			n.act(n.local.Finished(id), now)
+			n.act(n.finished(id, now), now)
 		}
 	}
 }

@@ -8,18 +8,22 @@ import (
 	"github.com/weft-sched/weft/scheduler"
 )
 
-// SetNodesUsed applies the default queue configuration with
-// opportunistic.nodes_used set to n (how many least-loaded nodes the
-// leader's list holds, SPEC §10): for servers the simulator started, whose
-// configuration is the default. Servers given with -servers keep theirs.
-func SetNodesUsed(ctx context.Context, servers []string, n int) error {
+// SetOpportunistic applies the default queue configuration with its
+// opportunistic settings changed by set (the least-loaded list's length,
+// ranking, windows, cap per Allocate): for servers the simulator started,
+// whose configuration is the default. Servers given with -servers keep
+// theirs.
+func SetOpportunistic(ctx context.Context, servers []string, set func(*scheduler.OpportunisticConfig)) error {
 	cfg := scheduler.DefaultQueueConfig()
-	cfg.Scheduler.Opportunistic.NodesUsed = n
+	set(&cfg.Scheduler.Opportunistic)
+	if errs := cfg.Validate(); len(errs) > 0 {
+		return fmt.Errorf("sim: opportunistic settings: %v", errs[0])
+	}
 	c := wrpc.NewClient(servers, wrpc.NewPool(nil))
 	defer c.Close()
 	var resp wrpc.QueueApplyResponse
 	if err := c.Call(ctx, "Queue.Apply", &wrpc.QueueApplyRequest{Config: cfg}, &resp); err != nil {
-		return fmt.Errorf("sim: set opportunistic.nodes_used = %d: %w", n, err)
+		return fmt.Errorf("sim: set the opportunistic settings: %w", err)
 	}
 	return nil
 }

@@ -32,8 +32,11 @@ type Proxy struct {
 	mu          sync.Mutex
 	dist        *scheduler.DistributedRoom
 	centralized bool
-	seq         uint64
-	attempts    map[attemptKey]*proxyAttempt
+	// perCall caps the opportunistic containers one Allocate gets (the
+	// leader's opportunistic.max_allocations_per_am_heartbeat; 0: none).
+	perCall  int
+	seq      uint64
+	attempts map[attemptKey]*proxyAttempt
 }
 
 type attemptKey struct {
@@ -48,6 +51,9 @@ type proxyAttempt struct {
 	minted map[string]*Node
 	// fallback marks opportunistic asks forwarded as guaranteed.
 	fallback map[uint64]bool
+	// unmet is the opportunistic demand the attempt's last Allocate left
+	// unplaced: the node's heartbeat reports the sum as its demand.
+	unmet int
 }
 
 // proxyMargin is how long before a list's computation its loads may still
@@ -74,8 +80,31 @@ func (p *Proxy) update(resp *wrpc.HeartbeatResponse, sent int64, now time.Time) 
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.centralized = resp.Centralized
-	p.dist.Update(scheduler.ListNews{At: resp.LeastLoadedAt, List: resp.LeastLoaded, Age: resp.LeastLoadedAge, Same: resp.LeastLoadedSame},
-		sent, now, rand.Uint64())
+	if resp.LeastLoadedAt != 0 {
+		p.perCall = resp.MaxAllocationsPerAM
+	}
+	p.dist.Update(scheduler.ListNews{At: resp.LeastLoadedAt, List: resp.LeastLoaded, Age: resp.LeastLoadedAge, Same: resp.LeastLoadedSame,
+		Candidates: resp.LeastLoadedCandidates}, sent, now, rand.Uint64())
+}
+
+// demand is the opportunistic demand the proxy's AMs left unplaced, as
+// their last Allocate each: the node's heartbeat reports it.
+func (p *Proxy) demand() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, at := range p.attempts {
+		n += at.unmet
+	}
+	return n
+}
+
+// TurnedAway records that a node turned away a container this proxy
+// allocated: nothing more goes there until the next list (SPEC §21).
+func (p *Proxy) TurnedAway(node string) {
+	p.mu.Lock()
+	p.dist.TurnedAway(node)
+	p.mu.Unlock()
 }
 
 // split is one AM.Allocate as the proxy splits it.
@@ -102,18 +131,26 @@ func (p *Proxy) Split(args *wrpc.AMAllocateRequest) split {
 	var stopIDs []string
 	p.mu.Lock()
 	at := p.attempt(args.AppID, args.Attempt)
-	list, listAt := p.dist.List()
+	_, listAt := p.dist.List()
+	at.unmet = 0
+	budget := p.perCall
 	for _, ask := range args.Asks {
 		if ask.ExecutionType != scheduler.Opportunistic || p.centralized {
 			s.Forward.Asks = append(s.Forward.Asks, ask)
 			continue
 		}
-		got := p.allocateLocal(at, args, ask, now)
+		want := ask
+		if p.perCall > 0 {
+			want.Count = min(want.Count, budget)
+		}
+		got := p.allocateLocal(at, args, want, now)
+		budget -= len(got)
 		s.Local = append(s.Local, got...)
 		rest := ask.Count - len(got)
-		fallback := scheduler.OpportunisticFallback(ask, listAt != 0, len(list), rest)
+		fallback := scheduler.OpportunisticFallback(ask, listAt != 0, p.dist.Reachable(nil), rest)
 		if rest > 0 && fallback == 0 {
 			s.Unmet = true
+			at.unmet += rest
 		}
 		if fallback > 0 || at.fallback[ask.AskID] {
 			twin := ask
@@ -146,6 +183,9 @@ func (p *Proxy) Split(args *wrpc.AMAllocateRequest) split {
 func (p *Proxy) allocateLocal(at *proxyAttempt, args *wrpc.AMAllocateRequest, ask scheduler.Ask, now time.Time) []wrpc.ContainerInfo {
 	signer := p.node.minter()
 	if signer == nil || now.UnixNano() >= signer.Expiry() {
+		return nil
+	}
+	if ask.Count <= 0 {
 		return nil
 	}
 	nodes := p.dist.Allocate(ask, nil, now) // simulated AMs blacklist no node

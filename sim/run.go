@@ -31,6 +31,14 @@ type Config struct {
 	// AMRMProxy gives every node a simulated AMRMProxy (Proxy), which
 	// allocates its AMs' opportunistic asks.
 	AMRMProxy bool
+	// Policy is every node's opportunistic queue order and eviction.
+	Policy scheduler.LocalPolicy
+	// AMHeartbeat, if set, makes every AM allocate once every AMHeartbeat
+	// without blocking, as YARN's AMs do (AMConfig.Heartbeat).
+	AMHeartbeat time.Duration
+	// NoTurnAwayFeedback keeps the AMRMProxies from hearing that a node
+	// turned a container away.
+	NoTurnAwayFeedback bool
 	// Duration is how long the run lasts once the nodes have registered.
 	Duration time.Duration
 	// Jobs are submitted at their times from the start of the run.
@@ -107,7 +115,7 @@ func Simulate(ctx context.Context, cfg Config) (*Result, error) {
 	var nodeWG sync.WaitGroup
 	for i := 0; i < cfg.Nodes; i++ {
 		n, err := NewNode(NodeConfig{ID: fmt.Sprintf("sim-%05d", i), Rack: fmt.Sprintf("rack-%d", i%cfg.Racks), Capacity: cfg.NodeResources,
-			Servers: cfg.Servers, Heartbeat: cfg.Heartbeat, QueueLength: cfg.QueueLength, Logger: cfg.Logger, Stats: r.stats,
+			Servers: cfg.Servers, Heartbeat: cfg.Heartbeat, QueueLength: cfg.QueueLength, Policy: cfg.Policy, Logger: cfg.Logger, Stats: r.stats,
 			OnLaunchAM: r.launchAM, AMRMProxy: cfg.AMRMProxy})
 		if err != nil {
 			return nil, err
@@ -231,7 +239,8 @@ func (r *Run) launchAM(n *Node, l wrpc.AMLaunch) {
 	r.amWG.Add(1)
 	go func() {
 		defer r.amWG.Done()
-		am := NewAM(AMConfig{Job: job, Launch: l, Servers: r.cfg.Servers, Node: r.node, Stats: r.stats, Logger: r.cfg.Logger})
+		am := NewAM(AMConfig{Job: job, Launch: l, Servers: r.cfg.Servers, Node: r.node, Stats: r.stats, Logger: r.cfg.Logger,
+			Heartbeat: r.cfg.AMHeartbeat, NoTurnAwayFeedback: r.cfg.NoTurnAwayFeedback})
 		if err := am.Run(r.amCtx); err != nil && r.amCtx.Err() == nil {
 			r.cfg.Logger.Warn("simulated AM ended with an error", "app", l.Container.AppID, "error", err)
 		}

@@ -21,9 +21,11 @@ import (
 func runSim(args []string) error {
 	fs := newFlagSet("sim")
 	var servers, nodeRes, trace, out, logLevel, taskRes, queues, serverConfig, restartSignal, cpuProfile, memProfile, gcSpec string
-	var startServers, nodes, racks, queueLen, apps, tasksMin, tasksMax, nodesUsed, serverGC int
-	var proxy bool
-	var heartbeat, duration, taskMin, taskMax, restartAt time.Duration
+	var startServers, nodes, racks, queueLen, apps, tasksMin, tasksMax, nodesUsed, serverGC, perAM int
+	var proxy, sharedList, turnAway, pause bool
+	var loadComparator, queuePolicy, eviction string
+	var maxQueueWait time.Duration
+	var heartbeat, amHeartbeat, duration, taskMin, taskMax, restartAt time.Duration
 	var rate, opp, joinRate float64
 	var seed uint64
 	fs.StringVar(&servers, "servers", "", "comma-separated RPC `ADDRS` of a running server quorum")
@@ -40,6 +42,15 @@ func runSim(args []string) error {
 	fs.IntVar(&queueLen, "queue-length", 10, "each node's opportunistic queue length")
 	fs.BoolVar(&proxy, "amrmproxy", true, "give each node an AMRMProxy that allocates its AMs' opportunistic asks (false: the AMs ask the leader)")
 	fs.IntVar(&nodesUsed, "nodes-used", 0, "with -start-servers: set opportunistic.nodes_used, the length of the leader's least-loaded list (0: the default, 10)")
+	fs.BoolVar(&sharedList, "shared-list", false, "with -start-servers: set opportunistic.shared_list, every agent getting the same list rather than a window of its own")
+	fs.StringVar(&loadComparator, "load-comparator", "", "with -start-servers: set opportunistic.load_comparator (`queue_length` or queue_wait_time)")
+	fs.IntVar(&perAM, "max-allocations-per-am", 0, "with -start-servers: set opportunistic.max_allocations_per_am_heartbeat (0: no cap)")
+	fs.DurationVar(&amHeartbeat, "am-heartbeat", 0, "AMs allocate once every `INTERVAL` without blocking, as YARN's AMs do (0: each AM.Allocate blocks until there is news)")
+	fs.BoolVar(&pause, "pause", false, "nodes pause opportunistic containers to make room for guaranteed ones rather than kill them (an agent's opportunistic.pause)")
+	fs.StringVar(&eviction, "eviction", scheduler.EvictLeastWaste, "which opportunistic containers a guaranteed arrival evicts: `least_waste` or newest_first")
+	fs.StringVar(&queuePolicy, "queue-policy", scheduler.QueueFIFO, "the order of nodes' opportunistic queues: `fifo`, shortest_first or nearest_completion")
+	fs.DurationVar(&maxQueueWait, "max-queue-wait", 0, "a queued container that waited longer goes to the head (0: never)")
+	fs.BoolVar(&turnAway, "turn-away-feedback", true, "AMRMProxies hear that a node turned a container away and place nothing more there until their next list")
 	fs.DurationVar(&duration, "duration", time.Minute, "how long to run once the nodes have registered")
 	fs.StringVar(&trace, "trace", "", "YARN SLS JSON trace `FILE` to replay (else the synthetic workload below)")
 	fs.Float64Var(&rate, "apps-per-second", 1, "synthetic: mean app arrival rate (0: no apps, heartbeats only)")
@@ -72,6 +83,16 @@ func runSim(args []string) error {
 	}
 	if nodesUsed < 0 || nodesUsed > 0 && startServers == 0 {
 		return usagef("-nodes-used: give a positive count, with -start-servers (servers given with -servers keep their configuration)")
+	}
+	if (sharedList || loadComparator != "" || perAM != 0) && startServers == 0 {
+		return usagef("-shared-list, -load-comparator and -max-allocations-per-am need -start-servers (servers given with -servers keep their configuration)")
+	}
+	if amHeartbeat < 0 || maxQueueWait < 0 {
+		return usagef("-am-heartbeat and -max-queue-wait must not be negative")
+	}
+	policy := scheduler.LocalPolicy{QueuePolicy: queuePolicy, MaxQueueWait: maxQueueWait, Eviction: eviction, Pause: pause}
+	if err := policy.Validate(); err != nil {
+		return usagef("%v", err)
 	}
 	restart, extraConfig, err := simRestartFlags(startServers, duration, restartAt, restartSignal, serverConfig)
 	if err != nil {
@@ -156,9 +177,15 @@ func runSim(args []string) error {
 		}
 		defer srv.Stop()
 		addrs = srv.Addrs
-		if nodesUsed > 0 {
-			if err := sim.SetNodesUsed(ctx, addrs, nodesUsed); err != nil {
-				return err
+		if nodesUsed > 0 || sharedList || loadComparator != "" || perAM != 0 {
+			err := sim.SetOpportunistic(ctx, addrs, func(o *scheduler.OpportunisticConfig) {
+				if nodesUsed > 0 {
+					o.NodesUsed = nodesUsed
+				}
+				o.SharedList, o.LoadComparator, o.MaxAllocationsPerAMHeartbeat = sharedList, loadComparator, perAM
+			})
+			if err != nil {
+				return usagef("%v", err)
 			}
 		}
 		started = srv
@@ -179,7 +206,7 @@ func runSim(args []string) error {
 		defer pprof.StopCPUProfile()
 	}
 	res, err := sim.Simulate(ctx, sim.Config{Servers: addrs, Nodes: nodes, NodeResources: capacity, Racks: racks, Heartbeat: heartbeat, JoinRate: joinRate,
-		QueueLength: queueLen, AMRMProxy: proxy, Duration: duration, Jobs: jobs, Progress: stderr, Logger: logger, Restart: restart, Started: started})
+		QueueLength: queueLen, AMRMProxy: proxy, AMHeartbeat: amHeartbeat, NoTurnAwayFeedback: !turnAway, Policy: policy, Duration: duration, Jobs: jobs, Progress: stderr, Logger: logger, Restart: restart, Started: started})
 	if err != nil {
 		return err
 	}

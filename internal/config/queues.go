@@ -25,6 +25,7 @@ var (
 	opportunisticSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "distributed"}, {Name: "sorting_nodes_interval"}, {Name: "nodes_used"},
 		{Name: "queue_limit_stdev"}, {Name: "min_queue_length"}, {Name: "max_queue_length"},
+		{Name: "load_comparator"}, {Name: "max_allocations_per_am_heartbeat"}, {Name: "shared_list"},
 	}}
 	preemptionSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "enabled"}, {Name: "cluster_utilization_threshold"}, {Name: "wait_before_kill"},
@@ -196,6 +197,14 @@ func (d *queueDecoder) decodeScheduler(b *hcl.Block, s *scheduler.SchedulerConfi
 					var n int64
 					n, diags = asInt(a)
 					o.MaxQueueLength = int(n)
+				case "load_comparator":
+					o.LoadComparator, diags = asString(a)
+				case "max_allocations_per_am_heartbeat":
+					var n int64
+					n, diags = asInt(a)
+					o.MaxAllocationsPerAMHeartbeat = int(n)
+				case "shared_list":
+					o.SharedList, diags = asBool(a)
 				}
 				d.add(diags)
 			}

@@ -1,0 +1,131 @@
+package scheduler
+
+import (
+	"cmp"
+	"slices"
+)
+
+// ListHolder is an agent whose AMRMProxy allocates opportunistic asks:
+// one that runs AMs. Demand is how many opportunistic containers its AMs
+// asked for that it could not place, as its last heartbeat said.
+type ListHolder struct {
+	NodeID string
+	Demand int
+}
+
+// MaxWindowFactor bounds a window: at most this many times nodes_used
+// entries, however great its holder's demand, so that one heartbeat answer
+// stays small.
+const MaxWindowFactor = 10
+
+// DealWindows deals a ranked least-loaded list out to the agents that
+// allocate from it, so that no node's room is handed out by two proxies
+// (the herd: every proxy handing out the room of the same few nodes, the
+// nodes turning most of it away). It returns, for each holder, the
+// positions in list of its window, best ranked first; Leftover gives the
+// entries no holder was dealt.
+//
+// Each entry goes to one holder at most, in three passes over the holders:
+//
+//   - to each holder with demand, first the entries it held before (prev
+//     maps a node to the holder whose window had it) that are still on
+//     the list: what it placed there since its loads were reported, its
+//     own room accounting already takes off;
+//   - then round-robin, best entries first, to holders with demand, each
+//     up to the entries its demand needs at the list's mean places per
+//     entry (at least one, at most MaxWindowFactor × nodesUsed);
+//   - then round-robin to every holder until each holds nodesUsed, for
+//     demand that arrives before the next list.
+//
+// Holders are served in order of demand, greatest first, then node ID.
+func DealWindows(list []LeastLoadedNode, holders []ListHolder, prev map[string]string, nodesUsed int) [][]int {
+	windows := make([][]int, len(holders))
+	if len(list) == 0 || len(holders) == 0 {
+		return windows
+	}
+	dealt := 0
+	order := make([]int, len(holders))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if c := cmp.Compare(holders[b].Demand, holders[a].Demand); c != 0 {
+			return c
+		}
+		return cmp.Compare(holders[a].NodeID, holders[b].NodeID)
+	})
+	places := 0
+	for i := range list {
+		places += list[i].QueueSpace
+		if !list[i].Free.IsZero() {
+			places++
+		}
+	}
+	maxWindow := MaxWindowFactor * max(1, nodesUsed)
+	want := make([]int, len(holders))
+	for i, h := range holders {
+		if h.Demand > 0 {
+			perEntry := max(1, places/len(list))
+			want[i] = min(max(1, (h.Demand+perEntry-1)/perEntry), maxWindow)
+		}
+	}
+	taken := make([]bool, len(list))
+	if len(prev) > 0 {
+		index := make(map[string]int, len(holders))
+		for i, h := range holders {
+			index[h.NodeID] = i
+		}
+		for pos := range list {
+			h, ok := index[prev[list[pos].NodeID]]
+			if ok && len(windows[h]) < want[h] {
+				windows[h] = append(windows[h], pos)
+				taken[pos] = true
+				dealt++
+			}
+		}
+	}
+	next := 0
+	deal := func(limit func(h int) int) {
+		for progress := true; progress && dealt < len(list); {
+			progress = false
+			for _, h := range order {
+				if len(windows[h]) >= limit(h) {
+					continue
+				}
+				for next < len(list) && taken[next] {
+					next++
+				}
+				if next == len(list) {
+					return
+				}
+				windows[h] = append(windows[h], next)
+				taken[next] = true
+				dealt++
+				progress = true
+			}
+		}
+	}
+	deal(func(h int) int { return want[h] })
+	deal(func(int) int { return max(1, nodesUsed) })
+	for _, w := range windows {
+		slices.Sort(w) // best ranked first, as the list
+	}
+	return windows
+}
+
+// Leftover returns the entries no holder was dealt, in list order.
+func Leftover(list []LeastLoadedNode, windows [][]int) []int {
+	taken := make([]bool, len(list))
+	for _, w := range windows {
+		for _, p := range w {
+			taken[p] = true
+		}
+	}
+	var out []int
+	for p := range list {
+		if !taken[p] {
+			out = append(out, p)
+		}
+	}
+	return out
+}

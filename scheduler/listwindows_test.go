@@ -1,0 +1,116 @@
+package scheduler
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+func rankedList(n int) []LeastLoadedNode {
+	out := make([]LeastLoadedNode, n)
+	for i := range out {
+		out[i] = LeastLoadedNode{NodeID: fmt.Sprintf("n%02d", i), Capacity: Resources{MemoryMB: 8192, Vcores: 4},
+			Free: Resources{MemoryMB: 4096, Vcores: 4}, QueueSpace: 2}
+	}
+	return out
+}
+
+// No node is in two windows: each place is handed out by one proxy.
+func TestWindowsAreDisjoint(t *testing.T) {
+	list := rankedList(30)
+	holders := []ListHolder{{"a", 0}, {"b", 12}, {"c", 300}, {"d", 1}}
+	wins := DealWindows(list, holders, nil, 5)
+	seen := map[int]string{}
+	for i, w := range wins {
+		for _, p := range w {
+			if other, dup := seen[p]; dup {
+				t.Fatalf("entry %d is in the windows of %s and %s", p, other, holders[i].NodeID)
+			}
+			seen[p] = holders[i].NodeID
+		}
+	}
+	// Three places an entry: c wants 100 entries, more than the list has
+	// left once b (4) and d (1) have theirs; a wants none beyond nodes_used.
+	if len(wins[1]) != 4 || len(wins[3]) != 1 {
+		t.Fatalf("b got %d entries (want 4 for 12 containers), d %d (want 1)", len(wins[1]), len(wins[3]))
+	}
+	if len(wins[2]) != 25 || len(wins[0]) != 0 {
+		t.Fatalf("c got %d entries (want the 25 left), a %d (want none: nothing left)", len(wins[2]), len(wins[0]))
+	}
+	if len(Leftover(list, wins)) != 0 {
+		t.Fatalf("left over %v, want none", Leftover(list, wins))
+	}
+}
+
+// The best entries go round-robin to the holders with the most demand
+// first, and a holder keeps the nodes it held before.
+func TestWindowsDealBestFirstAndKeepWhatWasHeld(t *testing.T) {
+	list := rankedList(10)
+	holders := []ListHolder{{"a", 3}, {"b", 3}}
+	wins := DealWindows(list, holders, nil, 2)
+	if fmt.Sprint(wins) != "[[0 2] [1 3]]" {
+		t.Fatalf("windows %v, want [[0 2] [1 3]]: one entry each in turn, then nodes_used each", wins)
+	}
+	wins = DealWindows(list, holders, map[string]string{"n09": "b", "n08": "a"}, 2)
+	if fmt.Sprint(wins) != "[[0 8] [1 9]]" {
+		t.Fatalf("windows %v, want [[0 8] [1 9]]: each keeps the node it held, then the best", wins)
+	}
+	if got := Leftover(list, wins); fmt.Sprint(got) != "[2 3 4 5 6 7]" {
+		t.Fatalf("left over %v", got)
+	}
+}
+
+// A node's AM containers are taken off what the list says fits there: a
+// four-vcore container never goes to a four-vcore node that runs an AM.
+func TestRankNodesTakesAMsOffCapacity(t *testing.T) {
+	loads := []NodeLoad{
+		{NodeID: "am", Capacity: Resources{MemoryMB: 8192, Vcores: 4}, Used: Resources{MemoryMB: 1024, Vcores: 1},
+			Pinned: Resources{MemoryMB: 1024, Vcores: 1}, QueueCapacity: 2},
+		{NodeID: "busy", Capacity: Resources{MemoryMB: 8192, Vcores: 4}, Used: Resources{MemoryMB: 4096, Vcores: 4}, Queued: 1, QueueCapacity: 2},
+	}
+	list := RankNodes(loads, 10, LoadQueueLength)
+	room := NewRoom(list)
+	pos, _ := AllocateOpportunistic(Ask{Count: 4, Resources: Resources{MemoryMB: 4096, Vcores: 4}}, list, room, nil, 0, nil)
+	for _, p := range pos {
+		if list[p].NodeID == "am" {
+			t.Fatalf("a four-vcore container went to the node whose AM holds a vcore: %v", pos)
+		}
+	}
+	if len(pos) != 1 {
+		t.Fatalf("placed %d, want 1 (busy's one queue place)", len(pos))
+	}
+	byWait := RankNodes([]NodeLoad{
+		{NodeID: "short", Queued: 2, QueueCapacity: 5, Wait: 1, Capacity: Resources{MemoryMB: 1, Vcores: 1}, Used: Resources{MemoryMB: 1, Vcores: 1}},
+		{NodeID: "long", Queued: 1, QueueCapacity: 5, Wait: 9, Capacity: Resources{MemoryMB: 1, Vcores: 1}, Used: Resources{MemoryMB: 1, Vcores: 1}},
+	}, 10, LoadQueueWaitTime)
+	if byWait[0].NodeID != "short" {
+		t.Fatalf("queue_wait_time ranks %v first, want the shorter wait", byWait[0].NodeID)
+	}
+}
+
+// A node that turned a container away gets nothing more from the room
+// until the next list; an empty window is not an empty cluster.
+func TestTurnedAwayAndReachable(t *testing.T) {
+	testNow := time.Unix(1000, 0)
+	d := NewDistributedRoom(0)
+	list := rankedList(2)
+	d.Update(ListNews{At: 1, List: list, Candidates: 50}, 0, testNow, 0)
+	d.TurnedAway("n00")
+	got := d.Allocate(Ask{Count: 10, Resources: Resources{MemoryMB: 1024, Vcores: 1}}, nil, testNow)
+	for _, n := range got {
+		if n.NodeID == "n00" {
+			t.Fatalf("allocated on the node that turned a container away")
+		}
+	}
+	if len(got) == 0 {
+		t.Fatalf("nothing allocated on n01")
+	}
+	d.Update(ListNews{At: 2, List: []LeastLoadedNode{}, Candidates: 50}, 1, testNow, 0)
+	if d.Reachable(nil) != 50 {
+		t.Fatalf("an empty window reaches %d nodes, want the list's 50", d.Reachable(nil))
+	}
+	d.Update(ListNews{At: 3, List: []LeastLoadedNode{}, Candidates: 0}, 2, testNow, 0)
+	if d.Reachable(nil) != 0 {
+		t.Fatalf("an empty list reaches %d nodes, want 0", d.Reachable(nil))
+	}
+}
