@@ -210,13 +210,19 @@ func decodeExtended(r *wireReader, res *scheduler.Resources) error {
 // ---- NodeLoad --------------------------------------------------------------
 
 func (l *NodeLoad) appendMsgpack(b []byte) []byte {
-	if l.OpportunisticDemand != 0 {
-		b = appendMapHeader(b, 8)
-	} else {
-		b = appendMapHeader(b, 7)
+	fields := 7
+	for _, set := range []bool{l.OpportunisticDemand != 0, l.Measured != nil, l.UseLimit != nil} {
+		if set {
+			fields++
+		}
 	}
+	b = appendMapHeader(b, fields)
 	b = appendStr(b, "estimated_queue_wait")
 	b = appendInt(b, int64(l.EstimatedQueueWait))
+	if l.Measured != nil { // omitempty
+		b = appendStr(b, "measured")
+		b = appendResources(b, l.Measured)
+	}
 	if l.OpportunisticDemand != 0 { // omitempty
 		b = appendStr(b, "opportunistic_demand")
 		b = appendInt(b, int64(l.OpportunisticDemand))
@@ -229,6 +235,10 @@ func (l *NodeLoad) appendMsgpack(b []byte) []byte {
 	b = appendInt(b, int64(l.RunningGuaranteed))
 	b = appendStr(b, "running_opportunistic")
 	b = appendInt(b, int64(l.RunningOpportunistic))
+	if l.UseLimit != nil { // omitempty
+		b = appendStr(b, "use_limit")
+		b = appendResources(b, l.UseLimit)
+	}
 	b = appendStr(b, "used")
 	b = appendResources(b, &l.Used)
 	b = appendStr(b, "used_opportunistic")
@@ -257,6 +267,12 @@ func (l *NodeLoad) decodeMsgpack(r *wireReader) error {
 		case "running_opportunistic":
 			v, err = r.int()
 			l.RunningOpportunistic = int(v)
+		case "measured":
+			l.Measured = new(scheduler.Resources)
+			err = decodeResources(r, l.Measured)
+		case "use_limit":
+			l.UseLimit = new(scheduler.Resources)
+			err = decodeResources(r, l.UseLimit)
 		case "used":
 			err = decodeResources(r, &l.Used)
 		case "used_opportunistic":

@@ -104,6 +104,12 @@ type NodeLoad struct {
 	// the node's AMRMProxy asked for that it could not place from its
 	// window of the least-loaded list: the leader deals windows by it.
 	OpportunisticDemand int `codec:"opportunistic_demand,omitempty"`
+	// Measured is what the node's containers were last measured to use
+	// (nil: not measured), and UseLimit, with overcommit on, the measured
+	// use opportunistic containers may take the node to (a resource at 0
+	// is not overcommitted): the leader lists the room between them.
+	Measured *scheduler.Resources `codec:"measured,omitempty"`
+	UseLimit *scheduler.Resources `codec:"use_limit,omitempty"`
 }
 
 // HeartbeatRequest is an agent's periodic report (Node.Heartbeat). It lists

@@ -114,3 +114,21 @@ func TestTurnedAwayAndReachable(t *testing.T) {
 		t.Fatalf("an empty list reaches %d nodes, want 0", d.Reachable(nil))
 	}
 }
+
+// A node that overcommits is listed with the room its measured use leaves:
+// a four-vcore container may go to a four-vcore node whose AM holds a vcore
+// it does not use.
+func TestRankNodesCountsOvercommitRoom(t *testing.T) {
+	capacity := Resources{MemoryMB: 8192, Vcores: 4}
+	am := Resources{MemoryMB: 1024, Vcores: 1}
+	loads := []NodeLoad{{NodeID: "am", Capacity: capacity, Used: am, Pinned: am, QueueCapacity: 2,
+		Measured: Resources{MemoryMB: 300}, UseLimit: Resources{MemoryMB: 7372, Vcores: 4}}}
+	list := RankNodes(loads, 10, LoadQueueLength)
+	if len(list) != 1 || list[0].Capacity.Vcores != 4 || list[0].Free.Vcores != 4 || list[0].Free.MemoryMB != 7168 {
+		t.Fatalf("entry %+v: want capacity 4 vcores (the use limit), free 4 vcores (none measured) and 7,168 MB (allocation: more than the limit leaves)", list)
+	}
+	loads[0].UseLimit = Resources{}
+	if list := RankNodes(loads, 10, LoadQueueLength); list[0].Capacity.Vcores != 3 || list[0].Free.Vcores != 3 {
+		t.Fatalf("without overcommit %+v: want 3 vcores, the AM's off", list)
+	}
+}

@@ -129,3 +129,50 @@ func TestQueuePolicies(t *testing.T) {
 		t.Fatalf("bad queue_policy: %v", err)
 	}
 }
+
+// Overcommit: an opportunistic container starts into capacity an idle
+// container holds, while measured use stays under the limit; when use
+// rises past it, opportunistic work gives way (paused for vcores, killed
+// for memory), never guaranteed work.
+func TestOvercommitOnMeasuredUse(t *testing.T) {
+	s, _ := policyNode(LocalPolicy{Pause: true, Overcommit: Overcommit{MemoryMB: 0.9, Vcores: 1.0}})
+	am := LocalContainer{ID: "am", Resources: Resources{MemoryMB: 1024, Vcores: 1}, ExecutionType: Guaranteed}
+	s.Submit(am)
+	big := oppC("big", "a", 4) // 4 vcores, 4 GB: allocation leaves only 3 vcores
+	if act := s.Submit(big); len(act.Start) != 0 {
+		t.Fatalf("started %v before any use was measured", act.Start)
+	}
+	// The AM is measured idle: its vcore is room.
+	act := s.SetUsage(Resources{MemoryMB: 300, Vcores: 0})
+	if fmt.Sprint(act.Start) != "[big]" {
+		t.Fatalf("after an idle measurement: %+v, want big started into the AM's idle vcore", act)
+	}
+	if l := s.Load(); l.Used.Vcores != 5 {
+		t.Fatalf("allocated %d vcores, want 5 of 4: overcommitted", l.Used.Vcores)
+	}
+	// The AM gets busy: vcores over the limit, the opportunistic one pauses.
+	act = s.SetUsage(Resources{MemoryMB: 4400, Vcores: 5})
+	if fmt.Sprint(act.Pause, act.Kill) != "[big] []" {
+		t.Fatalf("use over the vcore limit: %+v, want big paused", act)
+	}
+	// Idle again: it resumes.
+	act = s.SetUsage(Resources{MemoryMB: 4400, Vcores: 0})
+	if fmt.Sprint(act.Resume) != "[big]" {
+		t.Fatalf("use back under: %+v, want big resumed", act)
+	}
+	// Memory over 90%: killed, not paused (a paused container keeps it).
+	act = s.SetUsage(Resources{MemoryMB: 7800, Vcores: 1})
+	if got := formatActions(act); got != "kill big:evicted" || len(act.Pause) != 0 {
+		t.Fatalf("memory over the limit: %q pause %v, want big killed", got, act.Pause)
+	}
+	// Without overcommit nothing starts past allocation, whatever the use.
+	s, _ = policyNode(LocalPolicy{})
+	s.Submit(am)
+	s.Submit(oppC("big", "a", 4))
+	if act := s.SetUsage(Resources{}); len(act.Start) != 0 {
+		t.Fatalf("started %v with overcommit off", act.Start)
+	}
+	if err := (LocalPolicy{Overcommit: Overcommit{Vcores: 1.5}}).Validate(); err == nil {
+		t.Fatalf("an overcommit fraction above 1 was accepted")
+	}
+}

@@ -21,7 +21,11 @@ type LocalScheduler struct {
 	policy     LocalPolicy
 	now        time.Time
 
-	used     Resources // what running, being-killed and paused containers hold
+	used Resources // what running, being-killed and paused containers hold
+	// use is the node's measured use as last reported (SetUsage), plus
+	// what started since, less what ended: what overcommit goes by.
+	use      Resources
+	measured bool
 	running  []*localEntry
 	pendingG []*localEntry // guaranteed, waiting for evicted containers to exit
 	queue    []*localEntry // opportunistic, in arrival order
@@ -80,6 +84,26 @@ type LocalPolicy struct {
 	// One paused longer than MaxPause (0: DefaultMaxPause) is killed.
 	Pause    bool
 	MaxPause time.Duration
+	// Overcommit lets opportunistic containers start into capacity that
+	// is allocated but idle, while the node's measured use stays under
+	// these fractions of its capacity (YARN-1011). A fraction of 0 leaves
+	// that resource to allocation alone; other resources always are.
+	Overcommit Overcommit
+}
+
+// Overcommit is how far measured use may go, as fractions of capacity.
+type Overcommit struct {
+	MemoryMB float64
+	Vcores   float64
+}
+
+// On says some resource is overcommitted.
+func (o Overcommit) On() bool { return o.MemoryMB > 0 || o.Vcores > 0 }
+
+// Limit is the measured use a node of capacity may reach (0 for a resource
+// not overcommitted).
+func (o Overcommit) Limit(capacity Resources) Resources {
+	return Resources{MemoryMB: int64(o.MemoryMB * float64(capacity.MemoryMB)), Vcores: int64(o.Vcores * float64(capacity.Vcores))}
 }
 
 // Validate reports the first setting that is not one of its values, by
@@ -94,6 +118,10 @@ func (p LocalPolicy) Validate() error {
 		return fmt.Errorf("opportunistic.eviction must be %q or %q, not %q", EvictLeastWaste, EvictNewestFirst, p.Eviction)
 	case p.MaxPause < 0:
 		return fmt.Errorf("opportunistic.max_pause must not be negative")
+	case !(p.Overcommit.MemoryMB >= 0 && p.Overcommit.MemoryMB <= 1):
+		return fmt.Errorf("opportunistic.overcommit.memory_mb must be a fraction of capacity between 0 and 1, not %v", p.Overcommit.MemoryMB)
+	case !(p.Overcommit.Vcores >= 0 && p.Overcommit.Vcores <= 1):
+		return fmt.Errorf("opportunistic.overcommit.vcores must be a fraction of capacity between 0 and 1, not %v", p.Overcommit.Vcores)
 	}
 	return nil
 }
@@ -166,7 +194,78 @@ func (s *LocalScheduler) free() Resources { return s.capacity.Sub(s.used) }
 
 func (s *LocalScheduler) hold(e *localEntry, r Resources) {
 	s.used = s.used.Sub(e.held).Add(r)
+	s.use = clampPositive(s.use.Sub(e.held).Add(r)) // until measured again
 	e.held = r
+}
+
+// fitsOpportunistic says whether an opportunistic container of r may start
+// now: into free capacity, or, overcommitting, into capacity allocated but
+// idle while measured use stays within the policy's fractions.
+func (s *LocalScheduler) fitsOpportunistic(r Resources) bool {
+	if r.Fits(s.free()) {
+		return true
+	}
+	o := s.policy.Overcommit
+	if !o.On() || !s.measured {
+		return false
+	}
+	limit, free := s.useLimit(), s.free()
+	ok := func(f float64, want, use, lim, free int64) bool {
+		if f > 0 {
+			return use+want <= lim
+		}
+		return want <= free
+	}
+	if !ok(o.MemoryMB, r.MemoryMB, s.use.MemoryMB, limit.MemoryMB, free.MemoryMB) || !ok(o.Vcores, r.Vcores, s.use.Vcores, limit.Vcores, free.Vcores) {
+		return false
+	}
+	for k, v := range r.Extended {
+		if v > free.Extended[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// useLimit is the measured use overcommit may reach.
+func (s *LocalScheduler) useLimit() Resources { return s.policy.Overcommit.Limit(s.capacity) }
+
+// SetUsage takes what the node's containers were measured to use. With
+// overcommit on, opportunistic containers are paused (vcores over the
+// limit, when the policy pauses) or killed (memory over it, or no pausing),
+// least waste first, until the use is back under the limit; then what the
+// measured room lets start, starts. Guaranteed containers are never taken.
+func (s *LocalScheduler) SetUsage(use Resources) Actions {
+	s.use, s.measured = clampPositive(use), true
+	var act Actions
+	o := s.policy.Overcommit
+	if !o.On() {
+		return act
+	}
+	limit := s.useLimit()
+	var excess Resources
+	if o.MemoryMB > 0 {
+		excess.MemoryMB = max(0, s.use.MemoryMB-limit.MemoryMB)
+	}
+	if o.Vcores > 0 {
+		excess.Vcores = max(0, s.use.Vcores-limit.Vcores)
+	}
+	if !excess.IsZero() {
+		pausing := s.policy.Pause && excess.MemoryMB == 0
+		for _, e := range s.victims(excess, Resources{}, pausing) {
+			if pausing {
+				s.pause(e)
+				act.Pause = append(act.Pause, e.c.ID)
+				continue
+			}
+			e.state = localKilling
+			s.use = clampPositive(s.use.Sub(e.held))
+			act.Kill = append(act.Kill, Stop{e.c.ID, ReasonEvicted})
+		}
+		return act
+	}
+	act.merge(s.drain())
+	return act
 }
 
 func (s *LocalScheduler) start(e *localEntry) {
@@ -203,7 +302,7 @@ func (s *LocalScheduler) Submit(c LocalContainer) Actions {
 		act.merge(s.evictFor())
 		return act
 	}
-	if len(s.pendingG)+len(s.queue)+len(s.paused) == 0 && c.Resources.Fits(s.free()) {
+	if len(s.pendingG)+len(s.queue)+len(s.paused) == 0 && s.fitsOpportunistic(c.Resources) {
 		s.start(e)
 		act.Start = append(act.Start, c.ID)
 		return act
@@ -435,7 +534,7 @@ func (s *LocalScheduler) drain() Actions {
 	if len(s.pendingG) > 0 {
 		return act // opportunistic work never jumps a waiting guaranteed container
 	}
-	for len(s.paused) > 0 && s.paused[0].c.Resources.Fits(s.free().Add(s.paused[0].held)) {
+	for len(s.paused) > 0 && s.fitsOpportunistic(s.paused[0].c.Resources.Sub(s.paused[0].held)) { // it holds its memory already
 		e := s.paused[0]
 		s.paused = s.paused[1:]
 		s.start(e)
@@ -447,7 +546,7 @@ func (s *LocalScheduler) drain() Actions {
 	for len(s.queue) > 0 {
 		i := s.next()
 		e := s.queue[i]
-		if !e.c.Resources.Fits(s.free()) {
+		if !s.fitsOpportunistic(e.c.Resources) {
 			break
 		}
 		s.queue = slices.Delete(s.queue, i, i+1)

@@ -64,6 +64,26 @@ type NodeLoad struct {
 	Pinned Resources
 	// Wait is the estimated wait of a container arriving now.
 	Wait time.Duration
+	// Measured is what the node's containers were measured to use, and
+	// UseLimit the measured use overcommit may take it to (0 for a
+	// resource not overcommitted, and for a node that does not overcommit).
+	Measured, UseLimit Resources
+}
+
+// opportunisticRoom returns what an opportunistic container may have on
+// the node: its largest (capacity) and what starts at once (free). By
+// allocation, capacity is the node's less its AMs' and free its unallocated
+// resources; a resource the node overcommits goes by measured use instead:
+// up to its use limit, and free as far as the limit is above the use.
+func (l *NodeLoad) opportunisticRoom() (capacity, free Resources) {
+	capacity, free = clampPositive(l.Capacity.Sub(l.Pinned)), clampPositive(l.Capacity.Sub(l.Used))
+	if lim := l.UseLimit.MemoryMB; lim > 0 {
+		capacity.MemoryMB, free.MemoryMB = lim, max(free.MemoryMB, lim-l.Measured.MemoryMB)
+	}
+	if lim := l.UseLimit.Vcores; lim > 0 {
+		capacity.Vcores, free.Vcores = lim, max(free.Vcores, lim-l.Measured.Vcores)
+	}
+	return capacity, free
 }
 
 // LeastLoadedNode is one entry of the least-loaded list: a node and the
@@ -101,18 +121,18 @@ func RankNodes(loads []NodeLoad, limit int, comparator string) []LeastLoadedNode
 		cluster = cluster.Add(loads[i].Capacity)
 	}
 	type scored struct {
-		l    *NodeLoad
-		free Resources
-		norm float64
+		l              *NodeLoad
+		capacity, free Resources
+		norm           float64
 	}
 	cands := make([]scored, 0, len(loads))
 	for i := range loads {
 		l := &loads[i]
-		free := clampPositive(l.Capacity.Sub(l.Used))
+		capacity, free := l.opportunisticRoom()
 		if l.Queued >= l.QueueCapacity && !(l.Queued == 0 && free.MemoryMB > 0 && free.Vcores > 0) {
 			continue // a full queue, and nothing can start at once
 		}
-		cands = append(cands, scored{l, free, normalisedTotal(free, cluster)})
+		cands = append(cands, scored{l, capacity, free, normalisedTotal(free, cluster)})
 	}
 	byWait := comparator == LoadQueueWaitTime
 	sort.Slice(cands, func(i, j int) bool {
@@ -134,7 +154,7 @@ func RankNodes(loads []NodeLoad, limit int, comparator string) []LeastLoadedNode
 	out := make([]LeastLoadedNode, len(cands))
 	for i, c := range cands {
 		out[i] = LeastLoadedNode{NodeID: c.l.NodeID, Address: c.l.Address, Rack: c.l.Rack,
-			Capacity: clampPositive(c.l.Capacity.Sub(c.l.Pinned)), Free: c.free, QueueSpace: max(0, c.l.QueueCapacity-c.l.Queued)}
+			Capacity: c.capacity, Free: c.free, QueueSpace: max(0, c.l.QueueCapacity-c.l.Queued)}
 	}
 	return out
 }

@@ -194,8 +194,14 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 		if !ok {
 			continue
 		}
-		loads = append(loads, scheduler.NodeLoad{NodeID: n.ID, Address: n.Address, Rack: n.Rack, Capacity: n.Capacity,
-			Used: l.Used, Queued: l.Queued, QueueCapacity: l.QueueCapacity, Wait: l.EstimatedQueueWait})
+		load := scheduler.NodeLoad{NodeID: n.ID, Address: n.Address, Rack: n.Rack, Capacity: n.Capacity,
+			Used: l.Used, Queued: l.Queued, QueueCapacity: l.QueueCapacity, Wait: l.EstimatedQueueWait}
+		if l.Measured != nil && l.UseLimit != nil {
+			// Capped at the node's capacity: an agent cannot make its node
+			// bigger than it registered.
+			load.Measured, load.UseLimit = *l.Measured, minEach(*l.UseLimit, n.Capacity)
+		}
+		loads = append(loads, load)
 		queued = append(queued, l.Queued)
 		demand = append(demand, min(max(0, l.OpportunisticDemand), maxReportedDemand))
 	}
@@ -340,4 +346,10 @@ func (s *Server) allocateCentral(ctx context.Context, st *fsm.State, app *schedu
 		b.mu.Unlock()
 	}
 	return unplaced, listKnown, listLen, err
+}
+
+// minEach returns the lesser of a and b in memory and vcores (no other
+// resource is overcommitted).
+func minEach(a, b scheduler.Resources) scheduler.Resources {
+	return scheduler.Resources{MemoryMB: min(a.MemoryMB, b.MemoryMB), Vcores: min(a.Vcores, b.Vcores)}
 }

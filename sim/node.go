@@ -221,6 +221,7 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 		n.completeDue(now)
 		n.local.SetTime(now)
 		n.act(n.local.ExpirePauses(), now)
+		n.act(n.local.SetUsage(n.measuredLocked()), now)
 		n.seq++
 		req := &wrpc.HeartbeatRequest{NodeID: n.cfg.ID, Epoch: n.epoch, Secret: n.secret, Containers: n.reports(), Load: n.load(), Seq: n.seq,
 			WorkloadKeyID: n.keyID}
@@ -523,8 +524,41 @@ func (n *Node) reports() []wrpc.ContainerReport {
 
 func (n *Node) load() wrpc.NodeLoad {
 	l := n.local.Load()
-	return wrpc.NodeLoad{QueueCapacity: n.cfg.QueueLength, RunningGuaranteed: l.RunningGuaranteed, RunningOpportunistic: l.RunningOpportunistic,
+	out := wrpc.NodeLoad{QueueCapacity: n.cfg.QueueLength, RunningGuaranteed: l.RunningGuaranteed, RunningOpportunistic: l.RunningOpportunistic,
 		Queued: l.Queued, Used: l.Used, UsedOpportunistic: l.UsedOpportunistic}
+	if o := n.cfg.Policy.Overcommit; o.On() {
+		measured := n.measuredLocked()
+		limit := o.Limit(n.cfg.Capacity)
+		out.Measured, out.UseLimit = &measured, &limit
+	}
+	return out
+}
+
+// measuredLocked is what the node's containers would be measured to use,
+// as an agent measures their process groups: a task uses what it was
+// allocated, a simulated AM its memory and no CPU (it only waits on the
+// servers). n.mu is held.
+func (n *Node) measuredLocked() scheduler.Resources {
+	var use scheduler.Resources
+	for id, c := range n.containers {
+		if c.report.State != scheduler.ContainerRunning {
+			continue
+		}
+		if n.launched[id] {
+			use.MemoryMB += c.report.Resources.MemoryMB
+			continue
+		}
+		use = use.Add(c.report.Resources)
+	}
+	return use
+}
+
+// InUse returns the vcores the node's containers are measured to use, at
+// most its capacity.
+func (n *Node) InUse() int64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return min(n.cfg.Capacity.Vcores, n.measuredLocked().Vcores)
 }
 
 // Used returns what the node's running containers use.

@@ -72,11 +72,15 @@ type Summary struct {
 	HeartbeatMaxMS    float64           `json:"heartbeat_max_ms"`
 	UtilisationMean   float64           `json:"utilisation_mean"`
 	UtilisationPeak   float64           `json:"utilisation_peak"`
-	SpuriousDown      int               `json:"spurious_down_nodes"`
-	DownCheckError    string            `json:"down_check_error,omitempty"`
-	Reregistrations   int               `json:"reregistrations"`
-	LeaderChanges     int               `json:"leadership_changes"`
-	MeasuredFromNote  string            `json:"note"`
+	// InUseMean is the mean fraction of the cluster's vcores its
+	// containers were measured to use (a simulated AM holds a vcore and
+	// uses none): the work done, where utilisation is what was allocated.
+	InUseMean        float64 `json:"in_use_mean"`
+	SpuriousDown     int     `json:"spurious_down_nodes"`
+	DownCheckError   string  `json:"down_check_error,omitempty"`
+	Reregistrations  int     `json:"reregistrations"`
+	LeaderChanges    int     `json:"leadership_changes"`
+	MeasuredFromNote string  `json:"note"`
 	// FillSeconds is how long the AMs took to receive 99% of the run's
 	// allocations, from the first (to 10 ms), and FillPerS those
 	// allocations per second over that window (Stats.Fill): the rate the
@@ -147,7 +151,7 @@ func (r *Run) result(end time.Time) *Result {
 	sum.Preemptions = s.retriedBy[scheduler.ReasonPreempted]
 	res := &Result{Summary: sum}
 	res.Queues, res.Summary.Queues = r.queues.summarise()
-	var utilSum float64
+	var utilSum, inUseSum float64
 	// Heartbeats answered while the run winds down are not in the series.
 	secs := s.seconds[:min(len(s.seconds), int(dur/time.Second)+1)]
 	for i, sec := range secs {
@@ -155,11 +159,13 @@ func (r *Run) result(end time.Time) *Result {
 			ProxyP99MS: ms(sec.ProxyAlloc.Quantile(0.99)), Completions: sec.Completions,
 			Running: sec.Running, Utilisation: sec.Utilisation, HeartbeatP99MS: ms(sec.Heartbeats.Quantile(0.99))})
 		utilSum += sec.Utilisation
+		inUseSum += sec.InUse
 		res.Summary.UtilisationPeak = max(res.Summary.UtilisationPeak, sec.Utilisation)
 		res.Summary.AllocationsPeak = max(res.Summary.AllocationsPeak, sec.Allocations)
 	}
 	if len(secs) > 0 {
 		res.Summary.UtilisationMean = utilSum / float64(len(secs))
+		res.Summary.InUseMean = inUseSum / float64(len(secs))
 	}
 	window, perS := s.fill()
 	res.Summary.FillSeconds, res.Summary.FillPerS = window.Seconds(), perS
@@ -188,7 +194,7 @@ func (s *Summary) Text() string {
 			s.OppProxyP50MS, s.OppProxyP99MS, s.OppCentralP50MS, s.OppCentralP99MS)
 	}
 	p("heartbeats:  %d, %d failed%s; p50 %.1f ms, p99 %.1f ms, max %.1f ms", s.HeartbeatCount, s.HeartbeatFailed, countsBy(s.HeartbeatFailedBy), s.HeartbeatP50MS, s.HeartbeatP99MS, s.HeartbeatMaxMS)
-	p("utilisation: mean %.1f%%, peak %.1f%% (vcores)", 100*s.UtilisationMean, 100*s.UtilisationPeak)
+	p("utilisation: mean %.1f%%, peak %.1f%% (vcores allocated); in use %.1f%% (vcores measured busy)", 100*s.UtilisationMean, 100*s.UtilisationPeak, 100*s.InUseMean)
 	down := fmt.Sprint(s.SpuriousDown)
 	if s.DownCheckError != "" {
 		down = "unknown (" + s.DownCheckError + ")"

@@ -297,14 +297,15 @@ func (r *Run) sample(ctx context.Context) {
 			return
 		}
 		running := 0
-		var used int64
+		var used, inUse int64
 		for _, n := range r.nodes {
 			running += n.Running()
 			used += n.Used().Vcores
+			inUse += n.InUse()
 		}
 		util := float64(used) / float64(max(1, capacity))
 		now := time.Now()
-		r.stats.Sample(now, running, util)
+		r.stats.Sample(now, running, util, float64(inUse)/float64(max(1, capacity)))
 		if r.cfg.Progress != nil && now.Sub(lastProgress) >= r.cfg.ProgressEvery {
 			lastProgress = now
 			r.stats.mu.Lock()

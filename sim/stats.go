@@ -88,9 +88,12 @@ type Second struct {
 	ProxyAlloc  Hist
 	Completions uint64
 	Heartbeats  Hist
-	// Running and Utilisation are sampled once in the second.
+	// Running, Utilisation (vcores allocated to running containers) and
+	// InUse (vcores they are measured to use: a simulated AM uses none)
+	// are sampled once in the second.
 	Running     int
 	Utilisation float64
+	InUse       float64
 }
 
 // Stats gathers a run's measurements, per second from its start. It is
@@ -330,10 +333,11 @@ func (s *Stats) LeaderChanged() {
 	s.mu.Unlock()
 }
 
-// Sample records the cluster's running containers and utilisation now.
-func (s *Stats) Sample(now time.Time, running int, utilisation float64) {
+// Sample records the cluster's running containers, its utilisation (the
+// vcores allocated to them) and the vcores in use now, as fractions.
+func (s *Stats) Sample(now time.Time, running int, utilisation, inUse float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sec := s.second(now)
-	sec.Running, sec.Utilisation = running, utilisation
+	sec.Running, sec.Utilisation, sec.InUse = running, utilisation, inUse
 }

@@ -23,7 +23,7 @@ func runSim(args []string) error {
 	var servers, nodeRes, trace, out, logLevel, taskRes, queues, serverConfig, restartSignal, cpuProfile, memProfile, gcSpec string
 	var startServers, nodes, racks, queueLen, apps, tasksMin, tasksMax, nodesUsed, serverGC, perAM int
 	var proxy, sharedList, turnAway, pause bool
-	var loadComparator, queuePolicy, eviction string
+	var loadComparator, queuePolicy, eviction, overcommit string
 	var maxQueueWait time.Duration
 	var heartbeat, amHeartbeat, duration, taskMin, taskMax, restartAt time.Duration
 	var rate, opp, joinRate float64
@@ -49,6 +49,7 @@ func runSim(args []string) error {
 	fs.BoolVar(&pause, "pause", false, "nodes pause opportunistic containers to make room for guaranteed ones rather than kill them (an agent's opportunistic.pause)")
 	fs.StringVar(&eviction, "eviction", scheduler.EvictLeastWaste, "which opportunistic containers a guaranteed arrival evicts: `least_waste` or newest_first")
 	fs.StringVar(&queuePolicy, "queue-policy", scheduler.QueueFIFO, "the order of nodes' opportunistic queues: `fifo`, shortest_first or nearest_completion")
+	fs.StringVar(&overcommit, "overcommit", "", "nodes start opportunistic containers into allocated but idle capacity while measured use stays under these fractions of capacity, `memory_mb=F,vcores=F` (a simulated AM uses no CPU)")
 	fs.DurationVar(&maxQueueWait, "max-queue-wait", 0, "a queued container that waited longer goes to the head (0: never)")
 	fs.BoolVar(&turnAway, "turn-away-feedback", true, "AMRMProxies hear that a node turned a container away and place nothing more there until their next list")
 	fs.DurationVar(&duration, "duration", time.Minute, "how long to run once the nodes have registered")
@@ -91,6 +92,9 @@ func runSim(args []string) error {
 		return usagef("-am-heartbeat and -max-queue-wait must not be negative")
 	}
 	policy := scheduler.LocalPolicy{QueuePolicy: queuePolicy, MaxQueueWait: maxQueueWait, Eviction: eviction, Pause: pause}
+	if policy.Overcommit, err = parseOvercommit(overcommit); err != nil {
+		return usagef("-overcommit: %v", err)
+	}
 	if err := policy.Validate(); err != nil {
 		return usagef("%v", err)
 	}
@@ -295,4 +299,29 @@ func parseQueueMix(s string) (map[string]float64, error) {
 		return nil, fmt.Errorf("no queues")
 	}
 	return mix, nil
+}
+
+// parseOvercommit reads "memory_mb=F,vcores=F" (either may be left out;
+// "" is no overcommit).
+func parseOvercommit(s string) (scheduler.Overcommit, error) {
+	var o scheduler.Overcommit
+	if s == "" {
+		return o, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		f, err := strconv.ParseFloat(v, 64)
+		if !ok || err != nil {
+			return o, fmt.Errorf("%q is not NAME=FRACTION", kv)
+		}
+		switch k {
+		case "memory_mb":
+			o.MemoryMB = f
+		case "vcores":
+			o.Vcores = f
+		default:
+			return o, fmt.Errorf("%q: overcommit names memory_mb and vcores only", k)
+		}
+	}
+	return o, nil
 }
