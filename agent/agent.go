@@ -144,7 +144,8 @@ func New(config *Config) (*Agent, error) {
 	} else {
 		a.logger.Info("cgroups v2 limits unavailable; container resources are accounted only", "reason", why)
 	}
-	a.mgr = newManager(a.logger, config.Clock, config.NodeID, dir, config.Resources, config.OpportunisticQueueLength, config.KillGrace, cg, a.pokeHeartbeat)
+	a.mgr = newManager(a.logger, config.Clock, config.NodeID, dir, config.Resources, config.OpportunisticQueueLength, config.Opportunistic,
+		config.KillGrace, cg, a.pokeHeartbeat)
 	a.retention = newLogRetention(a.logger, dir, config.LogRetention)
 	if n := a.retention.adoptLeftovers(config.Clock.Now()); n > 0 {
 		a.logger.Info("keeping the directories of containers from a previous run for log_retention", "count", n, "log_retention", config.LogRetention)
@@ -386,6 +387,7 @@ func (a *Agent) heartbeatOnce(ctx context.Context, hb *heartbeatState) (reRegist
 	a.discoverServers(hb.servers)
 	listAt := a.sched.view().At
 	_, certExpiry := a.keys.minter()
+	a.mgr.measure(a.clock.Now()) // what the containers use, for overcommit and node status
 	req := &wrpc.HeartbeatRequest{NodeID: a.config.NodeID, Epoch: a.epoch.Load(), Secret: a.secret, Containers: a.mgr.reports(),
 		Load: a.mgr.load(), LeastLoadedAt: listAt, SameListOK: true, WorkloadKeyID: a.keys.newestID(), Seq: a.heartbeatSeq.Add(1),
 		AppsToCheck: a.retention.appsToCheck(a.clock.Now()), MintCertExpiry: certExpiry}

@@ -87,6 +87,19 @@ func (c *cgroups) create(id string, r scheduler.Resources) (*os.File, error) {
 	return os.Open(dir)
 }
 
+// freeze stops (or, with stop false, lets go on) every process of a
+// container's cgroup (cgroup.freeze).
+func (c *cgroups) freeze(id string, stop bool) error {
+	if err := scheduler.ValidateID("container id", id); err != nil {
+		return err
+	}
+	v := "0"
+	if stop {
+		v = "1"
+	}
+	return os.WriteFile(filepath.Join(c.root, id, "cgroup.freeze"), []byte(v), 0o644)
+}
+
 // remove deletes a container's cgroup once its processes are gone (there
 // is none for an invalid ID: create refused it).
 func (c *cgroups) remove(id string) {

@@ -40,7 +40,10 @@ type Config struct {
 	Resources                scheduler.Resources
 	Rack                     string
 	OpportunisticQueueLength int // negative means the default
-	HeartbeatInterval        time.Duration
+	// Opportunistic is how the node orders its queue and evicts, pauses
+	// and overcommits opportunistic containers.
+	Opportunistic     scheduler.LocalPolicy
+	HeartbeatInterval time.Duration
 	// LazyHeartbeats heartbeats only every HeartbeatInterval, not also as
 	// soon as a container changes state (as YARN node managers do): fewer
 	// writes for the leader, slower news of freed resources.

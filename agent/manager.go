@@ -58,6 +58,16 @@ type manager struct {
 	// meanRun is a moving average of how long opportunistic containers
 	// ran, for the queue-wait estimate.
 	meanRun time.Duration
+	// policy is the node's opportunistic policy (the local scheduler's);
+	// procRoot where processes are measured (/proc); samples each running
+	// container's last CPU measurement, measured the node's total at
+	// lastMeasure (measure.go).
+	policy      scheduler.LocalPolicy
+	capacity    scheduler.Resources
+	procRoot    string
+	samples     map[string]usageSample
+	measured    scheduler.Resources
+	lastMeasure time.Time
 }
 
 // ctr is the agent's record of one container.
@@ -79,12 +89,15 @@ type ctr struct {
 	recorded bool
 }
 
-func newManager(logger hclog.Logger, clk clock.Clock, nodeID, dir string, capacity scheduler.Resources, queueLimit int, killGrace time.Duration, cg *cgroups, changed func()) *manager {
-	return &manager{
+func newManager(logger hclog.Logger, clk clock.Clock, nodeID, dir string, capacity scheduler.Resources, queueLimit int, policy scheduler.LocalPolicy,
+	killGrace time.Duration, cg *cgroups, changed func()) *manager {
+	m := &manager{
 		logger: logger.Named("containers"), clock: clk, nodeID: nodeID, dir: dir, killGrace: killGrace, cg: cg, changed: changed,
 		ls: scheduler.NewLocalScheduler(capacity, queueLimit), byID: map[string]*ctr{}, ams: map[attemptKey]string{}, spent: map[string]int64{},
-		queueCapacity: queueLimit, lookup: user.Lookup,
+		queueCapacity: queueLimit, lookup: user.Lookup, policy: policy, capacity: capacity, procRoot: "/proc", samples: map[string]usageSample{},
 	}
+	m.ls.SetPolicy(policy)
+	return m
 }
 
 // shed drops the newest queued opportunistic containers above limit
@@ -176,8 +189,18 @@ func (m *manager) startLocked(info rpc.ContainerInfo, launch rpc.LaunchSpec) *rp
 
 // carryOut performs the scheduler's actions; m.mu must be held.
 func (m *manager) carryOut(act scheduler.Actions) {
-	for len(act.Start)+len(act.Kill)+len(act.Drop) > 0 {
+	for len(act.Start)+len(act.Kill)+len(act.Drop)+len(act.Pause)+len(act.Resume) > 0 {
 		var next scheduler.Actions
+		for _, id := range act.Pause {
+			if c := m.byID[id]; c != nil && c.proc != nil && c.state == scheduler.ContainerRunning {
+				m.pause(c, true)
+			}
+		}
+		for _, id := range act.Resume {
+			if c := m.byID[id]; c != nil && c.proc != nil && c.state == scheduler.ContainerPaused {
+				m.pause(c, false)
+			}
+		}
 		for _, id := range act.Start {
 			c := m.byID[id]
 			if err := m.launch(c); err != nil {
@@ -188,11 +211,16 @@ func (m *manager) carryOut(act scheduler.Actions) {
 				next.Start = append(next.Start, a.Start...)
 				next.Kill = append(next.Kill, a.Kill...)
 				next.Drop = append(next.Drop, a.Drop...)
+				next.Pause = append(next.Pause, a.Pause...)
+				next.Resume = append(next.Resume, a.Resume...)
 			}
 		}
 		for _, k := range act.Kill {
 			if c := m.byID[k.ID]; c != nil && c.proc != nil {
 				c.killReason = k.Reason
+				if c.state == scheduler.ContainerPaused {
+					m.pause(c, false) // a stopped process would not see its SIGTERM
+				}
 				go c.proc.kill(m.killGrace)
 			}
 		}
@@ -204,6 +232,28 @@ func (m *manager) carryOut(act scheduler.Actions) {
 		act = next
 	}
 	m.changed()
+}
+
+// pause stops (or, with stop false, resumes) a running container's
+// processes: with its cgroup's freezer where the agent enforces cgroups,
+// else with SIGSTOP (SIGCONT) to its process and every one below it. It
+// keeps its memory and gives up the CPU; it is reported PAUSED. m.mu must
+// be held.
+func (m *manager) pause(c *ctr, stop bool) {
+	if m.cg == nil || m.cg.freeze(c.info.ID, stop) != nil {
+		sig := syscall.SIGSTOP
+		if !stop {
+			sig = syscall.SIGCONT
+		}
+		signalTree(m.procRoot, c.proc.pgid, sig)
+	}
+	c.state, c.at = scheduler.ContainerRunning, m.clock.Now().UnixNano()
+	if stop {
+		c.state = scheduler.ContainerPaused
+		m.logger.Info("paused an opportunistic container to make room", "container", c.info.ID)
+	} else {
+		m.logger.Info("resumed a paused container", "container", c.info.ID)
+	}
 }
 
 func (m *manager) launch(c *ctr) error {
@@ -392,9 +442,22 @@ func (m *manager) load() rpc.NodeLoad {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l := m.ls.Load()
-	return rpc.NodeLoad{QueueCapacity: m.queueCapacity, RunningGuaranteed: l.RunningGuaranteed, RunningOpportunistic: l.RunningOpportunistic,
+	out := rpc.NodeLoad{QueueCapacity: m.queueCapacity, RunningGuaranteed: l.RunningGuaranteed, RunningOpportunistic: l.RunningOpportunistic,
 		Queued: l.Queued, Used: l.Used, UsedOpportunistic: l.UsedOpportunistic,
 		EstimatedQueueWait: scheduler.EstimateQueueWait(l.Queued, l.RunningGuaranteed+l.RunningOpportunistic, m.meanRun)}
+	out.Enforcement = "accounted only"
+	if m.cg != nil {
+		out.Enforcement = "cgroup v2"
+	}
+	if !m.lastMeasure.IsZero() {
+		measured := m.measured
+		out.Measured = &measured
+		if o := m.policy.Overcommit; o.On() {
+			limit := o.Limit(m.capacity)
+			out.UseLimit = &limit
+		}
+	}
+	return out
 }
 
 // promote makes a running opportunistic container guaranteed: the node no

@@ -13,7 +13,7 @@ import (
 )
 
 func newTestManager(t *testing.T, capMem int64, queue int) *manager {
-	m := newManager(hclog.NewNullLogger(), clock.Real{}, "n1", t.TempDir(), scheduler.Resources{MemoryMB: capMem, Vcores: 16}, queue, 2*time.Second, nil, func() {})
+	m := newManager(hclog.NewNullLogger(), clock.Real{}, "n1", t.TempDir(), scheduler.Resources{MemoryMB: capMem, Vcores: 16}, queue, scheduler.LocalPolicy{}, 2*time.Second, nil, func() {})
 	t.Cleanup(func() { m.stopAll(scheduler.ReasonKilled) })
 	return m
 }
@@ -140,5 +140,35 @@ func TestManagerShedsNewestQueuedAboveTheLimit(t *testing.T) {
 	}
 	if l := m.load(); l.Queued != 2 || l.QueueCapacity != 10 {
 		t.Fatalf("load %+v", l)
+	}
+}
+
+// With pausing on, a guaranteed arrival stops the opportunistic container
+// in its way (its process in state T, reported PAUSED), starts at once,
+// and when it ends the paused one goes on.
+func TestManagerPausesForGuaranteedAndResumes(t *testing.T) {
+	m := newManager(hclog.NewNullLogger(), clock.Real{}, "n1", t.TempDir(), scheduler.Resources{MemoryMB: 1000, Vcores: 1}, 10,
+		scheduler.LocalPolicy{Pause: true, MaxPause: time.Minute}, 2*time.Second, nil, func() {})
+	t.Cleanup(func() { m.stopAll(scheduler.ReasonKilled) })
+	if r := m.start(info("o1", 400, scheduler.Opportunistic), sleepLong); r.State != "RUNNING" {
+		t.Fatalf("o1 %+v", r)
+	}
+	m.mu.Lock()
+	pid := m.byID["o1"].proc.pgid
+	m.mu.Unlock()
+	if r := m.start(info("g1", 400, scheduler.Guaranteed), rpc.LaunchSpec{Command: []string{"sh", "-c", "sleep 0.5"}}); r.State != "RUNNING" {
+		t.Fatalf("g1 %+v: want it started at once, o1 paused for its vcore", r)
+	}
+	waitState(t, m, "o1", scheduler.ContainerPaused)
+	if s := procState(pid); s != "T" {
+		t.Fatalf("o1's process is in state %q, want T (stopped)", s)
+	}
+	if l := m.load(); l.RunningOpportunistic != 0 || l.Used.MemoryMB != 800 {
+		t.Fatalf("load %+v: a paused container runs no more, and keeps its memory", l)
+	}
+	waitState(t, m, "g1", scheduler.ContainerCompleted)
+	waitState(t, m, "o1", scheduler.ContainerRunning)
+	if s := procState(pid); s == "T" || s == "" {
+		t.Fatalf("o1's process is in state %q after the resume", s)
 	}
 }

@@ -22,7 +22,7 @@ func TestCompletedContainersLogsAreRemovedAfterRetention(t *testing.T) {
 	start := time.Unix(1_700_000_000, 0)
 	clk := clock.NewFake(start)
 	root := t.TempDir()
-	m := newManager(hclog.NewNullLogger(), clk, "n1", root, scheduler.Resources{MemoryMB: 1000, Vcores: 4}, 10, 2*time.Second, nil, func() {})
+	m := newManager(hclog.NewNullLogger(), clk, "n1", root, scheduler.Resources{MemoryMB: 1000, Vcores: 4}, 10, scheduler.LocalPolicy{}, 2*time.Second, nil, func() {})
 	t.Cleanup(func() { m.stopAll(scheduler.ReasonKilled) })
 	r := newLogRetention(hclog.NewNullLogger(), root, time.Hour)
 	m.retention = r

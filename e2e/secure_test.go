@@ -19,6 +19,8 @@ type security struct {
 	t         testing.TB
 	pki       string
 	gossipKey string
+	// agentExtra is added to every agent's configuration file.
+	agentExtra string
 }
 
 // newSecurity makes the certificates and the gossip key, and points every
@@ -71,7 +73,7 @@ func (s *security) config(role, name string) string {
 	if role == "agent" {
 		// With ACLs on, a new node registers only with a join token: the
 		// agent reads this file at each attempt until join writes it.
-		body += fmt.Sprintf("join_token_file = %q\n", s.joinTokenFile(name))
+		body += fmt.Sprintf("join_token_file = %q\n", s.joinTokenFile(name)) + s.agentExtra
 	}
 	path := filepath.Join(s.t.TempDir(), name+".hcl")
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {

@@ -211,12 +211,16 @@ func decodeExtended(r *wireReader, res *scheduler.Resources) error {
 
 func (l *NodeLoad) appendMsgpack(b []byte) []byte {
 	fields := 7
-	for _, set := range []bool{l.OpportunisticDemand != 0, l.Measured != nil, l.UseLimit != nil} {
+	for _, set := range []bool{l.OpportunisticDemand != 0, l.Measured != nil, l.UseLimit != nil, l.Enforcement != ""} {
 		if set {
 			fields++
 		}
 	}
 	b = appendMapHeader(b, fields)
+	if l.Enforcement != "" { // omitempty
+		b = appendStr(b, "enforcement")
+		b = appendStr(b, l.Enforcement)
+	}
 	b = appendStr(b, "estimated_queue_wait")
 	b = appendInt(b, int64(l.EstimatedQueueWait))
 	if l.Measured != nil { // omitempty
@@ -267,6 +271,8 @@ func (l *NodeLoad) decodeMsgpack(r *wireReader) error {
 		case "running_opportunistic":
 			v, err = r.int()
 			l.RunningOpportunistic = int(v)
+		case "enforcement":
+			l.Enforcement, err = r.str()
 		case "measured":
 			l.Measured = new(scheduler.Resources)
 			err = decodeResources(r, l.Measured)

@@ -104,6 +104,9 @@ type NodeLoad struct {
 	// the node's AMRMProxy asked for that it could not place from its
 	// window of the least-loaded list: the leader deals windows by it.
 	OpportunisticDemand int `codec:"opportunistic_demand,omitempty"`
+	// Enforcement says how the agent holds containers to their limits
+	// ("cgroup v2", or "accounted only").
+	Enforcement string `codec:"enforcement,omitempty"`
 	// Measured is what the node's containers were last measured to use
 	// (nil: not measured), and UseLimit, with overcommit on, the measured
 	// use opportunistic containers may take the node to (a resource at 0
@@ -362,6 +365,13 @@ type NodeInfo struct {
 	// EstimatedQueueWait is the node's last reported estimate, known only
 	// to the leader (0 in stale reads from followers).
 	EstimatedQueueWait time.Duration `codec:"estimated_queue_wait" json:"estimated_queue_wait_ns"`
+	// Measured is what the node's containers were last measured to use,
+	// UseLimit the measured use its overcommit allows (nil: it does not
+	// overcommit), and Enforcement how it holds containers to their
+	// limits; like EstimatedQueueWait, known only to the leader.
+	Measured    *scheduler.Resources `codec:"measured,omitempty" json:"measured,omitempty"`
+	UseLimit    *scheduler.Resources `codec:"use_limit,omitempty" json:"use_limit,omitempty"`
+	Enforcement string               `codec:"enforcement,omitempty" json:"enforcement,omitempty"`
 	// DrainDeadline is when a DRAINING node's remaining containers are
 	// killed (Unix ns, like every time in these types); 0 unless it is DRAINING.
 	DrainDeadline int64 `codec:"drain_deadline" json:"drain_deadline,omitempty"`

@@ -409,7 +409,7 @@ func (e *Node) List(ctx context.Context, args *wrpc.NodeListRequest, reply *wrpc
 				continue
 			}
 			info := wrpc.NewNodeInfo(n)
-			info.EstimatedQueueWait = e.srv.queueWait(n.ID)
+			e.srv.addReported(&info)
 			reply.Nodes = append(reply.Nodes, info)
 		}
 		return nodesIndex(st)
@@ -437,7 +437,7 @@ func (e *Node) Status(ctx context.Context, args *wrpc.NodeStatusRequest, reply *
 		}
 		n, _ := st.Node(args.ID)
 		reply.Node = wrpc.NewNodeInfo(n)
-		reply.Node.EstimatedQueueWait = e.srv.queueWait(n.ID)
+		e.srv.addReported(&reply.Node)
 		reply.Containers = reply.Containers[:0]
 		for _, c := range st.NodeLiveContainers(n.ID) {
 			reply.Containers = append(reply.Containers, wrpc.NewContainerInfo(c, n))
@@ -467,10 +467,26 @@ func (e *Node) Which(ctx context.Context, args *wrpc.NodeWhichRequest, reply *wr
 
 // queueWait returns the queue wait a node last estimated (known only to
 // the leader).
-func (s *Server) queueWait(id string) time.Duration {
+// addReported adds to a node's description what only its last heartbeat
+// says, which only the leader holds (nothing in stale reads from
+// followers): its queue-wait estimate, its measured use, its overcommit
+// limit and how its containers' limits are enforced.
+func (s *Server) addReported(info *wrpc.NodeInfo) {
 	s.livenessMu.Lock()
 	defer s.livenessMu.Unlock()
-	return s.liveness.QueueWait(id)
+	l, ok := s.liveness.Load(info.ID)
+	if !ok {
+		return
+	}
+	info.EstimatedQueueWait, info.Enforcement = l.EstimatedQueueWait, l.Enforcement
+	if l.Measured != nil {
+		m := *l.Measured
+		info.Measured = &m
+	}
+	if l.UseLimit != nil {
+		u := *l.UseLimit
+		info.UseLimit = &u
+	}
 }
 
 // serverAddrs returns the RPC addresses of the Raft servers, as of at most

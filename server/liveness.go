@@ -212,13 +212,5 @@ func (l *liveness) Load(id string) (*wrpc.NodeLoad, bool) {
 	return nil, false
 }
 
-// QueueWait returns the queue wait a node last estimated.
-func (l *liveness) QueueWait(id string) time.Duration {
-	if n, ok := l.nodes[id]; ok {
-		return n.load.EstimatedQueueWait
-	}
-	return 0
-}
-
 // Isolated reports whether the leader hears from fewer than half its nodes.
 func (l *liveness) Isolated() bool { return l.isolated }

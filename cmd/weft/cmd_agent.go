@@ -28,6 +28,7 @@ func runAgent(args []string) error {
 		return usagef("%v", err)
 	}
 	retention, _ := cfg.LogRetentionDuration() // checked by loadConfig
+	policy, _ := cfg.LocalPolicy()             // checked by loadConfig
 	if cfg.JoinToken == "" {
 		cfg.JoinToken = os.Getenv("WEFT_JOIN_TOKEN")
 	}
@@ -51,6 +52,7 @@ func runAgent(args []string) error {
 	a, err := agent.New(&agent.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, BindAddr: cfg.Bind, RPCPort: cfg.RPCPort, SerfPort: cfg.SerfPort,
 		Join: cfg.Join, Resources: cfg.NodeCapacity(), Rack: cfg.Rack, OpportunisticQueueLength: cfg.OpportunisticQueueLength,
+		Opportunistic:  policy,
 		LazyHeartbeats: cfg.LazyHeartbeats, AllowRoot: cfg.AllowRoot, RunAsUser: cfg.RunAsUser, Encrypt: cfg.Encrypt, Build: version, Logger: logger, TLS: tc,
 		Limits: rpcLimits(cfg.Limits), LogRetention: retention, JoinToken: cfg.JoinToken, JoinTokenFile: cfg.JoinTokenFile,
 		DynamicUIDs: [2]uint32{firstUID, lastUID},

@@ -96,6 +96,15 @@ func runNodeStatus(args []string) error {
 	if n.EstimatedQueueWait > 0 {
 		fmt.Fprintf(w, "Queue wait\t~%s (estimated)\n", n.EstimatedQueueWait.Round(100*time.Millisecond))
 	}
+	if n.Measured != nil {
+		fmt.Fprintf(w, "Used (measured)\t%s of %s allocated\n", *n.Measured, n.AllocatedGuaranteed.Add(n.AllocatedOpportunistic))
+	}
+	if n.UseLimit != nil {
+		fmt.Fprintf(w, "Overcommit\topportunistic containers start while measured use stays within %s\n", *n.UseLimit)
+	}
+	if n.Enforcement != "" {
+		fmt.Fprintf(w, "Limits\t%s\n", n.Enforcement)
+	}
 	if r := n.Reservation; r != nil {
 		fmt.Fprintf(w, "Reserved\tfor %s of %s (%s), %s ago: no other app's container is placed here until it fits\n",
 			r.Resources, r.AppID, reservedWhat(r), time.Since(time.Unix(0, r.Since)).Round(time.Second))

@@ -38,6 +38,61 @@ type Agent struct {
 	JoinTokenFile            string           `hcl:"join_token_file,optional" flag:"join-token-file" help:"file holding a node-join token, read at each registration attempt (so a token written there later is taken up)"`
 	TLS                      *TLS             `hcl:"tls,block"`
 	Limits                   *Limits          `hcl:"limits,block"`
+	// Opportunistic is how this node orders, evicts, pauses and
+	// overcommits opportunistic containers (docs/opportunistic.md).
+	Opportunistic *AgentOpportunistic `hcl:"opportunistic,block"`
+}
+
+// AgentOpportunistic is an agent's opportunistic block.
+type AgentOpportunistic struct {
+	QueuePolicy  string             `hcl:"queue_policy,optional"`
+	MaxQueueWait string             `hcl:"max_queue_wait,optional"`
+	Eviction     string             `hcl:"eviction,optional"`
+	Pause        bool               `hcl:"pause,optional"`
+	MaxPause     string             `hcl:"max_pause,optional"`
+	Overcommit   map[string]float64 `hcl:"overcommit,optional"`
+}
+
+// LocalPolicy returns the node's opportunistic policy: the defaults (fifo,
+// least_waste, no pausing, no overcommit) for what the block leaves out.
+func (c *Agent) LocalPolicy() (scheduler.LocalPolicy, error) {
+	p := scheduler.LocalPolicy{QueuePolicy: scheduler.QueueFIFO, Eviction: scheduler.EvictLeastWaste, MaxPause: scheduler.DefaultMaxPause}
+	o := c.Opportunistic
+	if o == nil {
+		return p, nil
+	}
+	if o.QueuePolicy != "" {
+		p.QueuePolicy = o.QueuePolicy
+	}
+	if o.Eviction != "" {
+		p.Eviction = o.Eviction
+	}
+	p.Pause = o.Pause
+	for name, s := range map[string]string{"max_queue_wait": o.MaxQueueWait, "max_pause": o.MaxPause} {
+		if s == "" {
+			continue
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return p, fmt.Errorf("opportunistic.%s %q: give a positive duration such as 30s or 5m", name, s)
+		}
+		if name == "max_queue_wait" {
+			p.MaxQueueWait = d
+		} else {
+			p.MaxPause = d
+		}
+	}
+	for k, f := range o.Overcommit {
+		switch k {
+		case scheduler.ResourceMemoryMB:
+			p.Overcommit.MemoryMB = f
+		case scheduler.ResourceVcores:
+			p.Overcommit.Vcores = f
+		default:
+			return p, fmt.Errorf("opportunistic.overcommit: %q cannot be overcommitted; give memory_mb and vcores, fractions of the node's capacity", k)
+		}
+	}
+	return p, p.Validate()
 }
 
 // Agent defaults (SPEC §2, §10, §12).
@@ -77,6 +132,9 @@ func (c *Agent) Validate() error {
 		return errors.New("rack (-rack) must not be empty")
 	}
 	if _, err := c.LogRetentionDuration(); err != nil {
+		return err
+	}
+	if _, err := c.LocalPolicy(); err != nil {
 		return err
 	}
 	if _, err := NodeResources(c.Resources); err != nil {
