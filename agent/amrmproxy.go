@@ -509,7 +509,7 @@ func (p *amrmProxy) allocateLocal(at *proxyAttempt, args *wrpc.AMAllocateRequest
 		claims = append(claims, c)
 		out = append(out, wrpc.ContainerInfo{ID: id, AppID: args.AppID, Attempt: args.Attempt, NodeID: n.NodeID, NodeAddress: n.Address, Rack: n.Rack,
 			AskID: ask.AskID, ExecutionType: string(scheduler.Opportunistic), State: string(scheduler.ContainerAllocated),
-			Resources: ask.Resources, User: user, UID: uid, AllocatedAt: now})
+			Resources: ask.Resources, User: user, UID: uid, AllocatedAt: now, ExpectedDuration: ask.ExpectedDuration, Progress: args.Progress})
 	}
 	toks, err := signer.SignBatch(claims, now)
 	if err != nil {

@@ -183,7 +183,8 @@ func (m *manager) startLocked(info rpc.ContainerInfo, launch rpc.LaunchSpec) *rp
 		return &rpc.ContainerStartResponse{State: string(c.state), Reason: string(c.reason), Diagnostics: c.diag}
 	}
 	m.ls.SetTime(m.clock.Now()) // run times, for least-waste eviction
-	m.carryOut(m.ls.Submit(scheduler.LocalContainer{ID: info.ID, AppID: info.AppID, Resources: info.Resources, ExecutionType: et}))
+	m.carryOut(m.ls.Submit(scheduler.LocalHints(scheduler.LocalContainer{ID: info.ID, AppID: info.AppID, Resources: info.Resources,
+		ExecutionType: et}, info.ExpectedDuration, info.Progress)))
 	return &rpc.ContainerStartResponse{State: string(c.state), Reason: string(c.reason), Diagnostics: c.diag}
 }
 

@@ -172,3 +172,24 @@ func TestManagerPausesForGuaranteedAndResumes(t *testing.T) {
 		t.Fatalf("o1's process is in state %q after the resume", s)
 	}
 }
+
+// shortest_first: when room frees, the queued container whose ask said it
+// runs shortest starts first, whatever the order they came in.
+func TestManagerRunsTheShortestFirst(t *testing.T) {
+	m := newManager(hclog.NewNullLogger(), clock.Real{}, "n1", t.TempDir(), scheduler.Resources{MemoryMB: 1000, Vcores: 1}, 10,
+		scheduler.LocalPolicy{QueuePolicy: scheduler.QueueShortestFirst}, 2*time.Second, nil, func() {})
+	t.Cleanup(func() { m.stopAll(scheduler.ReasonKilled) })
+	m.start(info("g1", 400, scheduler.Guaranteed), rpc.LaunchSpec{Command: []string{"sh", "-c", "sleep 0.3"}})
+	long, short := info("long", 400, scheduler.Opportunistic), info("short", 400, scheduler.Opportunistic)
+	long.ExpectedDuration, short.ExpectedDuration = time.Minute, time.Second
+	if r := m.start(long, sleepLong); r.State != "QUEUED" {
+		t.Fatalf("long %+v", r)
+	}
+	if r := m.start(short, sleepLong); r.State != "QUEUED" {
+		t.Fatalf("short %+v", r)
+	}
+	waitState(t, m, "short", scheduler.ContainerRunning)
+	if r := m.report("long"); r.State != scheduler.ContainerQueued {
+		t.Fatalf("long is %s while short runs: want it still queued", r.State)
+	}
+}

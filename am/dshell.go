@@ -175,7 +175,7 @@ func (d *DShell) wanted(now time.Time) (int, time.Duration) {
 // taskAsk is the ask for want more of spec's task containers.
 func taskAsk(spec scheduler.DShell, want int) scheduler.Ask {
 	return scheduler.Ask{AskID: dshellAskID, Count: want, Resources: spec.Resources, ExecutionType: spec.ExecutionType,
-		EnforceExecutionType: spec.EnforceExecutionType, Locality: spec.Locality()}
+		EnforceExecutionType: spec.EnforceExecutionType, Locality: spec.Locality(), ExpectedDuration: spec.ExpectedDuration}
 }
 
 // assign gives an allocated container to a task that needs one and starts

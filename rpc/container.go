@@ -1,6 +1,10 @@
 package rpc
 
-import "github.com/weft-sched/weft/scheduler"
+import (
+	"time"
+
+	"github.com/weft-sched/weft/scheduler"
+)
 
 // ContainerInfo is one container as `weft container list -json` shows it
 // and as AMs receive allocations.
@@ -36,10 +40,16 @@ type ContainerInfo struct {
 	// container on its node, exactly as allocated (SPEC §15). Only the
 	// allocation's AM receives it, in AM.Allocate answers; listings never
 	// carry it.
-	Token       string `codec:"token" json:"-"`
-	AllocatedAt int64  `codec:"allocated_at" json:"allocated_at"`
-	StartedAt   int64  `codec:"started_at" json:"started_at,omitempty"`
-	FinishedAt  int64  `codec:"finished_at" json:"finished_at,omitempty"`
+	Token string `codec:"token" json:"-"`
+	// ExpectedDuration is how long its ask said it runs, and Progress how
+	// far its app was when it was allocated (0 to 1): hints a node's
+	// opportunistic queue may order by (shortest_first,
+	// nearest_completion). They are the AM's word, as the ask was.
+	ExpectedDuration time.Duration `codec:"expected_duration,omitempty" json:"expected_duration_ns,omitempty"`
+	Progress         float32       `codec:"progress,omitempty" json:"progress,omitempty"`
+	AllocatedAt      int64         `codec:"allocated_at" json:"allocated_at"`
+	StartedAt        int64         `codec:"started_at" json:"started_at,omitempty"`
+	FinishedAt       int64         `codec:"finished_at" json:"finished_at,omitempty"`
 }
 
 // NewContainerInfo describes a container on node n (its RPC address and

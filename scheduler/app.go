@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -101,13 +102,16 @@ type DShell struct {
 	// It is a pointer so that a spec that leaves it out, and every app
 	// recorded before it existed, relaxes instead of turning strict.
 	RelaxLocality *bool `codec:"relax_locality,omitempty"`
+	// ExpectedDuration is how long each container is expected to run,
+	// which the AM puts on its ask (0: not said).
+	ExpectedDuration time.Duration `codec:"expected_duration,omitempty"`
 }
 
 // IsZero reports whether d says nothing: the dshell part of an app of
 // another AM type.
 func (d *DShell) IsZero() bool {
 	return d.NumContainers == 0 && len(d.Command) == 0 && len(d.Env) == 0 && len(d.Nodes) == 0 && len(d.Racks) == 0 &&
-		d.RelaxLocality == nil && !d.PromoteOpportunisticAfterStart && !d.EnforceExecutionType
+		d.RelaxLocality == nil && !d.PromoteOpportunisticAfterStart && !d.EnforceExecutionType && d.ExpectedDuration == 0
 }
 
 // Locality is the locality of the ask for the containers.
@@ -204,6 +208,9 @@ func (s *AppSpec) Validate() error {
 	if err := d.validateLocality(); err != nil {
 		add("%v", err)
 	}
+	if d.ExpectedDuration < 0 || d.ExpectedDuration > MaxExpectedDuration {
+		add("dshell.expected_duration: must be between 0 and %s, not %s", MaxExpectedDuration, d.ExpectedDuration)
+	}
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))
 	}
@@ -271,7 +278,15 @@ type Ask struct {
 	// Feeders, on a reduce ask, are the map outputs it will fetch: the
 	// scheduler places it near their center of gravity (cogrs.go).
 	Feeders []Feeder `codec:"feeders,omitempty"`
+	// ExpectedDuration is how long the AM expects each container to run
+	// (0: it does not say): a node whose queue runs shortest first orders
+	// by it. It is the AM's word; max_queue_wait bounds what a wrong one
+	// costs other apps.
+	ExpectedDuration time.Duration `codec:"expected_duration,omitempty"`
 }
+
+// MaxExpectedDuration bounds an ask's expected_duration.
+const MaxExpectedDuration = 7 * 24 * time.Hour
 
 // AMAskID is the ask ID of an app's AM container.
 const AMAskID = 0
@@ -286,6 +301,8 @@ func (a *Ask) Validate() error {
 		return fmt.Errorf("ask %d: count must not be negative", a.AskID)
 	case !a.ExecutionType.Valid():
 		return fmt.Errorf("ask %d: execution_type must be GUARANTEED or OPPORTUNISTIC, not %q", a.AskID, a.ExecutionType)
+	case a.ExpectedDuration < 0 || a.ExpectedDuration > MaxExpectedDuration:
+		return fmt.Errorf("ask %d: expected_duration must be between 0 and %s, not %s", a.AskID, MaxExpectedDuration, a.ExpectedDuration)
 	}
 	if err := ValidateContainerResources(a.Resources); err != nil {
 		return fmt.Errorf("ask %d: %w", a.AskID, err)

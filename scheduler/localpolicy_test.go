@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"fmt"
+	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -174,5 +176,22 @@ func TestOvercommitOnMeasuredUse(t *testing.T) {
 	}
 	if err := (LocalPolicy{Overcommit: Overcommit{Vcores: 1.5}}).Validate(); err == nil {
 		t.Fatalf("an overcommit fraction above 1 was accepted")
+	}
+}
+
+// Hints come from the network: a node keeps them within bounds, and an ask
+// with a bad one is refused naming the field.
+func TestLocalHintsAreBounded(t *testing.T) {
+	c := LocalHints(LocalContainer{ID: "c"}, -time.Second, float32(math.NaN()))
+	if c.Expected != 0 || c.Progress != 0 {
+		t.Fatalf("%+v: a negative duration and NaN progress must read as no hint", c)
+	}
+	c = LocalHints(LocalContainer{ID: "c"}, 100*MaxExpectedDuration, 7)
+	if c.Expected != MaxExpectedDuration || c.Progress != 1 {
+		t.Fatalf("%+v: want both clamped", c)
+	}
+	ask := Ask{AskID: 1, Count: 1, Resources: Resources{MemoryMB: 1, Vcores: 1}, ExecutionType: Opportunistic, ExpectedDuration: -time.Second}
+	if err := ask.Validate(); err == nil || !strings.Contains(err.Error(), "expected_duration") {
+		t.Fatalf("negative expected_duration: %v", err)
 	}
 }

@@ -50,6 +50,18 @@ type LocalContainer struct {
 	Progress float64
 }
 
+// LocalHints gives c the hints its container carried from its ask and AM:
+// the expected run time (kept within 0 and MaxExpectedDuration) and its
+// app's progress (kept within 0 and 1; not a number is 0). They come from
+// the network, from the AM: a node takes them as hints, never as limits.
+func LocalHints(c LocalContainer, expected time.Duration, progress float32) LocalContainer {
+	c.Expected = min(max(0, expected), MaxExpectedDuration)
+	if p := float64(progress); p > 0 { // false for NaN
+		c.Progress = min(p, 1)
+	}
+	return c
+}
+
 // The opportunistic queue's orders (opportunistic.queue_policy).
 const (
 	QueueFIFO              = "fifo"

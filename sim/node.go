@@ -340,7 +340,8 @@ func (n *Node) startLocked(ci wrpc.ContainerInfo, dur time.Duration, onEnd func(
 	}
 	n.containers[ci.ID] = c
 	n.local.SetTime(now)
-	n.act(n.local.Submit(scheduler.LocalContainer{ID: ci.ID, Resources: ci.Resources, ExecutionType: et}), now)
+	n.act(n.local.Submit(scheduler.LocalHints(scheduler.LocalContainer{ID: ci.ID, AppID: ci.AppID, Resources: ci.Resources, ExecutionType: et},
+		ci.ExpectedDuration, ci.Progress)), now)
 	return c.report.State
 }
 

@@ -204,7 +204,7 @@ func (p *Proxy) allocateLocal(at *proxyAttempt, args *wrpc.AMAllocateRequest, as
 		id := prefix + strconv.FormatUint(p.seq, 10)
 		out = append(out, wrpc.ContainerInfo{ID: id, AppID: args.AppID, Attempt: args.Attempt, NodeID: n.NodeID, NodeAddress: n.Address,
 			AskID: ask.AskID, ExecutionType: string(scheduler.Opportunistic), State: string(scheduler.ContainerAllocated),
-			Resources: ask.Resources, AllocatedAt: now.UnixNano()})
+			Resources: ask.Resources, AllocatedAt: now.UnixNano(), ExpectedDuration: ask.ExpectedDuration, Progress: args.Progress})
 		claims = append(claims, identity.Claims{Kind: identity.KindContainer, AppID: args.AppID, Attempt: args.Attempt, ContainerID: id,
 			NodeID: n.NodeID, Resources: ask.Resources, ExecutionType: scheduler.Opportunistic, Expiry: expiry})
 	}

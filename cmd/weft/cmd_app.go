@@ -81,6 +81,7 @@ func parseSubmit(args []string) (spec scheduler.AppSpec, cf *clientFlags, wait b
 		"containers that may fail on one node (would not start, lost, never started) before the AM blacklists it for the app; 0 never blacklists")
 	fs.BoolVar(&spec.DShell.PromoteOpportunisticAfterStart, "promote-opportunistic-after-start", false, "ask to promote each opportunistic container once it runs")
 	fs.BoolVar(&spec.DShell.EnforceExecutionType, "enforce-execution-type", false, "never accept a container of another execution type")
+	fs.DurationVar(&spec.DShell.ExpectedDuration, "expected-duration", 0, "how long each container is expected to run, a hint for nodes whose opportunistic queue runs the shortest first")
 	fs.Var((*commaList)(&spec.DShell.Nodes), "nodes", "run the containers on these `NODES` (comma-separated node IDs; may repeat)")
 	fs.Var((*commaList)(&spec.DShell.Racks), "racks", "run the containers on these `RACKS` (comma-separated; may repeat)")
 	fs.BoolVar(&relax, "relax-locality", true, "with -nodes or -racks: after the locality delays, let containers go to the nodes' racks, then anywhere; "+
@@ -145,7 +146,7 @@ func parseSubmit(args []string) (spec scheduler.AppSpec, cf *clientFlags, wait b
 
 // dshellFlags are the flags that describe a dshell app's containers.
 var dshellFlags = []string{"num-containers", "container-type", "memory-mb", "vcores", "promote-opportunistic-after-start",
-	"enforce-execution-type", "nodes", "racks", "relax-locality"}
+	"enforce-execution-type", "nodes", "racks", "relax-locality", "expected-duration"}
 
 // checkSubmitType checks -type against the spec file's AM type, and that
 // no dshell flag is given for a mapreduce job.
@@ -197,6 +198,7 @@ func mergeSpec(file, flags scheduler.AppSpec, set map[string]bool) scheduler.App
 		out.DShell.PromoteOpportunisticAfterStart = flags.DShell.PromoteOpportunisticAfterStart
 	})
 	pick("enforce-execution-type", func() { out.DShell.EnforceExecutionType = flags.DShell.EnforceExecutionType })
+	pick("expected-duration", func() { out.DShell.ExpectedDuration = flags.DShell.ExpectedDuration })
 	pick("nodes", func() { out.DShell.Nodes = flags.DShell.Nodes })
 	pick("racks", func() { out.DShell.Racks = flags.DShell.Racks })
 	pick("relax-locality", func() { out.DShell.RelaxLocality = flags.DShell.RelaxLocality })

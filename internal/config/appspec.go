@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/weft-sched/weft/scheduler"
@@ -56,6 +57,7 @@ type dshellBlock struct {
 	Nodes                          []string          `hcl:"nodes,optional" json:"nodes"`
 	Racks                          []string          `hcl:"racks,optional" json:"racks"`
 	RelaxLocality                  *bool             `hcl:"relax_locality,optional" json:"relax_locality"` // unset relaxes
+	ExpectedDuration               string            `hcl:"expected_duration,optional" json:"expected_duration"`
 }
 
 // ParseAppSpec reads an app spec file (HCL or JSON); errors carry the
@@ -145,6 +147,13 @@ func parseAppSpec(filename, base string, src []byte) (scheduler.AppSpec, error) 
 	}
 	if n := af.DShell.NumContainers; n != nil {
 		spec.DShell.NumContainers = *n // 0 is refused below, not taken as 1
+	}
+	if s := af.DShell.ExpectedDuration; s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return spec, at(fmt.Sprintf("dshell.expected_duration: %q is not a duration such as 30s or 2m", s))
+		}
+		spec.DShell.ExpectedDuration = d
 	}
 	spec.SetDefaults()
 	if err := spec.Validate(); err != nil {

@@ -2,9 +2,10 @@ package config
 
 import (
 	"strings"
+	"testing"
+	"time"
 
 	"github.com/weft-sched/weft/scheduler"
-	"testing"
 )
 
 func TestAppSpecNumContainers(t *testing.T) {
@@ -168,5 +169,20 @@ func TestAppSpecJSON(t *testing.T) {
 	packed := `{"dshell": {"command": ["true"], "nodes": [` + strings.Repeat(`"",`, 2000) + `""]}}`
 	if _, err := ParseAppSpecBody("request body", []byte(packed)); err == nil || !strings.Contains(err.Error(), "JSON values; at most") {
 		t.Errorf("a body of empty strings: %v", err)
+	}
+}
+
+func TestAppSpecExpectedDuration(t *testing.T) {
+	spec, err := ParseAppSpec("a.hcl", []byte("dshell {\n  command = [\"true\"]\n  expected_duration = \"90s\"\n}\n"))
+	if err != nil || spec.DShell.ExpectedDuration != 90*time.Second {
+		t.Fatalf("expected_duration 90s: %v %+v", err, spec.DShell)
+	}
+	for src, want := range map[string]string{
+		"dshell {\n  command = [\"true\"]\n  expected_duration = \"soon\"\n}\n": `dshell.expected_duration: "soon" is not a duration`,
+		"dshell {\n  command = [\"true\"]\n  expected_duration = \"-1s\"\n}\n":  "dshell.expected_duration: must be between 0 and",
+	} {
+		if _, err := ParseAppSpec("a.hcl", []byte(src)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%q: %v, want %q", src, err, want)
+		}
 	}
 }
