@@ -159,8 +159,13 @@ func (m *manager) measure(now time.Time) {
 	}
 	m.measured, m.lastMeasure = total, now
 	m.ls.SetTime(now)
-	m.carryOut(m.ls.SetUsage(total))
-	m.carryOut(m.ls.ExpirePauses())
+	// Only what changes something: carrying out asks for an early
+	// heartbeat, and measuring is part of every heartbeat.
+	for _, act := range []scheduler.Actions{m.ls.SetUsage(total), m.ls.ExpirePauses()} {
+		if len(act.Start)+len(act.Kill)+len(act.Drop)+len(act.Pause)+len(act.Resume) > 0 {
+			m.carryOut(act)
+		}
+	}
 }
 
 // signalTree sends sig to a container's process and every process below

@@ -7,10 +7,13 @@ import (
 
 // ListHolder is an agent whose AMRMProxy allocates opportunistic asks:
 // one that runs AMs. Demand is how many opportunistic containers its AMs
-// asked for that it could not place, as its last heartbeat said.
+// asked for that it could not place, as its last heartbeat said. New says
+// it held no window in the computation before: its AM has just started,
+// and its demand is not reported yet.
 type ListHolder struct {
 	NodeID string
 	Demand int
+	New    bool
 }
 
 // MaxWindowFactor bounds a window: at most this many times nodes_used
@@ -31,13 +34,16 @@ const MaxWindowFactor = 10
 //     maps a node to the holder whose window had it) that are still on
 //     the list: what it placed there since its loads were reported, its
 //     own room accounting already takes off;
-//   - then round-robin, best entries first, to holders with demand, each
-//     up to the entries its demand needs at the list's mean places per
-//     entry (at least one, at most MaxWindowFactor × nodesUsed);
+//   - then round-robin, best entries first, to new holders (up to
+//     nodesUsed: an AM that has just started asks before its demand is
+//     reported) and holders with demand, each up to the entries its demand
+//     needs at the list's mean places per entry (at least one, at most
+//     MaxWindowFactor × nodesUsed);
 //   - then round-robin to every holder until each holds nodesUsed, for
 //     demand that arrives before the next list.
 //
-// Holders are served in order of demand, greatest first, then node ID.
+// Holders are served new ones first, then in order of demand, greatest
+// first, then by node ID.
 func DealWindows(list []LeastLoadedNode, holders []ListHolder, prev map[string]string, nodesUsed int) [][]int {
 	windows := make([][]int, len(holders))
 	if len(list) == 0 || len(holders) == 0 {
@@ -49,6 +55,12 @@ func DealWindows(list []LeastLoadedNode, holders []ListHolder, prev map[string]s
 		order[i] = i
 	}
 	slices.SortFunc(order, func(a, b int) int {
+		if holders[a].New != holders[b].New {
+			if holders[a].New {
+				return -1
+			}
+			return 1
+		}
 		if c := cmp.Compare(holders[b].Demand, holders[a].Demand); c != 0 {
 			return c
 		}
@@ -67,6 +79,9 @@ func DealWindows(list []LeastLoadedNode, holders []ListHolder, prev map[string]s
 		if h.Demand > 0 {
 			perEntry := max(1, places/len(list))
 			want[i] = min(max(1, (h.Demand+perEntry-1)/perEntry), maxWindow)
+		}
+		if h.New {
+			want[i] = max(want[i], max(1, nodesUsed))
 		}
 	}
 	taken := make([]bool, len(list))

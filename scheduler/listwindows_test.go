@@ -18,7 +18,7 @@ func rankedList(n int) []LeastLoadedNode {
 // No node is in two windows: each place is handed out by one proxy.
 func TestWindowsAreDisjoint(t *testing.T) {
 	list := rankedList(30)
-	holders := []ListHolder{{"a", 0}, {"b", 12}, {"c", 300}, {"d", 1}}
+	holders := []ListHolder{{NodeID: "a"}, {NodeID: "b", Demand: 12}, {NodeID: "c", Demand: 300}, {NodeID: "d", Demand: 1}}
 	wins := DealWindows(list, holders, nil, 5)
 	seen := map[int]string{}
 	for i, w := range wins {
@@ -46,7 +46,7 @@ func TestWindowsAreDisjoint(t *testing.T) {
 // first, and a holder keeps the nodes it held before.
 func TestWindowsDealBestFirstAndKeepWhatWasHeld(t *testing.T) {
 	list := rankedList(10)
-	holders := []ListHolder{{"a", 3}, {"b", 3}}
+	holders := []ListHolder{{NodeID: "a", Demand: 3}, {NodeID: "b", Demand: 3}}
 	wins := DealWindows(list, holders, nil, 2)
 	if fmt.Sprint(wins) != "[[0 2] [1 3]]" {
 		t.Fatalf("windows %v, want [[0 2] [1 3]]: one entry each in turn, then nodes_used each", wins)
@@ -57,6 +57,17 @@ func TestWindowsDealBestFirstAndKeepWhatWasHeld(t *testing.T) {
 	}
 	if got := Leftover(list, wins); fmt.Sprint(got) != "[2 3 4 5 6 7]" {
 		t.Fatalf("left over %v", got)
+	}
+}
+
+// An agent whose AM has just started comes first, with nodes_used entries:
+// its AM asks before its demand is reported, and an idle holder must not
+// keep the room it would use.
+func TestWindowsServeANewHolderFirst(t *testing.T) {
+	list := rankedList(3)
+	wins := DealWindows(list, []ListHolder{{NodeID: "idle"}, {NodeID: "fresh", New: true}}, map[string]string{"n00": "idle"}, 10)
+	if fmt.Sprint(wins) != "[[] [0 1 2]]" {
+		t.Fatalf("windows %v, want the fresh agent to hold every node and the idle one none", wins)
 	}
 }
 

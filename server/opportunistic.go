@@ -206,6 +206,18 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 		demand = append(demand, min(max(0, l.OpportunisticDemand), maxReportedDemand))
 	}
 	s.livenessMu.Unlock()
+	// The windows of the computation before: a holder keeps its nodes, and
+	// one that held none is new. (Only the refreshing caller replaces
+	// b.deal, and never changes a map it made.)
+	b.mu.Lock()
+	prevHolders := b.deal.byAgent
+	b.mu.Unlock()
+	prevOwner := make(map[string]string, len(prevHolders))
+	for holder, w := range prevHolders {
+		for i := range w {
+			prevOwner[w[i].NodeID] = holder
+		}
+	}
 	// The agents that run AMs allocate from the list; what their AMs hold
 	// no opportunistic container gets while they run.
 	var holders []scheduler.ListHolder
@@ -218,20 +230,13 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 			}
 		}
 		if ams > 0 {
-			holders = append(holders, scheduler.ListHolder{NodeID: loads[i].NodeID, Demand: demand[i]})
+			_, held := prevHolders[loads[i].NodeID]
+			holders = append(holders, scheduler.ListHolder{NodeID: loads[i].NodeID, Demand: demand[i], New: !held})
 		}
 	}
 	b.loads, b.queued, b.demand = loads, queued, demand
 	ranked := scheduler.RankNodes(loads, len(loads), cfg.LoadComparator)
 	limit := scheduler.QueueLimit(queued, cfg.QueueLimitStdev, cfg.MinQueueLength, cfg.MaxQueueLength)
-	b.mu.Lock()
-	prevOwner := make(map[string]string, len(b.deal.byAgent))
-	for holder, w := range b.deal.byAgent {
-		for i := range w {
-			prevOwner[w[i].NodeID] = holder
-		}
-	}
-	b.mu.Unlock()
 	list := ranked[:min(len(ranked), cfg.NodesUsed)]
 	if cfg.SharedList {
 		holders = nil // every agent gets list, whole
