@@ -230,8 +230,9 @@ func TestKilledAppStopsItsContainers(t *testing.T) {
 }
 
 // The leader deals its list out: an agent that runs no AM holds one entry
-// of it, and knows how many nodes the whole list had (an agent running AMs
-// holds a window of its own: the amWorld tests' waitList).
+// of it, with its free room and no queue place, and knows how many nodes
+// the whole list had (an agent running AMs holds a window of its own: the
+// amWorld tests' waitList).
 func TestLeaderPushesTheLeastLoadedList(t *testing.T) {
 	_, agents, _ := cluster(t, 3)
 	for _, a := range agents {
@@ -242,8 +243,9 @@ func TestLeaderPushesTheLeastLoadedList(t *testing.T) {
 			return len(list) == 1 && a.sched.dist.Candidates() == 3
 		})
 		for _, n := range a.LeastLoaded() {
-			// Idle nodes: all their resources free, their whole queue open.
-			if n.QueueSpace != DefaultOpportunisticQueueLength || n.Free.Vcores != 4 || n.Free.MemoryMB != 2048 || n.Address == "" {
+			// An idle node, all its resources free; an agent without AMs
+			// may start containers there but not queue them.
+			if n.QueueSpace != 0 || n.Free.Vcores != 4 || n.Free.MemoryMB != 2048 || n.Address == "" {
 				t.Fatalf("list entry %+v", n)
 			}
 		}

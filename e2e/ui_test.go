@@ -48,7 +48,13 @@ func TestWebUI(t *testing.T) {
 	}
 	waitFor(t, 60*time.Second, "the opportunistic app's tasks to run", func() error {
 		if n := countTasks(w.containers(opp), "RUNNING", "OPPORTUNISTIC"); n != 3 {
-			return fmt.Errorf("%d running", n)
+			var where []string
+			for _, c := range w.containers("") {
+				if c.State != "COMPLETED" {
+					where = append(where, c.ID+"@"+c.NodeID+":"+c.State+"/"+c.ExecutionType)
+				}
+			}
+			return fmt.Errorf("%d running; live containers %v", n, where)
 		}
 		return nil
 	})

@@ -8,8 +8,8 @@ import (
 // ListHolder is an agent whose AMRMProxy allocates opportunistic asks:
 // one that runs AMs. Demand is how many opportunistic containers its AMs
 // asked for that it could not place, as its last heartbeat said. New says
-// it held no window in the computation before: its AM has just started,
-// and its demand is not reported yet.
+// it runs an AM the computation before did not see: that AM asks at once,
+// before its demand is reported.
 type ListHolder struct {
 	NodeID string
 	Demand int

@@ -143,3 +143,15 @@ func TestRankNodesCountsOvercommitRoom(t *testing.T) {
 		t.Fatalf("without overcommit %+v: want 3 vcores, the AM's off", list)
 	}
 }
+
+// A container starts at once on a node with free room before any waits in
+// a queue: the round goes over every node's free room first.
+func TestAllocateFillsFreeRoomBeforeQueues(t *testing.T) {
+	l := rankedList(2)
+	l[0].Free = Resources{} // n00: only queue places
+	room := NewRoom(l)
+	pos, _ := AllocateOpportunistic(Ask{Count: 2, Resources: Resources{MemoryMB: 1024, Vcores: 2}}, l, room, nil, 0, nil)
+	if len(pos) != 2 || l[pos[0]].NodeID != "n01" || l[pos[1]].NodeID != "n01" {
+		t.Fatalf("placed on %v, want both on n01, which starts them at once", pos)
+	}
+}

@@ -234,13 +234,16 @@ func (r *Room) Reset(list []LeastLoadedNode) *Room {
 // container larger than the node's capacity is never placed there: it would
 // wait at the head of the queue forever. Take reports whether there was
 // room.
-func (r *Room) Take(pos int, res Resources) bool {
+func (r *Room) Take(pos int, res Resources) bool { return r.take(pos, res, true) }
+
+// take is Take, using a queue place only if queue says so.
+func (r *Room) take(pos int, res Resources, queue bool) bool {
 	switch {
 	case !res.Fits(r.capacity[pos]):
 		return false
 	case res.Fits(r.free[pos]):
 		r.free[pos] = r.free[pos].Sub(res)
-	case r.queue[pos] > 0:
+	case queue && r.queue[pos] > 0:
 		r.queue[pos]--
 	default:
 		return false
@@ -266,8 +269,10 @@ const (
 // any node (only the named nodes and racks when the ask does not relax
 // locality; any node when it names none); never on a node in avoid (the
 // app's blacklist in force, see AvoidedNodes); within a tier round-robin,
-// one container per node per round, beginning at list position cursor;
-// never past a node's room, which it consumes. It appends to out the list
+// one container per node per round, beginning at list position cursor,
+// first into free room on every node (containers that start at once) and
+// only then into queue places: no container waits in a queue while a node
+// of its tier could start it; never past a node's room, which it consumes. It appends to out the list
 // position of each container's node and returns it, with the cursor for
 // the next ask: one past the position of the last container placed (cursor
 // itself when none was), so that consecutive asks spread over the nodes of
@@ -312,15 +317,17 @@ func AllocateOpportunistic(ask Ask, list []LeastLoadedNode, room *Room, avoid No
 	next = cursor
 	start := ((cursor % len(list)) + len(list)) % len(list)
 	for t := tierNode; t <= tierAny && placed < ask.Count; t++ {
-		for progress := true; progress && placed < ask.Count; {
-			progress = false
-			for i := 0; i < len(list) && placed < ask.Count; i++ {
-				pos := (start + i) % len(list)
-				if tier(&list[pos]) == t && room.Take(pos, ask.Resources) {
-					out = append(out, pos)
-					placed++
-					progress = true
-					next = pos + 1
+		for _, queue := range [2]bool{false, true} { // free room on every node first
+			for progress := true; progress && placed < ask.Count; {
+				progress = false
+				for i := 0; i < len(list) && placed < ask.Count; i++ {
+					pos := (start + i) % len(list)
+					if tier(&list[pos]) == t && room.take(pos, ask.Resources, queue) {
+						out = append(out, pos)
+						placed++
+						progress = true
+						next = pos + 1
+					}
 				}
 			}
 		}

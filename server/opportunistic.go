@@ -30,8 +30,12 @@ type loadBoard struct {
 	candidates int
 	deal, prev windows
 	prevAt     int64
-	// shared is opportunistic.shared_list: every agent gets list.
+	// shared says every agent gets list (opportunistic.shared_list, or too
+	// few nodes for windows).
 	shared bool
+	// ams are the live AM containers the last computation saw: an agent
+	// with one it did not see holds a new AM.
+	ams map[string]bool
 	// same holds the earlier computations (Unix ns, newest last) whose
 	// list is entry for entry list: an agent holding one of them gets
 	// LeastLoadedSame instead of the list again.
@@ -56,7 +60,7 @@ func (b *loadBoard) reset(now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.since, b.computed, b.list, b.same, b.limit, b.room, b.rr = now, time.Time{}, nil, nil, 0, nil, 0
-	b.candidates, b.deal, b.prev, b.prevAt = 0, windows{}, windows{}, 0
+	b.candidates, b.deal, b.prev, b.prevAt, b.ams = 0, windows{}, windows{}, 0, nil
 }
 
 // opportunisticConfig returns the cluster's settings, or the defaults for
@@ -68,6 +72,10 @@ func opportunisticConfig(st *fsm.State) scheduler.OpportunisticConfig {
 	}
 	return cfg
 }
+
+// minWindow is the fewest nodes a window may average: with fewer, the
+// list is shared (see refreshBoard).
+const minWindow = 2
 
 // maxReportedDemand bounds the opportunistic demand the leader takes from
 // one agent's heartbeat: beyond it, a window is as large as it may be
@@ -210,8 +218,9 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 	// one that held none is new. (Only the refreshing caller replaces
 	// b.deal, and never changes a map it made.)
 	b.mu.Lock()
-	prevHolders := b.deal.byAgent
+	prevHolders, prevAMs := b.deal.byAgent, b.ams
 	b.mu.Unlock()
+	ams := make(map[string]bool, len(prevAMs))
 	prevOwner := make(map[string]string, len(prevHolders))
 	for holder, w := range prevHolders {
 		for i := range w {
@@ -222,23 +231,31 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 	// no opportunistic container gets while they run.
 	var holders []scheduler.ListHolder
 	for i := range loads {
-		ams := 0
+		_, held := prevHolders[loads[i].NodeID]
+		holds, fresh := false, !held
 		for _, c := range st.NodeLiveContainers(loads[i].NodeID) {
 			if c.IsAM {
 				loads[i].Pinned = loads[i].Pinned.Add(c.Resources)
-				ams++
+				holds, fresh = true, fresh || !prevAMs[c.ID]
+				ams[c.ID] = true
 			}
 		}
-		if ams > 0 {
-			_, held := prevHolders[loads[i].NodeID]
-			holders = append(holders, scheduler.ListHolder{NodeID: loads[i].NodeID, Demand: demand[i], New: !held})
+		if holds {
+			// An AM that has just started asks before its demand is
+			// reported: its agent is dealt first (scheduler.DealWindows).
+			holders = append(holders, scheduler.ListHolder{NodeID: loads[i].NodeID, Demand: demand[i], New: fresh})
 		}
 	}
 	b.loads, b.queued, b.demand = loads, queued, demand
 	ranked := scheduler.RankNodes(loads, len(loads), cfg.LoadComparator)
 	limit := scheduler.QueueLimit(queued, cfg.QueueLimitStdev, cfg.MinQueueLength, cfg.MaxQueueLength)
 	list := ranked[:min(len(ranked), cfg.NodesUsed)]
-	if cfg.SharedList {
+	// Windows of fewer than two nodes each would make an AM queue behind
+	// running work while another agent's nodes stand free: a list that
+	// short for the agents that run AMs is shared whole, as before
+	// windows (a herd of at most half as many proxies as nodes).
+	shared := cfg.SharedList || len(ranked) < minWindow*len(holders)
+	if shared {
 		holders = nil // every agent gets list, whole
 	}
 	dealt := scheduler.DealWindows(ranked, holders, prevOwner, cfg.NodesUsed)
@@ -253,10 +270,15 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 	rest := scheduler.Leftover(ranked, dealt)
 	leftover := make([]scheduler.LeastLoadedNode, len(rest))
 	for j, p := range rest {
+		// Shared by the agents that run no AM yet: only what starts at
+		// once, no queue place. An AM that has just started gets its
+		// first containers running, and waits for its window (the next
+		// computation) rather than queueing behind running work.
 		leftover[j] = ranked[p]
+		leftover[j].QueueSpace = 0
 	}
 	candidates := len(ranked)
-	if cfg.SharedList {
+	if shared {
 		leftover, candidates = nil, 0
 	}
 	b.mu.Lock()
@@ -279,7 +301,7 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 	if b.computed.IsZero() {
 		b.prevAt = 0
 	}
-	b.deal, b.candidates, b.shared = windows{byAgent: byAgent, leftover: leftover}, candidates, cfg.SharedList
+	b.deal, b.candidates, b.shared, b.ams = windows{byAgent: byAgent, leftover: leftover}, candidates, shared, ams
 	b.list = list
 	b.limit = limit
 	b.room = scheduler.NewRoom(b.list)

@@ -46,11 +46,11 @@ func TestSameListIsLeftOut(t *testing.T) {
 	if len(old.LeastLoaded) != 1 || old.LeastLoadedSame || len(other.LeastLoaded) != 1 || other.LeastLoadedSame {
 		t.Fatalf("an agent that does not understand, or holds another list, must get the list: %+v, %+v", old, other)
 	}
-	load.Queued = 3
+	load.Used = scheduler.Resources{MemoryMB: 1024, Vcores: 1}
 	s.heartbeatSeen("n1", 1, t1, &load)
 	var r3 wrpc.HeartbeatResponse
 	s.opportunisticView(st, t1.Add(2*time.Second), "n1", r2.LeastLoadedAt, true, &r3)
-	if len(r3.LeastLoaded) != 1 || r3.LeastLoadedSame || r3.LeastLoaded[0].QueueSpace != 7 {
+	if len(r3.LeastLoaded) != 1 || r3.LeastLoadedSame || r3.LeastLoaded[0].Free.Vcores != 3 {
 		t.Fatalf("changed list: %+v", r3)
 	}
 }
