@@ -175,6 +175,33 @@ SIM_ONLY ?=
 # Mercury's scenario (seed 000, docs/scale.md): short tasks on small nodes,
 # guaranteed only against half the apps opportunistic, same seed and work.
 SIM_SHORT := -nodes=2000+-node-resources=memory_mb=8192,vcores=4+-task-resources=memory_mb=4096,vcores=4+-queue-length=2+-nodes-used=20+-apps-per-second=1+-tasks-min=100+-tasks-max=300+-task-duration-min=500ms+-task-duration-max=5s+-seed=7
+
+# The opportunistic matrix (docs/scale.md, docs/opportunistic.md): pairs
+# of cluster-bound runs, guaranteed only against half the apps
+# opportunistic with every mechanism and with each one off, same seed and
+# work, OPP_RUNS runs of each (opp-PAIR.KIND-rN). bound-200: 0.5-5 s tasks
+# at more than the cluster runs; mercury-200: 0.5-3 s tasks and AMs that
+# allocate on a 1 s heartbeat (Mercury's scenario). `make sim-opp-bench`
+# runs only these (about 25 minutes).
+OPP_RUNS ?= 1 2 3
+OPP_BASE := -node-resources=memory_mb=8192,vcores=4+-task-resources=memory_mb=4096,vcores=4+-queue-length=2+-nodes-used=20+-tasks-min=100+-tasks-max=300+-task-duration-min=500ms+-seed=7
+OPP_ALL := -opportunistic=0.5+-pause+-overcommit=memory_mb=0.9,vcores=1.0
+OPP_PAIRS := \
+	bound-200:-nodes=200+-apps-per-second=0.5+-task-duration-max=5s+$(OPP_BASE) \
+	mercury-200:-nodes=200+-apps-per-second=0.5+-task-duration-max=3s+-am-heartbeat=1s+$(OPP_BASE)
+OPP_KINDS := guaranteed:-opportunistic=0 opportunistic:$(OPP_ALL)
+# Each mechanism off, on the first pair only, one run each.
+OPP_OFF := \
+	no-windows:$(OPP_ALL)+-shared-list \
+	no-pause:-opportunistic=0.5+-overcommit=memory_mb=0.9,vcores=1.0 \
+	no-overcommit:-opportunistic=0.5+-pause \
+	no-turn-away:$(OPP_ALL)+-turn-away-feedback=false
+opp_word = $(word $(1),$(subst :, ,$(2)))
+OPP_SCENARIOS := \
+	$(foreach r,$(OPP_RUNS),$(foreach p,$(OPP_PAIRS),$(foreach k,$(OPP_KINDS),opp-$(call opp_word,1,$(p)).$(call opp_word,1,$(k))-r$(r):$(call opp_word,2,$(p))+$(call opp_word,2,$(k))))) \
+	$(foreach k,$(OPP_OFF),opp-$(call opp_word,1,$(firstword $(OPP_PAIRS))).$(call opp_word,1,$(k))-r1:$(call opp_word,2,$(firstword $(OPP_PAIRS)))+$(call opp_word,2,$(k)))
+OPP_NAMES := $(foreach s,$(OPP_SCENARIOS),$(firstword $(subst :, ,$(s))))
+
 SIM_SCENARIOS := \
 	heartbeats-1000:-nodes=1000 \
 	heartbeats-2000:-nodes=2000 \
@@ -185,11 +212,16 @@ SIM_SCENARIOS := \
 	apps-1000:-nodes=1000+-apps-per-second=2+-tasks-min=10+-tasks-max=100 \
 	throughput-1000:-nodes=1000+-apps=100+-apps-per-second=100+-tasks-min=1000+-tasks-max=1000+-task-duration-min=5m+-task-duration-max=5m \
 	short-guaranteed-2000:$(SIM_SHORT)+-opportunistic=0 \
-	short-opportunistic-2000:$(SIM_SHORT)+-opportunistic=0.5 \
+	short-opportunistic-2000:$(SIM_SHORT)+-opportunistic=0.5+-pause+-overcommit=memory_mb=0.9,vcores=1.0 \
 	restart-1000:-nodes=1000+-apps=30+-apps-per-second=1+-tasks-min=1000+-tasks-max=1000+-task-duration-min=10ms+-task-duration-max=50ms+-task-resources=memory_mb=1,vcores=1+-restart-at=45s \
-	restart-1m:-nodes=1000+-apps=100+-apps-per-second=2+-tasks-min=10000+-tasks-max=10000+-task-duration-min=10ms+-task-duration-max=50ms+-duration=230s+-restart-at=200s
+	restart-1m:-nodes=1000+-apps=100+-apps-per-second=2+-tasks-min=10000+-tasks-max=10000+-task-duration-min=10ms+-task-duration-max=50ms+-duration=230s+-restart-at=200s \
+	$(OPP_SCENARIOS)
 
-.PHONY: sim-bench
+.PHONY: sim-bench sim-opp-bench
+
+## sim-opp-bench: only the opportunistic matrix of sim-bench (three runs of each pair, each mechanism off once; about 25 minutes), then the report.
+sim-opp-bench:
+	$(MAKE) --no-print-directory sim-bench SIM_ONLY="$(OPP_NAMES)"
 
 ## sim-bench: run the simulator scenarios (heartbeats at 1,000 to 10,000 nodes, one of them for ten minutes, apps and 100,000 containers asked of 1,000 nodes, short tasks on 2,000 nodes guaranteed-only and half opportunistic, whole-quorum crashes and restarts, one with 1,000,000 containers in the state), write bench/sim-*.txt and rewrite docs/scale.md's tables (about 30 minutes).
 sim-bench: build

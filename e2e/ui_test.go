@@ -177,6 +177,39 @@ func TestWebUI(t *testing.T) {
 		b.shot("nodes-1920", 1920, 1080)
 	})
 
+	t.Run("a node's measured use", func(t *testing.T) {
+		b.t = t
+		// The node running the most: its card shows what its containers
+		// were measured to use, as GET /v1/node/ID says.
+		var nodes []nodeInfo
+		api.must("/v1/nodes", &nodes)
+		busiest := nodes[0]
+		for _, n := range nodes {
+			if n.RunningGuaranteed+n.RunningOpportunistic > busiest.RunningGuaranteed+busiest.RunningOpportunistic {
+				busiest = n
+			}
+		}
+		b.open("/ui/nodes/" + url.PathEscape(busiest.ID))
+		waitFor(t, 20*time.Second, "the measured-use card", func() error {
+			var st struct {
+				Node struct {
+					Measured    map[string]int64 `json:"measured"`
+					Enforcement string           `json:"enforcement"`
+				} `json:"node"`
+			}
+			api.must("/v1/node/"+url.PathEscape(busiest.ID), &st)
+			text, err := eval[string](b, `(document.querySelector("[data-measured]") || {}).textContent || ""`)
+			if err != nil {
+				return err
+			}
+			if st.Node.Measured == nil || !strings.Contains(text, "In use (measured)") || !strings.Contains(text, "limits: "+st.Node.Enforcement) {
+				return fmt.Errorf("card %q; the API says measured %v, limits %q", text, st.Node.Measured, st.Node.Enforcement)
+			}
+			return nil
+		})
+		b.shot("node-measured", 1366, 768)
+	})
+
 	t.Run("drain", func(t *testing.T) {
 		b.t = t
 		var nodes []nodeInfo

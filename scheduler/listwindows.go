@@ -36,7 +36,8 @@ const MaxWindowFactor = 10
 //     own room accounting already takes off;
 //   - then round-robin, best entries first, to new holders (up to
 //     nodesUsed: an AM that has just started asks before its demand is
-//     reported) and holders with demand, each up to the entries its demand
+//     reported; entries no holder held before first) and holders with
+//     demand, each up to the entries its demand
 //     needs at the list's mean places per entry (at least one, at most
 //     MaxWindowFactor × nodesUsed);
 //   - then round-robin to every holder until each holds nodesUsed, for
@@ -99,7 +100,38 @@ func DealWindows(list []LeastLoadedNode, holders []ListHolder, prev map[string]s
 			}
 		}
 	}
-	next := 0
+	// A new holder takes entries no one held before first: a node another
+	// proxy held may have containers on their way there that its load
+	// does not show yet, which only that proxy's room accounts for.
+	byRank := make([]int, len(list))
+	for i := range byRank {
+		byRank[i] = i
+	}
+	freshFirst := byRank
+	if len(prev) > 0 {
+		freshFirst = make([]int, 0, len(list))
+		for _, held := range []bool{false, true} {
+			for pos := range list {
+				if _, ok := prev[list[pos].NodeID]; ok == held {
+					freshFirst = append(freshFirst, pos)
+				}
+			}
+		}
+	}
+	cursor := [2]int{} // into byRank and freshFirst
+	pick := func(h int) int {
+		ord, c := byRank, &cursor[0]
+		if holders[h].New {
+			ord, c = freshFirst, &cursor[1]
+		}
+		for *c < len(ord) && taken[ord[*c]] {
+			*c++
+		}
+		if *c == len(ord) {
+			return -1
+		}
+		return ord[*c]
+	}
 	deal := func(limit func(h int) int) {
 		for progress := true; progress && dealt < len(list); {
 			progress = false
@@ -107,14 +139,12 @@ func DealWindows(list []LeastLoadedNode, holders []ListHolder, prev map[string]s
 				if len(windows[h]) >= limit(h) {
 					continue
 				}
-				for next < len(list) && taken[next] {
-					next++
-				}
-				if next == len(list) {
+				pos := pick(h)
+				if pos < 0 {
 					return
 				}
-				windows[h] = append(windows[h], next)
-				taken[next] = true
+				windows[h] = append(windows[h], pos)
+				taken[pos] = true
 				dealt++
 				progress = true
 			}

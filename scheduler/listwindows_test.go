@@ -155,3 +155,13 @@ func TestAllocateFillsFreeRoomBeforeQueues(t *testing.T) {
 		t.Fatalf("placed on %v, want both on n01, which starts them at once", pos)
 	}
 }
+
+// A new holder is dealt nodes no proxy held before first: containers may
+// be on their way to those, which only the proxy that placed them counts.
+func TestWindowsGiveANewHolderUnheldNodesFirst(t *testing.T) {
+	list := rankedList(4)
+	wins := DealWindows(list, []ListHolder{{NodeID: "fresh", New: true}}, map[string]string{"n00": "gone", "n01": "gone"}, 2)
+	if fmt.Sprint(wins) != "[[2 3]]" {
+		t.Fatalf("windows %v, want [[2 3]]: the nodes no one held", wins)
+	}
+}

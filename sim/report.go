@@ -79,6 +79,8 @@ func Report(runs []ReportRun) string {
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
 	kind := func(r ReportRun) string {
 		switch {
+		case isOpp(r):
+			return "opp"
 		case r.Summary.Restart != nil:
 			return "restart"
 		case r.Summary.AppsSubmitted == 0:
@@ -135,6 +137,7 @@ func Report(runs []ReportRun) string {
 		}
 		p("")
 	}
+	oppReport(of("opp"), p)
 	if rs := of("restart"); len(rs) > 0 {
 		p("**Whole-cluster restart** (every server killed at once; times from the signal):")
 		p("")
@@ -161,6 +164,9 @@ func Report(runs []ReportRun) string {
 	p("<details><summary>How each scenario ran, and its charts</summary>")
 	p("")
 	for _, r := range runs {
+		if m := oppName.FindStringSubmatch(r.Name); m != nil && m[3] != "1" {
+			continue // the opportunistic matrix: its first run stands for the others
+		}
 		p("#### `%s`", r.Name)
 		p("")
 		for _, h := range r.Header {

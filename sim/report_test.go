@@ -62,3 +62,33 @@ func TestReportRewritesOnlyItsPart(t *testing.T) {
 		t.Errorf("a document without markers: %v", err)
 	}
 }
+
+// The opportunistic matrix's runs make one table a pair: each kind's mean
+// and runs, its gain on guaranteed only, and the bound on that gain.
+func TestReportOpportunisticMatrix(t *testing.T) {
+	var runs []ReportRun
+	add := func(name string, tasksPerS, alloc, busy float64, rejected uint64) {
+		runs = append(runs, ReportRun{Name: name, Summary: Summary{AppsSubmitted: 1, TasksFinished: 1000, TasksPerS: tasksPerS,
+			UtilisationMean: alloc, InUseMean: busy, RetriedBy: map[string]uint64{"rejected": rejected}}})
+	}
+	add("opp-bound-200.guaranteed-r1", 50, 0.8, 0.75, 0)
+	add("opp-bound-200.guaranteed-r2", 60, 0.8, 0.75, 0)
+	add("opp-bound-200.opportunistic-r1", 66, 0.95, 0.93, 20)
+	add("opp-bound-200.no-windows-r1", 54, 0.9, 0.9, 900)
+	out := Report(runs)
+	for _, want := range []string{
+		"**Opportunistic against guaranteed only: `bound-200`**",
+		"| guaranteed only | **55.0** (50.0, 60.0) | — | 75.0% | 0.000 |",
+		"| half opportunistic, every mechanism | **66.0** (66.0) | +20% | 93.0% | 0.020 |",
+		"| … without windows (one shared list) | **54.0** (54.0) | -2% |",
+		"Queueing can add at most 1/U − 1 = **+25%** to it by allocation (80% of that: +20%)",
+		"#### `opp-bound-200.guaranteed-r1`",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "#### `opp-bound-200.guaranteed-r2`") || strings.Contains(out, "**Apps and allocations**") {
+		t.Errorf("the matrix's later runs are listed, or its runs taken for other scenarios:\n%s", out)
+	}
+}

@@ -6,7 +6,7 @@ import { pct } from "./format.js";
 
 const STATE_TONES = {
   RUNNING: "run", READY: "ok", FINISHED: "ok", COMPLETED: "ok", ACCEPTED: "wait", SUBMITTED: "wait",
-  ALLOCATED: "wait", QUEUED: "wait", NEW: "wait", DRAINING: "warn", UNHEALTHY: "warn",
+  ALLOCATED: "wait", QUEUED: "wait", NEW: "wait", PAUSED: "warn", DRAINING: "warn", UNHEALTHY: "warn",
   FAILED: "bad", KILLED: "muted", DOWN: "bad", LOST: "bad", DECOMMISSIONED: "muted",
   leader: "run", follower: "ok", alive: "ok", failed: "bad", left: "muted",
   GUARANTEED: "g", OPPORTUNISTIC: "o",

@@ -6,7 +6,7 @@ import { h, link, replace } from "../dom.js";
 import { ago, duration, idOrder, nsToDate, res } from "../format.js";
 import { badge, containerBadge, empty, errorNote, filterBar, pageHead, table } from "../widgets.js";
 
-export const CONTAINER_STATES = ["ALLOCATED", "QUEUED", "RUNNING", "COMPLETED"];
+export const CONTAINER_STATES = ["ALLOCATED", "QUEUED", "RUNNING", "PAUSED", "COMPLETED"];
 
 /** containerHref is a container's page, carrying its app so the page finds it at once. */
 export function containerHref(c) {

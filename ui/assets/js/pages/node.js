@@ -18,7 +18,7 @@ export function render(main, ctx) {
       return;
     }
     const cap = node.capacity || {}, g = node.allocated_guaranteed || {}, o = node.allocated_opportunistic || {};
-    const running = containers.filter((c) => c.state === "RUNNING" || c.state === "QUEUED" || c.state === "ALLOCATED");
+    const running = containers.filter((c) => c.state !== "COMPLETED");
     replace(root,
       pageHead(h("span", node.id, " ", nodeState(node)), h("span.mono", `${node.address} · rack ${node.rack || "–"}`),
         drainButton(node, ctx.signal, (result) => { note = result; draw(); })),
@@ -31,7 +31,8 @@ export function render(main, ctx) {
         card("Running", h("span.num", num((node.running_guaranteed || 0) + (node.running_opportunistic || 0))),
           h("span", h("span.key.g", `${node.running_guaranteed || 0} G`), " · ", h("span.key.o", `${node.running_opportunistic || 0} O`))),
         card("Queued", h("span.num", num(node.queued || 0)), node.estimated_queue_wait_ns ? `~${Math.round(node.estimated_queue_wait_ns / 1e9)} s wait` : "opportunistic queue"),
-        card("Capacity", h("span.num.small-value", res(cap)), `epoch ${node.epoch ?? "–"}`)),
+        card("Capacity", h("span.num.small-value", res(cap)), `epoch ${node.epoch ?? "–"}`),
+        measuredCard(node)),
       panel(`Active containers (${running.length})`, running.length ? table(containerColumns(), running, {}, { rowData: (c) => ({ container: c.id }) }) : empty("Nothing running on this node.")),
       panel(`Finished containers (${containers.length - running.length})`,
         containers.length - running.length ? table(containerColumns(), containers.filter((c) => !running.includes(c)).slice(-50), {}, { cls: "compact" }) : empty("None.")));
@@ -43,6 +44,18 @@ export function render(main, ctx) {
     draw();
   }, (e) => { err = e; draw(); });
   draw();
+}
+
+// measuredCard shows what the node's containers were measured to use,
+// against what they are allocated: where it is well below, overcommit
+// (its limit shown when the node overcommits) runs opportunistic work in
+// the difference. Nothing until the node has reported a measurement.
+function measuredCard(node) {
+  const m = node.measured;
+  if (!m) return null;
+  const lim = node.use_limit;
+  const detail = [lim ? `overcommit up to ${res(lim)}` : "no overcommit", node.enforcement ? `limits: ${node.enforcement}` : null].filter(Boolean).join(" · ");
+  return card("In use (measured)", h("span.num.small-value", res(m)), detail, { dataset: { measured: "" } });
 }
 
 // reservationNote says which container of a capacity queue the node is
