@@ -9,8 +9,9 @@
 // of the opportunistic containers it allocates.
 //
 // Containers run as process groups through the pure
-// scheduler.LocalScheduler (manager.go: launch, queue, evict, shed, kill,
-// logs). Each runs as the account runAsPolicy picks (runas.go: the uid the
+// scheduler.LocalScheduler (manager.go: launch, queue, evict, pause, shed,
+// kill, logs; measure.go: what each container's process tree uses, from
+// /proc, for overcommit). Each runs as the account runAsPolicy picks (runas.go: the uid the
 // servers gave its app, its user's account, never root unless allow_root),
 // with its credentials as files only that account reads (secrets.go), and,
 // where the kernel allows, in PID and mount namespaces of its own

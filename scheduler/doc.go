@@ -14,10 +14,12 @@
 //     placement (cogrs.go) and the AM limit (amshare.go);
 //   - preemption planning (preemption.go) and why an app is not placed
 //     (pending.go);
-//   - opportunistic containers: the least-loaded node list, the room and
+//   - opportunistic containers: the least-loaded node list, its windows
+//     dealt to the agents that run AMs (listwindows.go), the room and
 //     allocation rule shared by AMRMProxies and the leader (distroom.go,
 //     opportunistic.go), promotion checks (promotion.go) and the agent-side
-//     container scheduler that queues, evicts and sheds (localsched.go);
+//     container scheduler that orders its queue, evicts the least waste,
+//     pauses, overcommits on measured use and sheds (localsched.go);
 //   - apps' node blacklists (blacklist.go), the count of placements an AM
 //     has not heard of yet (container.go), what a new queue configuration
 //     would do (dryrun.go), the order of IDs and the parsers of states

@@ -287,10 +287,11 @@ func (s *LocalScheduler) start(e *localEntry) {
 }
 
 // Submit takes an arriving container. One larger than the node is
-// rejected. A container that fits starts at once. A guaranteed one that does not fit evicts running opportunistic
-// containers, most recently started first, until it will fit, and starts
-// when they have exited. An opportunistic one that does not fit (or would
-// jump a queue) waits in the FIFO queue, or is rejected if the queue is full.
+// rejected. A container that fits starts at once. A guaranteed one that
+// does not fit pauses or evicts running opportunistic containers (evictFor)
+// and starts when there is room. An opportunistic one that does not fit
+// (or would jump queued, paused or waiting guaranteed containers) waits in
+// the queue, or is rejected if the queue is full.
 func (s *LocalScheduler) Submit(c LocalContainer) Actions {
 	var act Actions
 	if _, dup := s.byID[c.ID]; dup {
