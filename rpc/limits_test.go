@@ -138,14 +138,16 @@ func TestConnectionsPastTheClientLimitAreClosed(t *testing.T) {
 	if !closedByServer(dialFrom(t, "127.0.0.2", ts.Addr())) {
 		t.Fatal("a connection past the address's handshakes was not closed")
 	}
-	// Another address's handshakes are its own.
+	// Another address's handshakes are its own. Each connection is let
+	// through its handshake before the next is dialled: a third arriving
+	// while two are still in theirs is closed, as the first part shows.
 	var conns []net.Conn
 	for i := 0; i < 3; i++ {
 		c := dialFrom(t, "127.0.0.4", ts.Addr())
 		c.Write([]byte{byte(ConnRPC)})
 		conns = append(conns, c)
+		testutil.WaitFor(t, 5*time.Second, func() bool { return ts.lis.openFrom("127.0.0.4", false) == i+1 })
 	}
-	testutil.WaitFor(t, 5*time.Second, func() bool { return ts.lis.openFrom("127.0.0.4", false) == 3 })
 	over := dialFrom(t, "127.0.0.4", ts.Addr())
 	over.Write([]byte{byte(ConnRPC)})
 	if !closedByServer(over) {
