@@ -138,11 +138,11 @@ func New(config *Config) (*Agent, error) {
 	if n := killLeftovers(dir); n > 0 {
 		a.logger.Warn("stopped containers left running by a previous run of this agent", "count", n)
 	}
-	cg, why := detectCgroups(config.CgroupRoot, config.NodeID)
+	cg, why := detectCgroups(config.CgroupRoot, config.NodeID, config.DataDir)
 	if cg != nil {
-		a.logger.Info("enforcing container memory and cpu limits with cgroups v2", "cgroup", cg.root)
+		a.logger.Info("enforcing container memory and cpu limits", "with", cg.Label(), "cgroups", strings.Join(cg.dirs(), ","))
 	} else {
-		a.logger.Info("cgroups v2 limits unavailable; container resources are accounted only", "reason", why)
+		a.logger.Info("cgroup limits unavailable; container resources are accounted only", "reason", why)
 	}
 	a.mgr = newManager(a.logger, config.Clock, config.NodeID, dir, config.Resources, config.OpportunisticQueueLength, config.Opportunistic,
 		config.KillGrace, cg, a.pokeHeartbeat)
@@ -590,6 +590,9 @@ func (a *Agent) Shutdown() error {
 		a.agentPool.Shutdown()
 		a.fed.shutdown()
 		a.wg.Wait()
+		if a.mgr != nil {
+			a.mgr.cg.close()
+		}
 		a.logger.Info("agent stopped")
 	})
 	return nil

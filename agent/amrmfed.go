@@ -667,6 +667,7 @@ func (p *amrmProxy) merge(sp *spanState, answers []partAnswer, reply *wrpc.AMAll
 		in.Allocated, in.Completed = append(in.Allocated, ans.Allocated...), append(in.Completed, ans.Completed...)
 		in.Promoted, in.PromotionFailures = append(in.Promoted, ans.Promoted...), append(in.PromotionFailures, ans.PromotionFailures...)
 		reply.PreemptionWarnings = append(reply.PreemptionWarnings, ans.PreemptionWarnings...)
+		reply.Paused = append(reply.Paused, ans.Paused...)
 		if scheduler.AppState(ans.AppState).Terminal() {
 			// Ended there (an operator killed it, or it went unheard): the
 			// app goes on with the rest.
@@ -678,7 +679,7 @@ func (p *amrmProxy) merge(sp *spanState, answers []partAnswer, reply *wrpc.AMAll
 
 // hasNews reports whether an answer tells the AM anything new.
 func hasNews(r *wrpc.AMAllocateResponse) bool {
-	return len(r.Allocated)+len(r.Completed)+len(r.Promoted)+len(r.PromotionFailures) > 0 || scheduler.AppState(r.AppState).Terminal()
+	return len(r.Allocated)+len(r.Completed)+len(r.Promoted)+len(r.PromotionFailures)+len(r.Paused) > 0 || scheduler.AppState(r.AppState).Terminal()
 }
 
 // mergeAsks adds more's counts to asks (by ask ID).

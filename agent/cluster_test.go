@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,7 +42,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// The agents of these tests make their cgroups (where the host lets
+	// them) under a prefix of this process's, removed at the end.
+	cgroupPrefix = fmt.Sprintf("weft-test-%d-", os.Getpid())
 	code := m.Run()
+	testutil.RemoveCgroups(func(name string) bool { return strings.HasPrefix(name, cgroupPrefix) })
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -77,7 +77,8 @@ type Config struct {
 	// or "" for none. Once DataDir holds a keyring file (written at the
 	// first start with a key, rewritten on every rotation) the file wins.
 	Encrypt string
-	// CgroupRoot overrides where cgroup v2 is looked for (tests).
+	// CgroupRoot is the cgroup v2 hierarchy to use instead of looking in
+	// /proc/self/mounts for v2, then v1, hierarchies (tests).
 	CgroupRoot string
 	Build      string
 	Logger     hclog.Logger

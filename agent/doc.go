@@ -15,7 +15,9 @@
 // servers gave its app, its user's account, never root unless allow_root),
 // with its credentials as files only that account reads (secrets.go), and,
 // where the kernel allows, in PID and mount namespaces of its own
-// (isolation.go, package internal/containerinit). The agent serves a
+// (isolation.go, package internal/containerinit), held to its memory and
+// CPU by cgroups v2 or v1 where the agent may write them (cgroups.go: a
+// kernel OOM kill ends it as oom; the freezer pauses it). The agent serves a
 // completed container's files to its app's AM (output.go: the MapReduce
 // shuffle).
 //

@@ -43,13 +43,13 @@ const (
 // startProcess runs argv in dir/work with the given environment, stdout and
 // stderr appended to dir/stdout and dir/stderr: through the container init
 // in a PID and mount namespace of its own when iso has an init, else
-// directly. cgroupFD, if not negative, places the process in that cgroup
-// from its first instruction. cred, if not nil, is the account it runs as:
+// directly. place puts the process in its container's cgroup (see
+// cgroupPlacement). cred, if not nil, is the account it runs as:
 // the work directory and the log files are that account's (and private to
 // it), while dir itself and the pid file stay the agent's, so the
 // container can neither swap its log files for links to files it may not
 // read nor forge the pid a restarted agent kills.
-func (iso isolation) startProcess(dir string, argv []string, env []string, cgroupFD int, cred *syscall.Credential) (*process, error) {
+func (iso isolation) startProcess(dir string, argv []string, env []string, place cgroupPlacement, cred *syscall.Credential) (*process, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("empty command")
 	}
@@ -79,12 +79,12 @@ func (iso isolation) startProcess(dir string, argv []string, env []string, cgrou
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	var p *process
 	if iso.init == "" {
-		p, err = startDirect(cmd, cgroupFD, cred)
+		p, err = startDirect(cmd, place, cred)
 	} else {
 		if cmd.Err != nil {
 			return nil, cmd.Err
 		}
-		p, err = iso.startInit(wd, stdout, stderr, cgroupFD, containerSpec(cmd, cred, dir))
+		p, err = iso.startInit(wd, stdout, stderr, place, containerSpec(cmd, cred, dir))
 	}
 	if err != nil {
 		return nil, err
@@ -93,17 +93,38 @@ func (iso isolation) startProcess(dir string, argv []string, env []string, cgrou
 	return p, nil
 }
 
-// startDirect starts cmd itself, in a process group of its own.
-func startDirect(cmd *exec.Cmd, cgroupFD int, cred *syscall.Credential) (*process, error) {
+// cgroupPlacement says how a new process joins its container's cgroup:
+// with fd (not negative) from its first instruction (cgroup v2, clone3),
+// or by attach with its pid once it exists (cgroup v1).
+type cgroupPlacement struct {
+	fd     int
+	attach func(pid int) error
+}
+
+// noCgroup starts a process where the agent is.
+var noCgroup = cgroupPlacement{fd: -1}
+
+// startDirect starts cmd itself, in a process group of its own. With a
+// v1 placement the command runs for the moment between its start and its
+// attach outside the cgroup (the container init, where there is one,
+// closes that gap); a process it forks in that moment escapes the limits.
+func startDirect(cmd *exec.Cmd, place cgroupPlacement, cred *syscall.Credential) (*process, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
-	if cgroupFD >= 0 {
+	if place.fd >= 0 {
 		cmd.SysProcAttr.UseCgroupFD = true
-		cmd.SysProcAttr.CgroupFD = cgroupFD
+		cmd.SysProcAttr.CgroupFD = place.fd
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
 	p := &process{cmd: cmd, pgid: cmd.Process.Pid, done: make(chan struct{})}
+	if place.attach != nil {
+		if err := place.attach(p.pgid); err != nil {
+			syscall.Kill(-p.pgid, syscall.SIGKILL)
+			cmd.Wait()
+			return nil, err
+		}
+	}
 	go p.wait()
 	return p, nil
 }

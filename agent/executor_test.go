@@ -52,7 +52,7 @@ func waitForOutput(t *testing.T, dir, want string) {
 func TestProcessExitCodesAndLogs(t *testing.T) {
 	eachStart(t, func(t *testing.T, iso isolation) {
 		dir := t.TempDir()
-		p, err := iso.startProcess(dir, []string{"sh", "-c", "echo out; echo err >&2; pwd; exit 7"}, pathEnv, -1, nil)
+		p, err := iso.startProcess(dir, []string{"sh", "-c", "echo out; echo err >&2; pwd; exit 7"}, pathEnv, noCgroup, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +73,7 @@ func TestProcessExitCodesAndLogs(t *testing.T) {
 
 func TestProcessKilledBySignalHasNoExitCode(t *testing.T) {
 	eachStart(t, func(t *testing.T, iso isolation) {
-		p, err := iso.startProcess(t.TempDir(), []string{"sh", "-c", "kill -USR1 $$"}, pathEnv, -1, nil)
+		p, err := iso.startProcess(t.TempDir(), []string{"sh", "-c", "kill -USR1 $$"}, pathEnv, noCgroup, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +90,7 @@ func TestProcessKilledBySignalHasNoExitCode(t *testing.T) {
 func TestProcessEnvironment(t *testing.T) {
 	eachStart(t, func(t *testing.T, iso isolation) {
 		dir := t.TempDir()
-		p, err := iso.startProcess(dir, []string{"sh", "-c", "echo $WEFT_CONTAINER_ID"}, append([]string{"WEFT_CONTAINER_ID=c-1-2"}, pathEnv...), -1, nil)
+		p, err := iso.startProcess(dir, []string{"sh", "-c", "echo $WEFT_CONTAINER_ID"}, append([]string{"WEFT_CONTAINER_ID=c-1-2"}, pathEnv...), noCgroup, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,13 +103,13 @@ func TestProcessEnvironment(t *testing.T) {
 
 func TestStartFailure(t *testing.T) {
 	eachStart(t, func(t *testing.T, iso isolation) {
-		if _, err := iso.startProcess(t.TempDir(), []string{"/nonexistent/binary"}, nil, -1, nil); err == nil {
+		if _, err := iso.startProcess(t.TempDir(), []string{"/nonexistent/binary"}, nil, noCgroup, nil); err == nil {
 			t.Fatal("started a missing binary")
 		}
-		if _, err := iso.startProcess(t.TempDir(), []string{"no-such-command-on-the-path"}, pathEnv, -1, nil); err == nil {
+		if _, err := iso.startProcess(t.TempDir(), []string{"no-such-command-on-the-path"}, pathEnv, noCgroup, nil); err == nil {
 			t.Fatal("started a missing command")
 		}
-		if _, err := iso.startProcess(t.TempDir(), nil, nil, -1, nil); err == nil {
+		if _, err := iso.startProcess(t.TempDir(), nil, nil, noCgroup, nil); err == nil {
 			t.Fatal("started an empty command")
 		}
 	})
@@ -121,7 +121,7 @@ func TestKillReachesTheWholeProcessGroup(t *testing.T) {
 	eachStart(t, func(t *testing.T, iso isolation) {
 		dir := t.TempDir()
 		// The shell starts a background child and records its pid, then waits.
-		p, err := iso.startProcess(dir, []string{"sh", "-c", "sleep 300 & echo $! > child; wait"}, pathEnv, -1, nil)
+		p, err := iso.startProcess(dir, []string{"sh", "-c", "sleep 300 & echo $! > child; wait"}, pathEnv, noCgroup, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +154,7 @@ func TestKillReachesTheWholeProcessGroup(t *testing.T) {
 func TestKillEscalatesToSIGKILLAfterGrace(t *testing.T) {
 	eachStart(t, func(t *testing.T, iso isolation) {
 		dir := t.TempDir()
-		p, err := iso.startProcess(dir, []string{"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 1; done"}, pathEnv, -1, nil)
+		p, err := iso.startProcess(dir, []string{"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 1; done"}, pathEnv, noCgroup, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +170,7 @@ func TestKillLeftovers(t *testing.T) {
 	eachStart(t, func(t *testing.T, iso isolation) {
 		root := t.TempDir()
 		dir := filepath.Join(root, "app-1", "c-1-0")
-		p, err := iso.startProcess(dir, []string{"sleep", "300"}, pathEnv, -1, nil)
+		p, err := iso.startProcess(dir, []string{"sleep", "300"}, pathEnv, noCgroup, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -54,7 +54,7 @@ func detectIsolation(exe string) isolation {
 // probe runs the init with a probe spec and checks that it reports a
 // clean exit.
 func (iso isolation) probe() error {
-	p, err := iso.startInit("/", nil, nil, -1, &containerinit.Spec{Probe: true})
+	p, err := iso.startInit("/", nil, nil, noCgroup, &containerinit.Spec{Probe: true})
 	if err != nil {
 		return err
 	}
@@ -105,7 +105,7 @@ func containerSpec(cmd *exec.Cmd, cred *syscall.Credential, dir string) *contain
 // working directory wd, with stdout and stderr (nil: /dev/null). It
 // returns once the command runs (or the probe is done), or with why it
 // could not start.
-func (iso isolation) startInit(wd string, stdout, stderr io.Writer, cgroupFD int, spec *containerinit.Spec) (*process, error) {
+func (iso isolation) startInit(wd string, stdout, stderr io.Writer, place cgroupPlacement, spec *containerinit.Spec) (*process, error) {
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -123,9 +123,9 @@ func (iso isolation) startInit(wd string, stdout, stderr io.Writer, cgroupFD int
 	initCmd.Env = []string{}
 	initCmd.ExtraFiles = []*os.File{specR, reportW} // containerinit.SpecFD, StatusFD
 	initCmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: namespaces}
-	if cgroupFD >= 0 {
+	if place.fd >= 0 {
 		initCmd.SysProcAttr.UseCgroupFD = true
-		initCmd.SysProcAttr.CgroupFD = cgroupFD
+		initCmd.SysProcAttr.CgroupFD = place.fd
 	}
 	err = initCmd.Start()
 	specR.Close()
@@ -139,12 +139,19 @@ func (iso isolation) startInit(wd string, stdout, stderr io.Writer, cgroupFD int
 	deadline := time.Now().Add(initStartTimeout)
 	specW.SetWriteDeadline(deadline)
 	reportR.SetReadDeadline(deadline)
-	err = containerinit.WriteSpec(specW, spec)
+	// The init waits for its spec before it runs anything: attached now,
+	// every process of the container starts inside its cgroup.
+	if place.attach != nil {
+		err = place.attach(p.pgid)
+	}
+	if err == nil {
+		if err = containerinit.WriteSpec(specW, spec); err != nil {
+			err = fmt.Errorf("give the container init its command: %w", err)
+		}
+	}
 	specW.Close()
 	if err == nil {
 		err = containerinit.ReadStart(p.report)
-	} else {
-		err = fmt.Errorf("give the container init its command: %w", err)
 	}
 	if err != nil {
 		syscall.Kill(-p.pgid, syscall.SIGKILL)

@@ -139,7 +139,7 @@ func start(t *testing.T, iso isolation, root string, argv []string, cred *syscal
 		t.Fatal(err)
 	}
 	os.Chmod(dir, 0o755)
-	p, err := iso.startProcess(dir, argv, pathEnv, -1, cred)
+	p, err := iso.startProcess(dir, argv, pathEnv, noCgroup, cred)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func TestContainerUnderTmpKeepsItsDirectoryAndCommand(t *testing.T) {
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p, err := iso.startProcess(dir, []string{script}, pathEnv, -1, nil)
+	p, err := iso.startProcess(dir, []string{script}, pathEnv, noCgroup, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func TestContainerUnderTmpKeepsItsDirectoryAndCommand(t *testing.T) {
 func TestSIGTERMReachesTheCommand(t *testing.T) {
 	eachStart(t, func(t *testing.T, iso isolation) {
 		dir := t.TempDir()
-		p, err := iso.startProcess(dir, []string{"sh", "-c", "trap 'echo term > got-term; exit 0' TERM; echo ready; while :; do sleep 1; done"}, pathEnv, -1, nil)
+		p, err := iso.startProcess(dir, []string{"sh", "-c", "trap 'echo term > got-term; exit 0' TERM; echo ready; while :; do sleep 1; done"}, pathEnv, noCgroup, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -337,7 +337,7 @@ func TestLeftoverDaemonDiesWithItsContainer(t *testing.T) {
 	script := fmt.Sprintf(`setsid sleep %s & d=$!; i=0
 until [ "$(tr '\0' ' ' < /proc/$d/cmdline 2>/dev/null)" = "sleep %s " ]; do i=$((i+1)); [ $i -lt 20000 ] || exit 9; done
 echo daemon $d`, secs, secs)
-	p, err := iso.startProcess(dir, []string{"sh", "-c", script}, pathEnv, -1, nil)
+	p, err := iso.startProcess(dir, []string{"sh", "-c", script}, pathEnv, noCgroup, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +358,7 @@ func TestInitReapsOrphans(t *testing.T) {
 	script := `for i in 1 2 3 4 5; do sh -c 'sleep 0 & exit 0'; done
 n=0; while :; do z=$(cat /proc/[0-9]*/stat 2>/dev/null | awk '$3 == "Z"' | wc -l)
 [ "$z" -eq 0 ] || [ $n -ge 2000 ] && break; n=$((n+1)); done; echo zombies $z`
-	p, err := iso.startProcess(dir, []string{"sh", "-c", script}, pathEnv, -1, nil)
+	p, err := iso.startProcess(dir, []string{"sh", "-c", script}, pathEnv, noCgroup, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,7 +494,7 @@ func runIsolationHelper(mode string) int {
 		defer os.RemoveAll(dir)
 		// The container looks for the process that started this helper.
 		cmd := fmt.Sprintf("test -e /proc/%d && echo sees-the-host; exit 3", os.Getppid())
-		p, err := iso.startProcess(dir, []string{"sh", "-c", cmd}, []string{"PATH=" + os.Getenv("PATH")}, -1, nil)
+		p, err := iso.startProcess(dir, []string{"sh", "-c", cmd}, []string{"PATH=" + os.Getenv("PATH")}, noCgroup, nil)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -549,7 +549,7 @@ func BenchmarkContainerStart(b *testing.B) {
 			var starting time.Duration
 			for i := 0; b.Loop(); i++ {
 				t0 := time.Now()
-				p, err := mode.iso.startProcess(filepath.Join(root, strconv.Itoa(i)), []string{"true"}, pathEnv, -1, nil)
+				p, err := mode.iso.startProcess(filepath.Join(root, strconv.Itoa(i)), []string{"true"}, pathEnv, noCgroup, nil)
 				starting += time.Since(t0)
 				if err != nil {
 					b.Fatal(err)

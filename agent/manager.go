@@ -258,14 +258,18 @@ func (m *manager) pause(c *ctr, stop bool) {
 }
 
 func (m *manager) launch(c *ctr) error {
-	fd := -1
+	place := noCgroup
 	if m.cg != nil {
 		f, err := m.cg.create(c.info.ID, c.info.Resources)
-		if err != nil {
+		switch {
+		case err != nil:
 			m.logger.Warn("running container without cgroup limits", "container", c.info.ID, "error", err)
-		} else {
+		case f != nil:
 			defer f.Close()
-			fd = int(f.Fd())
+			place.fd = int(f.Fd())
+		default:
+			id := c.info.ID
+			place.attach = func(pid int) error { return m.cg.attach(id, pid) }
 		}
 	}
 	env := m.env(c)
@@ -276,7 +280,7 @@ func (m *manager) launch(c *ctr) error {
 	if sd != "" {
 		env = append(env, envSecretsDir+"="+sd)
 	}
-	p, err := m.isolation.startProcess(c.dir, c.launch.Command, env, fd, c.account.cred)
+	p, err := m.isolation.startProcess(c.dir, c.launch.Command, env, place, c.account.cred)
 	if err != nil {
 		return err
 	}
@@ -293,11 +297,15 @@ func (m *manager) waitExit(c *ctr, p *process) {
 	<-p.done
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	reason := scheduler.ReasonExited
-	if c.killReason != "" {
+	reason, diag := scheduler.ReasonExited, describeExit(p)
+	switch {
+	case c.killReason != "":
 		reason = c.killReason
+	case m.cg != nil && m.cg.oomKilled(c.info.ID):
+		reason = scheduler.ReasonOOM
+		diag = fmt.Sprintf("%s: the kernel killed it for passing its memory limit of %d MB", diag, c.info.Resources.MemoryMB)
 	}
-	m.complete(c, p.exitCode, reason, describeExit(p))
+	m.complete(c, p.exitCode, reason, diag)
 	if m.cg != nil {
 		m.cg.remove(c.info.ID)
 	}
@@ -446,10 +454,7 @@ func (m *manager) load() rpc.NodeLoad {
 	out := rpc.NodeLoad{QueueCapacity: m.queueCapacity, RunningGuaranteed: l.RunningGuaranteed, RunningOpportunistic: l.RunningOpportunistic,
 		Queued: l.Queued, Used: l.Used, UsedOpportunistic: l.UsedOpportunistic,
 		EstimatedQueueWait: scheduler.EstimateQueueWait(l.Queued, l.RunningGuaranteed+l.RunningOpportunistic, m.meanRun)}
-	out.Enforcement = "accounted only"
-	if m.cg != nil {
-		out.Enforcement = "cgroup v2"
-	}
+	out.Enforcement = m.cg.Label()
 	if !m.lastMeasure.IsZero() {
 		measured := m.measured
 		out.Measured = &measured

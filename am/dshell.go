@@ -147,6 +147,9 @@ func (d *DShell) Run(ctx context.Context) error {
 				d.logger.Info("container will be preempted; its task will run again", "container", id)
 			}
 		}
+		for _, id := range resp.Paused {
+			d.logger.Info("container paused by its node for guaranteed work; its task goes on when room frees", "container", id)
+		}
 		if d.finished() {
 			return d.finish(ctx)
 		}

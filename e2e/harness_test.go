@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -47,8 +49,38 @@ func TestMain(m *testing.M) {
 	} else {
 		code = m.Run()
 	}
+	testutil.RemoveCgroups(func(name string) bool { _, ok := agentCgroups.Load(name); return ok })
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// agentCgroups holds the names of the cgroup directories the agents these
+// tests start make (where the host lets them), to remove at the end: the
+// tests kill agents with their containers running.
+var agentCgroups sync.Map
+
+// noteAgentCgroup records the cgroup directory name of the agent that
+// args start: "weft-<node>-<FNV-1a of its absolute data directory>", as
+// the agent names it (agent/cgroups.go).
+func noteAgentCgroup(args []string) {
+	var node, data string
+	for i := 1; i+1 < len(args); i++ {
+		switch args[i] {
+		case "-node-id":
+			node = args[i+1]
+		case "-data-dir":
+			data = args[i+1]
+		}
+	}
+	if node == "" || data == "" {
+		return
+	}
+	if abs, err := filepath.Abs(data); err == nil {
+		data = abs
+	}
+	h := fnv.New32a()
+	h.Write([]byte(data))
+	agentCgroups.Store(fmt.Sprintf("weft-%s-%08x", node, h.Sum32()), true)
 }
 
 // freePort finds a port free for TCP and UDP on every given IP, below the
@@ -89,6 +121,9 @@ func startProcEnv(t testing.TB, name string, env []string, args ...string) *proc
 		args = append(slices.Clip(args), "-http-port", "-1")
 	}
 	p := &proc{t: t, name: name, args: args, env: env, log: filepath.Join(t.TempDir(), name+".log")}
+	if len(args) > 0 && args[0] == "agent" {
+		noteAgentCgroup(args)
+	}
 	p.start()
 	t.Cleanup(func() {
 		p.kill()

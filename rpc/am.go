@@ -58,6 +58,12 @@ type AMAllocateResponse struct {
 	// PreemptionWarnings lists containers that will be killed after the
 	// preemption wait.
 	PreemptionWarnings []string `codec:"preemption_warnings"`
+	// Paused lists the attempt's opportunistic containers that an agent
+	// paused (for a guaranteed arrival, or its measured use) since the
+	// AM's MinQueryIndex and that are still paused: their work is kept and
+	// goes on when room frees, or they complete (evicted) after the node's
+	// max_pause. A resume is not announced.
+	Paused []string `codec:"paused,omitempty"`
 	// Promoted lists containers of the request's promotions that are now
 	// guaranteed; PromotionFailures those that are not, and why.
 	Promoted          []string           `codec:"promoted"`

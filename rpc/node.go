@@ -105,7 +105,7 @@ type NodeLoad struct {
 	// window of the least-loaded list: the leader deals windows by it.
 	OpportunisticDemand int `codec:"opportunistic_demand,omitempty"`
 	// Enforcement says how the agent holds containers to their limits
-	// ("cgroup v2", or "accounted only").
+	// ("cgroup v2", "cgroup v1", or "accounted only").
 	Enforcement string `codec:"enforcement,omitempty"`
 	// Measured is what the node's containers were last measured to use
 	// (nil: not measured), and UseLimit, with overcommit on, the measured

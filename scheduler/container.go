@@ -53,6 +53,9 @@ const (
 	// ReasonNodeStopped: its node's agent was stopped gracefully (SIGTERM,
 	// as for an upgrade or a reboot) and stopped it on its way out.
 	ReasonNodeStopped ExitReason = "node_stopped"
+	// ReasonOOM: the kernel killed it for passing its memory limit (where
+	// the agent enforces limits with cgroups).
+	ReasonOOM ExitReason = "oom"
 )
 
 // Retryable reports whether work in a container that completed for this

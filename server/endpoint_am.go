@@ -194,13 +194,14 @@ func (e *AM) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, reply *
 	})
 }
 
-// amAnswer fills an Allocate answer from st: the containers allocated to
-// and completed for the AM's attempt since its MinQueryIndex, and its
-// preemption warnings. It reads only the app's containers changed since
+// amAnswer fills an Allocate answer from st: the containers allocated to,
+// completed for and paused on the AM's attempt since its MinQueryIndex,
+// and its preemption warnings. It reads only the app's containers changed since
 // that index (never the completed rest), and returns the index the AM has
 // now seen.
 func amAnswer(st *fsm.State, args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateResponse) (uint64, error) {
 	reply.Allocated, reply.Completed, reply.PreemptionWarnings = reply.Allocated[:0], reply.Completed[:0], reply.PreemptionWarnings[:0]
+	reply.Paused = reply.Paused[:0]
 	app, ok := st.App(args.AppID)
 	if !ok {
 		return 0, wrpc.Errorf(wrpc.CodeNotFound, "app %s not found", args.AppID)
@@ -237,8 +238,11 @@ func amAnswer(st *fsm.State, args *wrpc.AMAllocateRequest, reply *wrpc.AMAllocat
 			}
 			reply.Allocated = append(reply.Allocated, info)
 		}
-		if c.State == scheduler.ContainerCompleted {
+		switch c.State {
+		case scheduler.ContainerCompleted:
 			reply.Completed = append(reply.Completed, wrpc.NewContainerInfo(c, node))
+		case scheduler.ContainerPaused:
+			reply.Paused = append(reply.Paused, c.ID)
 		}
 	}
 	if len(toSign) > 0 {

@@ -3,7 +3,8 @@
 // building the weft binary once for tests that start real processes, a
 // throwaway certificate authority for tests of mutual TLS (PKI), and a
 // gossip member that holds the pool's key and nothing else of weft's
-// (RogueGossipMember).
+// (RogueGossipMember), and removing the cgroups test agents leave
+// (RemoveCgroups).
 //
 // It is imported only by _test.go files; production code must never import
 // it.
@@ -14,8 +15,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -113,4 +116,41 @@ func BuildWeft(dir string) (string, error) {
 		return "", fmt.Errorf("build weft: %w", err)
 	}
 	return bin, nil
+}
+
+// RemoveCgroups kills what is left in the cgroups of agents (the
+// directories under /sys/fs/cgroup, or under each v1 hierarchy there,
+// whose names match) and removes them, trying again for a while as dying
+// processes still hold them: containers of agents a test shut down or
+// killed without stopping them.
+func RemoveCgroups(match func(name string) bool) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var agents []string
+		for _, pattern := range []string{"/sys/fs/cgroup/*/weft-*", "/sys/fs/cgroup/weft-*"} {
+			dirs, _ := filepath.Glob(pattern)
+			for _, d := range dirs {
+				if match(filepath.Base(d)) {
+					agents = append(agents, d)
+				}
+			}
+		}
+		if len(agents) == 0 || time.Now().After(deadline) {
+			return
+		}
+		for _, a := range agents {
+			containers, _ := filepath.Glob(filepath.Join(a, "*", "cgroup.procs"))
+			for _, procs := range containers {
+				b, _ := os.ReadFile(procs)
+				for _, p := range strings.Fields(string(b)) {
+					if pid, err := strconv.Atoi(p); err == nil {
+						syscall.Kill(pid, syscall.SIGKILL)
+					}
+				}
+				os.Remove(filepath.Dir(procs))
+			}
+			os.Remove(a)
+		}
+		time.Sleep(10 * time.Millisecond) // for the kernel to reap the killed
+	}
 }
