@@ -280,6 +280,7 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 	}
 	fwd.BlacklistAdditions, fwd.BlacklistRemovals = at.blacklistDelta()
 	avoid := at.avoid()
+	wasUnmet := at.unmet
 	at.unmet = 0
 	perCall := p.a.sched.perCall()
 	budget := perCall
@@ -339,7 +340,14 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 			twins[id] = true
 		}
 	}
+	unmetRose := at.unmet > wasUnmet
 	p.mu.Unlock()
+	if unmetRose {
+		// The leader grows this agent's window for demand in the answer to
+		// the heartbeat that reports it: report it now, not up to a
+		// heartbeat interval later.
+		p.a.pokeHeartbeat()
+	}
 
 	down := p.a.serversDown()
 	if down && len(local) == 0 && len(unmet) > 0 {
@@ -381,6 +389,21 @@ func (p *amrmProxy) Allocate(ctx context.Context, args *wrpc.AMAllocateRequest, 
 		// Fresh room comes with the next list: come back for it then.
 		fwd.MaxWait = p.a.config.HeartbeatInterval
 	}
+	if len(unmet) > 0 && at.span == nil {
+		// Or sooner: the window the leader grows for this demand in the
+		// answer to the heartbeat it poked.
+		local, err := p.waitForRoomOrServers(ctx, at, args, &fwd, twins, unmet, avoid, view.Renewed, reply)
+		if local {
+			served = metrics.ServedLocal
+		}
+		if local || err != nil {
+			return err
+		}
+		if renewed := p.takeRenewed(at); reply.AMToken == "" {
+			reply.AMToken = renewed
+		}
+		return nil
+	}
 	if err := p.callServers(ctx, at, &fwd, twins, reply, true); err != nil {
 		p.keep(at, fwd.Releases)
 		return err
@@ -420,7 +443,16 @@ func (p *amrmProxy) relay(at *proxyAttempt, fwd *wrpc.AMAllocateRequest, twins m
 	ctx, cancel := context.WithTimeout(p.a.ctx, relayTimeout)
 	defer cancel()
 	var reply wrpc.AMAllocateResponse
-	if err := p.callServers(ctx, at, fwd, twins, &reply, false); err != nil {
+	p.settle(at, fwd, &reply, p.callServers(ctx, at, fwd, twins, &reply, false))
+}
+
+// settle records the servers' answer to a call whose answer no AM gets
+// (a relay, or a call the AM stopped waiting for): a refusal is kept for
+// the AM's next call, releases that did not reach the servers go with it,
+// a renewed AM token is kept for it; the rest (allocations, completions)
+// the AM's next call brings again, its index not having moved.
+func (p *amrmProxy) settle(at *proxyAttempt, fwd *wrpc.AMAllocateRequest, reply *wrpc.AMAllocateResponse, err error) {
+	if err != nil {
 		if !wrpc.IsRetryable(err) {
 			p.mu.Lock()
 			at.refused = err
@@ -436,7 +468,81 @@ func (p *amrmProxy) relay(at *proxyAttempt, fwd *wrpc.AMAllocateRequest, twins m
 		at.renewed = reply.AMToken
 		p.mu.Unlock()
 	}
-	p.synced(at, fwd, &reply)
+	p.synced(at, fwd, reply)
+}
+
+// waitForRoomOrServers sends fwd to the servers and waits for their
+// answer or for the room to be renewed (renewed closes), whichever comes
+// first. Renewed room may now hold the unmet asks of args: what it does is
+// the AM's answer at once (local true), and the servers' answer, when it
+// comes, is settled without the AM, as is one the AM stopped waiting for.
+// Otherwise the servers' answer, or their error, is the AM's.
+func (p *amrmProxy) waitForRoomOrServers(ctx context.Context, at *proxyAttempt, args, fwd *wrpc.AMAllocateRequest, twins map[uint64]bool,
+	unmet []scheduler.Ask, avoid scheduler.NodeSet, renewed <-chan struct{}, reply *wrpc.AMAllocateResponse) (local bool, err error) {
+	type answer struct {
+		mu        sync.Mutex
+		done      bool
+		abandoned bool
+		reply     wrpc.AMAllocateResponse
+		err       error
+	}
+	ans := &answer{}
+	finished := make(chan struct{})
+	p.a.goFunc(func() {
+		defer close(finished)
+		callCtx, cancel := context.WithTimeout(p.a.ctx, relayTimeout)
+		defer cancel()
+		err := p.callServers(callCtx, at, fwd, twins, &ans.reply, true)
+		ans.mu.Lock()
+		ans.done, ans.err = true, err
+		abandoned := ans.abandoned
+		ans.mu.Unlock()
+		if abandoned {
+			p.settle(at, fwd, &ans.reply, err)
+		}
+	})
+	// abandon leaves the servers' answer to be settled without the AM.
+	abandon := func() {
+		ans.mu.Lock()
+		settleHere := ans.done
+		ans.abandoned = true
+		ans.mu.Unlock()
+		if settleHere {
+			p.settle(at, fwd, &ans.reply, ans.err)
+		}
+	}
+	for {
+		select {
+		case <-finished:
+			if ans.err != nil {
+				p.keep(at, fwd.Releases)
+				return false, ans.err
+			}
+			*reply = ans.reply
+			p.synced(at, fwd, reply)
+			return false, nil
+		case <-ctx.Done():
+			abandon()
+			return false, ctx.Err()
+		case <-renewed:
+		}
+		renewed = nil // once: then the servers' answer
+		var got []wrpc.ContainerInfo
+		p.mu.Lock()
+		for _, ask := range unmet {
+			more, _ := p.allocateLocal(at, args, ask, avoid)
+			got = append(got, more...)
+			at.unmet -= len(more)
+		}
+		p.mu.Unlock()
+		if len(got) == 0 {
+			continue
+		}
+		abandon()
+		*reply = wrpc.AMAllocateResponse{Index: args.MinQueryIndex, Allocated: got, AMToken: p.takeRenewed(at)}
+		at.span.give(reply)
+		return true, nil
+	}
 }
 
 // takeRenewed returns (once) an AM token renewed by a background relay.

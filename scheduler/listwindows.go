@@ -30,10 +30,12 @@ const MaxWindowFactor = 10
 //
 // Each entry goes to one holder at most, in three passes over the holders:
 //
-//   - to each holder with demand, first the entries it held before (prev
-//     maps a node to the holder whose window had it) that are still on
-//     the list: what it placed there since its loads were reported, its
-//     own room accounting already takes off;
+//   - to each holder, first the entries it held before (prev maps a node
+//     to the holder whose window had it) that are still on the list, up
+//     to its fair share of the list or what its demand wants, whichever is
+//     more: what it placed there since its loads were reported, its own
+//     room accounting already takes off, and another proxy's would not
+//     (a node changing hands is what turns containers away);
 //   - then round-robin, best entries first, to new holders (up to
 //     nodesUsed: an AM that has just started asks before its demand is
 //     reported; entries no holder held before first) and holders with
@@ -67,18 +69,11 @@ func DealWindows(list []LeastLoadedNode, holders []ListHolder, prev map[string]s
 		}
 		return cmp.Compare(holders[a].NodeID, holders[b].NodeID)
 	})
-	places := 0
-	for i := range list {
-		places += list[i].QueueSpace
-		if !list[i].Free.IsZero() {
-			places++
-		}
-	}
+	perEntry := placesPerEntry(list)
 	maxWindow := MaxWindowFactor * max(1, nodesUsed)
 	want := make([]int, len(holders))
 	for i, h := range holders {
 		if h.Demand > 0 {
-			perEntry := max(1, places/len(list))
 			want[i] = min(max(1, (h.Demand+perEntry-1)/perEntry), maxWindow)
 		}
 		if h.New {
@@ -91,9 +86,22 @@ func DealWindows(list []LeastLoadedNode, holders []ListHolder, prev map[string]s
 		for i, h := range holders {
 			index[h.NodeID] = i
 		}
+		// A holder keeps what it held up to its fair share of the list
+		// (or its want, if greater): it may have placed containers there
+		// that the loads do not show yet.
+		kept := make([]int, len(holders))
+		for pos := range list {
+			if h, ok := index[prev[list[pos].NodeID]]; ok {
+				kept[h]++
+			}
+		}
+		fair := len(list) / len(holders)
+		for h := range kept {
+			kept[h] = max(want[h], min(kept[h], fair))
+		}
 		for pos := range list {
 			h, ok := index[prev[list[pos].NodeID]]
-			if ok && len(windows[h]) < want[h] {
+			if ok && len(windows[h]) < kept[h] {
 				windows[h] = append(windows[h], pos)
 				taken[pos] = true
 				dealt++
@@ -156,6 +164,22 @@ func DealWindows(list []LeastLoadedNode, holders []ListHolder, prev map[string]s
 		slices.Sort(w) // best ranked first, as the list
 	}
 	return windows
+}
+
+// placesPerEntry is the mean number of containers a list's entry takes
+// (a start in its free room, and its queue places), at least one.
+func placesPerEntry(list []LeastLoadedNode) int {
+	if len(list) == 0 {
+		return 1
+	}
+	places := 0
+	for i := range list {
+		places += list[i].QueueSpace
+		if !list[i].Free.IsZero() {
+			places++
+		}
+	}
+	return max(1, places/len(list))
 }
 
 // Leftover returns the entries no holder was dealt, in list order.

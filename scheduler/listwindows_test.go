@@ -61,13 +61,15 @@ func TestWindowsDealBestFirstAndKeepWhatWasHeld(t *testing.T) {
 }
 
 // An agent whose AM has just started comes first, with nodes_used entries:
-// its AM asks before its demand is reported, and an idle holder must not
-// keep the room it would use.
+// its AM asks before its demand is reported. It takes the nodes no one
+// held; an idle holder keeps its own up to its fair share (what it placed
+// there may be on its way), and gives up the rest.
 func TestWindowsServeANewHolderFirst(t *testing.T) {
-	list := rankedList(3)
-	wins := DealWindows(list, []ListHolder{{NodeID: "idle"}, {NodeID: "fresh", New: true}}, map[string]string{"n00": "idle"}, 10)
-	if fmt.Sprint(wins) != "[[] [0 1 2]]" {
-		t.Fatalf("windows %v, want the fresh agent to hold every node and the idle one none", wins)
+	list := rankedList(4)
+	wins := DealWindows(list, []ListHolder{{NodeID: "idle"}, {NodeID: "fresh", New: true}},
+		map[string]string{"n00": "idle", "n01": "idle", "n02": "idle"}, 10)
+	if fmt.Sprint(wins) != "[[0 1] [2 3]]" {
+		t.Fatalf("windows %v, want the idle holder to keep two of its three (half the list) and the fresh agent the rest", wins)
 	}
 }
 

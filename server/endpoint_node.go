@@ -240,7 +240,7 @@ func (e *Node) heartbeat(ctx context.Context, args *wrpc.HeartbeatRequest, reply
 		reply.MintCert = e.srv.nodeCert(st, node, now)
 	}
 	reply.Servers = e.srv.serverAddrs()
-	e.srv.opportunisticView(st, now, args.NodeID, args.LeastLoadedAt, args.SameListOK, reply)
+	e.srv.opportunisticView(st, now, args.NodeID, args.LeastLoadedAt, args.SameListOK, max(0, args.Load.OpportunisticDemand), reply)
 	reply.Centralized = !opportunisticConfig(st).Distributed
 	return nil
 }

@@ -30,6 +30,15 @@ type loadBoard struct {
 	candidates int
 	deal, prev windows
 	prevAt     int64
+	// grown holds the windows grown since the computation for the unmet
+	// demand their holders reported (grow), replaced whole on each change
+	// so that a rebuild may read it outside mu; pool is the computation's
+	// left-over entries, queue places and all, that no window has taken
+	// yet; maxWindow is the largest a window may grow.
+	grown     map[string]grownWindow
+	pool      []scheduler.LeastLoadedNode
+	maxWindow int
+	lastStamp int64
 	// shared says every agent gets list (opportunistic.shared_list, or too
 	// few nodes for windows).
 	shared bool
@@ -61,6 +70,79 @@ func (b *loadBoard) reset(now time.Time) {
 	defer b.mu.Unlock()
 	b.since, b.computed, b.list, b.same, b.limit, b.room, b.rr = now, time.Time{}, nil, nil, 0, nil, 0
 	b.candidates, b.deal, b.prev, b.prevAt, b.ams = 0, windows{}, windows{}, 0, nil
+	b.grown, b.pool = nil, nil
+}
+
+// grownWindow is a window grown within a computation, and the stamp its
+// agent names it by in place of the computation's.
+type grownWindow struct {
+	at   int64
+	list []scheduler.LeastLoadedNode
+}
+
+// grow gives the agent on node, which reported demand its window could
+// not place, entries of the pool at once, in the answer to that very
+// heartbeat, rather than at the next computation a heartbeat later. held
+// is the list the heartbeat said the agent holds: only a report made
+// against the window last given grows it, so one demand heard twice (its
+// AM has not asked since) grows it once. It takes the pool's entries best
+// first until their free room holds the demand, one container an entry
+// (so that, while nodes stand free, the demand starts rather than waits in
+// queues), then counts their queue places; the window is at most
+// maxWindow. The entries were no window's, so still no node's room is
+// handed out by two proxies (only agents without AMs may start one
+// container on a left-over node). It returns the grown window and its
+// stamp, or false when it does not grow. b.mu must be held.
+func (b *loadBoard) grow(node string, demand int, held int64, now time.Time) ([]scheduler.LeastLoadedNode, int64, bool) {
+	if demand <= 0 || len(b.pool) == 0 {
+		return nil, 0, false
+	}
+	// An agent the computation dealt no window (its first AM started
+	// since) grows one from nothing: the left-over entry it shares with
+	// the others stays theirs.
+	cur, stamp := b.deal.byAgent[node], b.computed.UnixNano()
+	if g, ok := b.grown[node]; ok {
+		cur, stamp = g.list, g.at
+	}
+	if held != stamp {
+		return nil, 0, false
+	}
+	room := min(len(b.pool), b.maxWindow-len(cur))
+	n, need := 0, demand
+	for n < room && need > 0 {
+		if !b.pool[n].Free.IsZero() {
+			need--
+		}
+		n++
+	}
+	for i := 0; i < n && need > 0; i++ {
+		need -= b.pool[i].QueueSpace
+	}
+	for n < room && need > 0 {
+		need -= b.pool[n].QueueSpace
+		if !b.pool[n].Free.IsZero() {
+			need--
+		}
+		n++
+	}
+	if n == 0 {
+		return nil, 0, false
+	}
+	list := make([]scheduler.LeastLoadedNode, 0, len(cur)+n)
+	list = append(append(list, cur...), b.pool[:n]...)
+	b.pool = b.pool[n:]
+	stamp = max(now.UnixNano(), b.lastStamp+1)
+	if stamp == b.computed.UnixNano() {
+		stamp++
+	}
+	b.lastStamp = stamp
+	grown := make(map[string]grownWindow, len(b.grown)+1)
+	for k, v := range b.grown {
+		grown[k] = v
+	}
+	grown[node] = grownWindow{at: stamp, list: list}
+	b.grown = grown
+	return list, stamp, true
 }
 
 // opportunisticConfig returns the cluster's settings, or the defaults for
@@ -90,14 +172,15 @@ func listGrace(cfg scheduler.OpportunisticConfig) time.Duration {
 }
 
 // opportunisticView fills a heartbeat response's opportunistic view for
-// the agent on node: its window of the least-loaded list when the agent
-// holds an older computation (or, to an agent that says it understands,
+// the agent on node, whose heartbeat reported demand its window could not
+// place: its window of the least-loaded list (grown for that demand, see
+// grow) when the agent holds an older computation (or, to an agent that says it understands,
 // LeastLoadedSame when its window is entry for entry the one it holds),
 // the computation, its age and how many nodes the whole list had, the
 // queue limit and the cap on allocations per Allocate. It rebuilds the
 // list when the last one is older than the sorting interval. Right after a
 // leadership change it says nothing (at 0, limit 0) until the loads are in.
-func (s *Server) opportunisticView(st *fsm.State, now time.Time, node string, agentHas int64, sameListOK bool, reply *wrpc.HeartbeatResponse) {
+func (s *Server) opportunisticView(st *fsm.State, now time.Time, node string, agentHas int64, sameListOK bool, demand int, reply *wrpc.HeartbeatResponse) {
 	b := &s.board
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -107,6 +190,18 @@ func (s *Server) opportunisticView(st *fsm.State, now time.Time, node string, ag
 	reply.LeastLoadedAt, reply.LeastLoadedAge, reply.QueueLimit = b.computed.UnixNano(), now.Sub(b.computed), b.limit
 	reply.LeastLoadedCandidates = b.candidates
 	reply.MaxAllocationsPerAM = opportunisticConfig(st).MaxAllocationsPerAMHeartbeat
+	if !b.shared {
+		if list, at, ok := b.grow(node, demand, agentHas, now); ok {
+			reply.LeastLoadedAt, reply.LeastLoaded = at, list
+			return
+		}
+		if g, ok := b.grown[node]; ok {
+			if reply.LeastLoadedAt = g.at; g.at != agentHas {
+				reply.LeastLoaded = g.list
+			}
+			return
+		}
+	}
 	if reply.LeastLoadedAt == agentHas {
 		return
 	}
@@ -218,13 +313,20 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 	// one that held none is new. (Only the refreshing caller replaces
 	// b.deal, and never changes a map it made.)
 	b.mu.Lock()
-	prevHolders, prevAMs := b.deal.byAgent, b.ams
+	prevHolders, prevGrown, prevAMs := b.deal.byAgent, b.grown, b.ams
 	b.mu.Unlock()
 	ams := make(map[string]bool, len(prevAMs))
 	prevOwner := make(map[string]string, len(prevHolders))
 	for holder, w := range prevHolders {
-		for i := range w {
-			prevOwner[w[i].NodeID] = holder
+		if _, ok := prevGrown[holder]; !ok {
+			for i := range w {
+				prevOwner[w[i].NodeID] = holder
+			}
+		}
+	}
+	for holder, g := range prevGrown {
+		for i := range g.list {
+			prevOwner[g.list[i].NodeID] = holder
 		}
 	}
 	// The agents that run AMs allocate from the list; what their AMs hold
@@ -269,7 +371,9 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 	}
 	rest := scheduler.Leftover(ranked, dealt)
 	leftover := make([]scheduler.LeastLoadedNode, len(rest))
+	pool := make([]scheduler.LeastLoadedNode, len(rest))
 	for j, p := range rest {
+		pool[j] = ranked[p]
 		// Shared by the agents that run no AM yet: only what starts at
 		// once, no queue place. An AM that has just started gets its
 		// first containers running, and waits for its window (the next
@@ -279,7 +383,7 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 	}
 	candidates := len(ranked)
 	if shared {
-		leftover, candidates = nil, 0
+		leftover, pool, candidates = nil, nil, 0
 	}
 	b.mu.Lock()
 	b.refreshing = false
@@ -302,6 +406,8 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 		b.prevAt = 0
 	}
 	b.deal, b.candidates, b.shared, b.ams = windows{byAgent: byAgent, leftover: leftover}, candidates, shared, ams
+	b.grown, b.pool = nil, pool
+	b.maxWindow = scheduler.MaxWindowFactor * max(1, cfg.NodesUsed)
 	b.list = list
 	b.limit = limit
 	b.room = scheduler.NewRoom(b.list)

@@ -31,25 +31,25 @@ func TestSameListIsLeftOut(t *testing.T) {
 	s.heartbeatSeen("n1", 1, t0, &load)
 
 	var r1 wrpc.HeartbeatResponse
-	s.opportunisticView(st, t0, "n1", 0, true, &r1)
+	s.opportunisticView(st, t0, "n1", 0, true, 0, &r1)
 	if len(r1.LeastLoaded) != 1 || r1.LeastLoadedSame {
 		t.Fatalf("first answer: %d nodes, same %v", len(r1.LeastLoaded), r1.LeastLoadedSame)
 	}
 	t1 := t0.Add(2 * time.Second) // past the sorting interval: recomputed, unchanged
 	var r2, old, other wrpc.HeartbeatResponse
-	s.opportunisticView(st, t1, "n1", r1.LeastLoadedAt, true, &r2)
+	s.opportunisticView(st, t1, "n1", r1.LeastLoadedAt, true, 0, &r2)
 	if r2.LeastLoaded != nil || !r2.LeastLoadedSame || r2.LeastLoadedAt == r1.LeastLoadedAt {
 		t.Fatalf("unchanged recomputation: %d nodes, same %v, at %d (held %d)", len(r2.LeastLoaded), r2.LeastLoadedSame, r2.LeastLoadedAt, r1.LeastLoadedAt)
 	}
-	s.opportunisticView(st, t1, "n1", r1.LeastLoadedAt, false, &old)
-	s.opportunisticView(st, t1, "n1", 12345, true, &other)
+	s.opportunisticView(st, t1, "n1", r1.LeastLoadedAt, false, 0, &old)
+	s.opportunisticView(st, t1, "n1", 12345, true, 0, &other)
 	if len(old.LeastLoaded) != 1 || old.LeastLoadedSame || len(other.LeastLoaded) != 1 || other.LeastLoadedSame {
 		t.Fatalf("an agent that does not understand, or holds another list, must get the list: %+v, %+v", old, other)
 	}
 	load.Used = scheduler.Resources{MemoryMB: 1024, Vcores: 1}
 	s.heartbeatSeen("n1", 1, t1, &load)
 	var r3 wrpc.HeartbeatResponse
-	s.opportunisticView(st, t1.Add(2*time.Second), "n1", r2.LeastLoadedAt, true, &r3)
+	s.opportunisticView(st, t1.Add(2*time.Second), "n1", r2.LeastLoadedAt, true, 0, &r3)
 	if len(r3.LeastLoaded) != 1 || r3.LeastLoadedSame || r3.LeastLoaded[0].Free.Vcores != 3 {
 		t.Fatalf("changed list: %+v", r3)
 	}
@@ -91,7 +91,7 @@ func BenchmarkHeartbeatResponseBytes(b *testing.B) {
 				id := fmt.Sprintf("n%04d", k)
 				s.heartbeatSeen(id, 1, now, &wrpc.NodeLoad{QueueCapacity: 10, Used: scheduler.Resources{MemoryMB: int64(k % 7 * 1024), Vcores: int64(k % 7)}})
 				var r wrpc.HeartbeatResponse
-				s.opportunisticView(st, now, id, held[k], sameOK, &r)
+				s.opportunisticView(st, now, id, held[k], sameOK, 0, &r)
 				if r.LeastLoadedAt != 0 {
 					held[k] = r.LeastLoadedAt
 				}

@@ -70,7 +70,7 @@ func TestWindowsAreDealtToTheAgentsThatRunAMs(t *testing.T) {
 	for i := 0; i < nodes; i++ {
 		id := fmt.Sprintf("n%02d", i)
 		r := &wrpc.HeartbeatResponse{}
-		s.opportunisticView(st, now, id, 0, true, r)
+		s.opportunisticView(st, now, id, 0, true, 0, r)
 		answers[id] = r
 		if r.LeastLoadedCandidates != nodes {
 			t.Fatalf("%s: candidates %d, want %d", id, r.LeastLoadedCandidates, nodes)
@@ -96,6 +96,58 @@ func TestWindowsAreDealtToTheAgentsThatRunAMs(t *testing.T) {
 		w := answers[fmt.Sprintf("n%02d", i)].LeastLoaded
 		if len(w) != 1 || held[w[0].NodeID] != "" {
 			t.Fatalf("n%02d runs no AM: got %v, want one entry no AM's agent holds", i, w)
+		}
+	}
+
+	// n01 reports demand its window could not place: in the answer to that
+	// heartbeat its window grows by one of the two left-over nodes (one
+	// more container, which its free room holds), under a stamp of its
+	// own, queue places and all; the same report heard again, before the
+	// agent installed the grown window, grows nothing.
+	at := answers["n01"].LeastLoadedAt
+	grown := &wrpc.HeartbeatResponse{}
+	s.opportunisticView(st, now.Add(100*time.Millisecond), "n01", at, true, 1, grown)
+	if len(grown.LeastLoaded) != 4 || grown.LeastLoadedAt == at || grown.LeastLoadedAt == 0 {
+		t.Fatalf("grown window %d nodes at %d (held %d): want 4 under a new stamp", len(grown.LeastLoaded), grown.LeastLoadedAt, at)
+	}
+	for _, e := range grown.LeastLoaded[3:] {
+		if held[e.NodeID] != "" || e.QueueSpace == 0 {
+			t.Fatalf("grown entry %+v: want a node no window held, with its queue places", e)
+		}
+	}
+	again := &wrpc.HeartbeatResponse{}
+	s.opportunisticView(st, now.Add(200*time.Millisecond), "n01", at, true, 1, again)
+	if again.LeastLoadedAt != grown.LeastLoadedAt || len(again.LeastLoaded) != 4 {
+		t.Fatalf("the same demand again: %+v, want the grown window again, no larger", again)
+	}
+	// An agent dealt no window (its AM started since the computation)
+	// grows one from nothing: the last left-over node, not the entry it
+	// shares with the other agents.
+	fresh := &wrpc.HeartbeatResponse{}
+	s.opportunisticView(st, now.Add(250*time.Millisecond), "n05", answers["n05"].LeastLoadedAt, true, 1, fresh)
+	if len(fresh.LeastLoaded) != 1 || held[fresh.LeastLoaded[0].NodeID] != "" || fresh.LeastLoaded[0].QueueSpace == 0 ||
+		fresh.LeastLoaded[0].NodeID == grown.LeastLoaded[3].NodeID {
+		t.Fatalf("n05's window grown from nothing: %v", fresh.LeastLoaded)
+	}
+	// Nothing is left to grow n00's window with.
+	none := &wrpc.HeartbeatResponse{}
+	s.opportunisticView(st, now.Add(300*time.Millisecond), "n00", answers["n00"].LeastLoadedAt, true, 50, none)
+	if none.LeastLoadedAt != answers["n00"].LeastLoadedAt || none.LeastLoaded != nil {
+		t.Fatalf("n00 with demand and no pool left: %+v, want its window as held", none)
+	}
+	// The next computation keeps the grown nodes with n01, which still
+	// has demand.
+	load := wrpc.NodeLoad{QueueCapacity: 2, Used: am, OpportunisticDemand: 1}
+	s.heartbeatSeen("n01", 1, now.Add(2*time.Second), &load)
+	next := &wrpc.HeartbeatResponse{}
+	s.opportunisticView(st, now.Add(2*time.Second), "n01", grown.LeastLoadedAt, true, 1, next)
+	kept := map[string]bool{}
+	for _, e := range next.LeastLoaded {
+		kept[e.NodeID] = true
+	}
+	for _, e := range grown.LeastLoaded {
+		if !kept[e.NodeID] {
+			t.Fatalf("the next computation took %s from n01's grown window %v: got %v", e.NodeID, grown.LeastLoaded, next.LeastLoaded)
 		}
 	}
 }

@@ -189,6 +189,7 @@ func (a *AM) allocate(ctx context.Context, req *wrpc.AMAllocateRequest, resp *wr
 		return false, a.client.Call(ctx, "AM.Allocate", req, resp)
 	}
 	l := a.cfg.Launch.Container
+	renewed := a.proxy.Renewed()
 	s := a.proxy.Split(req)
 	if len(s.Local) > 0 {
 		if s.NeedServers {
@@ -221,10 +222,79 @@ func (a *AM) allocate(ctx context.Context, req *wrpc.AMAllocateRequest, resp *wr
 	fwd := s.Forward
 	if s.Unmet && a.cfg.Heartbeat == 0 && (fwd.MaxWait <= 0 || fwd.MaxWait > a.heartbeat()) {
 		fwd.MaxWait = a.heartbeat() // fresh room comes with the next list
+		// Or sooner, as an agent's proxy: the window the leader grows for
+		// the demand in the answer to the heartbeat the proxy poked.
+		return a.waitForRoomOrServers(ctx, req, &fwd, renewed, resp)
 	}
 	if err := a.client.Call(ctx, "AM.Allocate", &fwd, resp); err != nil {
 		return false, err
 	}
+	a.proxy.Synced(l.AppID, l.Attempt, resp)
+	return false, nil
+}
+
+// waitForRoomOrServers sends fwd to the servers and waits for their
+// answer or a renewed room, as an agent's AMRMProxy does: room renewed
+// first that now holds req's opportunistic asks is the answer at once (the
+// servers' answer is then taken in the background, a renewed token kept
+// for the next call); otherwise the servers' answer is.
+func (a *AM) waitForRoomOrServers(ctx context.Context, req, fwd *wrpc.AMAllocateRequest, renewed <-chan struct{}, resp *wrpc.AMAllocateResponse) (bool, error) {
+	l := a.cfg.Launch.Container
+	var answer wrpc.AMAllocateResponse
+	var callErr error
+	done := make(chan struct{})
+	var mu sync.Mutex
+	abandoned, finished := false, false
+	take := func() { // the servers' answer, which no AM gets now
+		if callErr != nil {
+			return
+		}
+		a.mu.Lock()
+		if answer.AMToken != "" {
+			a.renewed = answer.AMToken
+		}
+		a.mu.Unlock()
+		a.proxy.Synced(l.AppID, l.Attempt, &answer)
+	}
+	a.relays.Add(1)
+	go func() {
+		defer a.relays.Done()
+		callErr = a.client.Call(ctx, "AM.Allocate", fwd, &answer)
+		mu.Lock()
+		finished = true
+		gone := abandoned
+		mu.Unlock()
+		if gone {
+			take()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-renewed:
+		again := *req
+		again.Releases, again.Promotions = nil, nil // the first split took them
+		if s := a.proxy.Split(&again); len(s.Local) > 0 {
+			mu.Lock()
+			abandoned = true
+			fin := finished
+			mu.Unlock()
+			if fin { // answered meanwhile: taken here
+				<-done
+				take()
+			}
+			*resp = wrpc.AMAllocateResponse{Index: req.MinQueryIndex, Allocated: s.Local}
+			a.mu.Lock()
+			resp.AMToken, a.renewed = a.renewed, ""
+			a.mu.Unlock()
+			return true, nil
+		}
+		<-done
+	}
+	if callErr != nil {
+		return false, callErr
+	}
+	*resp = answer
 	a.proxy.Synced(l.AppID, l.Attempt, resp)
 	return false, nil
 }

@@ -88,6 +88,8 @@ type Node struct {
 	// lastOK is when the servers last answered a heartbeat without asking
 	// the node to register again.
 	lastOK time.Time
+	// poke asks for a heartbeat before the next tick (pokeHeartbeat).
+	poke chan struct{}
 }
 
 // NewNode returns a node; Run makes it live.
@@ -106,7 +108,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, secret: secret, nodeKey: nodeKey, client: spreadClient(cfg.Servers, heartbeatTimeout(cfg.Heartbeat)),
+	n := &Node{cfg: cfg, secret: secret, nodeKey: nodeKey, poke: make(chan struct{}, 1), client: spreadClient(cfg.Servers, heartbeatTimeout(cfg.Heartbeat)),
 		local: scheduler.NewLocalScheduler(cfg.Capacity, cfg.QueueLength), containers: map[string]*simContainer{},
 		launched: map[string]bool{}}
 	n.local.SetPolicy(cfg.Policy)
@@ -205,7 +207,17 @@ func (n *Node) register(ctx context.Context) bool {
 	}
 }
 
-// heartbeatLoop heartbeats every interval; it returns when ctx ends or the
+// pokeHeartbeat asks for a heartbeat now, as an agent's AMRMProxy does
+// when its AMs' opportunistic demand rose (the leader grows its window in
+// the answer).
+func (n *Node) pokeHeartbeat() {
+	select {
+	case n.poke <- struct{}{}:
+	default:
+	}
+}
+
+// heartbeatLoop heartbeats every interval, and early when poked; it returns when ctx ends or the
 // servers ask the node to register again.
 func (n *Node) heartbeatLoop(ctx context.Context) {
 	tick := n.cfg.Clock.NewTicker(n.cfg.Heartbeat)
@@ -213,6 +225,7 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 	for {
 		select {
 		case <-tick.C():
+		case <-n.poke:
 		case <-ctx.Done():
 			return
 		}

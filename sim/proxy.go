@@ -37,6 +37,8 @@ type Proxy struct {
 	perCall  int
 	seq      uint64
 	attempts map[attemptKey]*proxyAttempt
+	// renewed is closed, and replaced, when a list is installed.
+	renewed chan struct{}
 }
 
 type attemptKey struct {
@@ -62,7 +64,8 @@ type proxyAttempt struct {
 func proxyMargin(heartbeat time.Duration) time.Duration { return heartbeat + 500*time.Millisecond }
 
 func newProxy(n *Node) *Proxy {
-	return &Proxy{node: n, dist: scheduler.NewDistributedRoom(proxyMargin(n.cfg.Heartbeat)), attempts: map[attemptKey]*proxyAttempt{}}
+	return &Proxy{node: n, dist: scheduler.NewDistributedRoom(proxyMargin(n.cfg.Heartbeat)), attempts: map[attemptKey]*proxyAttempt{},
+		renewed: make(chan struct{})}
 }
 
 // listAt is the computation of the list the proxy holds (0: none), which
@@ -83,8 +86,18 @@ func (p *Proxy) update(resp *wrpc.HeartbeatResponse, sent int64, now time.Time) 
 	if resp.LeastLoadedAt != 0 {
 		p.perCall = resp.MaxAllocationsPerAM
 	}
-	p.dist.Update(scheduler.ListNews{At: resp.LeastLoadedAt, List: resp.LeastLoaded, Age: resp.LeastLoadedAge, Same: resp.LeastLoadedSame,
-		Candidates: resp.LeastLoadedCandidates}, sent, now, rand.Uint64())
+	if p.dist.Update(scheduler.ListNews{At: resp.LeastLoadedAt, List: resp.LeastLoaded, Age: resp.LeastLoadedAge, Same: resp.LeastLoadedSame,
+		Candidates: resp.LeastLoadedCandidates}, sent, now, rand.Uint64()) {
+		close(p.renewed)
+		p.renewed = make(chan struct{})
+	}
+}
+
+// Renewed returns a channel closed when the proxy next installs a list.
+func (p *Proxy) Renewed() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.renewed
 }
 
 // demand is the opportunistic demand the proxy's AMs left unplaced, as
@@ -132,6 +145,7 @@ func (p *Proxy) Split(args *wrpc.AMAllocateRequest) split {
 	p.mu.Lock()
 	at := p.attempt(args.AppID, args.Attempt)
 	_, listAt := p.dist.List()
+	wasUnmet := at.unmet
 	at.unmet = 0
 	budget := p.perCall
 	for _, ask := range args.Asks {
@@ -167,7 +181,11 @@ func (p *Proxy) Split(args *wrpc.AMAllocateRequest) split {
 		}
 		s.Forward.Releases = append(s.Forward.Releases, id)
 	}
+	unmetRose := at.unmet > wasUnmet
 	p.mu.Unlock()
+	if unmetRose {
+		p.node.pokeHeartbeat()
+	}
 	for i, n := range stop {
 		if n != nil { // one never started needs nothing
 			n.Stop(stopIDs[i], scheduler.ReasonKilled)
