@@ -180,8 +180,8 @@ SIM_SHORT := -nodes=2000+-node-resources=memory_mb=8192,vcores=4+-task-resources
 # of cluster-bound runs, guaranteed only against half the apps
 # opportunistic with every mechanism and with each one off, same seed and
 # work, OPP_RUNS runs of each (opp-PAIR.KIND-rN). bound-200: 0.5-5 s tasks
-# at about 140% of what the cluster runs; mercury-200: 0.5-3 s tasks and AMs
-# that allocate on a 1 s heartbeat (Mercury's scenario); bound-2000: the
+# at about 140% of what the cluster runs; mercury-200: 0.5-3 s tasks at about
+# 120% and AMs that allocate on a 1 s heartbeat (Mercury's scenario); bound-2000: the
 # first at 2,000 nodes; short-2000: the same work at a fifth of the load
 # (sim-bench's short-*-2000, a cluster with room to spare). `make
 # sim-opp-bench` runs only these (about 40 minutes).
@@ -190,7 +190,7 @@ OPP_BASE := -node-resources=memory_mb=8192,vcores=4+-task-resources=memory_mb=40
 OPP_ALL := -opportunistic=0.5+-pause+-overcommit=memory_mb=0.9,vcores=1.0
 OPP_PAIRS := \
 	bound-200:-nodes=200+-apps-per-second=0.5+-task-duration-max=5s+$(OPP_BASE) \
-	mercury-200:-nodes=200+-apps-per-second=0.5+-task-duration-max=3s+-am-heartbeat=1s+$(OPP_BASE) \
+	mercury-200:-nodes=200+-apps-per-second=0.7+-task-duration-max=3s+-am-heartbeat=1s+$(OPP_BASE) \
 	bound-2000:-nodes=2000+-apps-per-second=5+-task-duration-max=5s+$(OPP_BASE) \
 	short-2000:-nodes=2000+-apps-per-second=1+-task-duration-max=5s+$(OPP_BASE)
 OPP_KINDS := guaranteed:-opportunistic=0 opportunistic:$(OPP_ALL)
