@@ -50,6 +50,30 @@ func TestLentCapacityComesBackToLargeContainers(t *testing.T) {
 	}
 	b.open("/ui/nodes")
 	b.run(chromedp.WaitVisible(`tr[data-node="a1"]`))
+	// A reservation lasts until its task lands, which may be before the
+	// screenshot is taken: 'weft node list' is watched from before big
+	// arrives, each call as soon as the last returned.
+	watched := make(chan map[string]map[string]bool, 1)
+	stopWatch := make(chan struct{})
+	go func() {
+		seen := map[string]map[string]bool{} // app → nodes reserved for it
+		for {
+			select {
+			case <-stopWatch:
+				watched <- seen
+				return
+			default:
+			}
+			for _, n := range w.reservations() {
+				if r := n.Reservation; r != nil {
+					if seen[r.AppID] == nil {
+						seen[r.AppID] = map[string]bool{}
+					}
+					seen[r.AppID][n.ID] = true
+				}
+			}
+		}
+	}()
 	big := w.submit("-queue", "root.big", "-num-containers", "2", "-vcores", "4", "-memory-mb", "256", "--", "sleep", "3")
 	b.run(chromedp.WaitVisible(`[data-reserved-for="` + big + `"]`))
 	b.shot("nodes-reserved", 1366, 560)
@@ -90,6 +114,10 @@ func TestLentCapacityComesBackToLargeContainers(t *testing.T) {
 		}
 		return nil
 	})
+	close(stopWatch)
+	for node := range (<-watched)[big] {
+		reservedSeen[node] = true
+	}
 	if len(reservedSeen) == 0 {
 		t.Error("no reservation of big's was ever seen in 'weft node list'")
 	}
