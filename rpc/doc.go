@@ -11,8 +11,8 @@
 // role its certificate proved — may hold (connections, a deadline until
 // the first whole request, an idle timeout, streams per multiplexed
 // connection, and its share of the one budget of memory a process holds
-// for requests, memory.go), the
-// server-side dispatcher (Server: a context per request that carries its
+// for requests, memory.go; and how fast it is read once it owes for
+// refused bytes, refusals.go), the server-side dispatcher (Server: a context per request that carries its
 // connection and the caller's deadline, errors coded so they survive the
 // wire, handler panics contained; Server.Call runs the same path in
 // process for the HTTP API, whose clients hold no certificate), a pool of yamux-multiplexed connections

@@ -50,13 +50,22 @@ type Limits struct {
 	RequestMemory          int64
 	RequestMemoryPerClient int64
 	RequestMemoryPerConn   int64
+	// RefusedReadAllowance is how many bytes of refused requests a client
+	// may make the process read past (and connections of it may be cut
+	// off for their memory) before its connections are read slowly;
+	// RefusedReadRate is the bytes a second it is then read at, and how
+	// fast what it owes is paid off (see refusals.go).
+	RefusedReadAllowance int64
+	RefusedReadRate      int64
 }
 
 // Defaults of Limits. A connection's share fits one request of the
 // largest size (MaxRequestSize on the wire and as much decoded) with room
 // to spare; a client's, two such connections; the process's, what a
 // leader of thousands of agents holds at once, with half kept for them
-// and the other servers whatever clients do.
+// and the other servers whatever clients do. A client may be refused two
+// requests of the largest size before it is read slowly, and is then read
+// at 4 MiB/s: a few percent of a core for TLS and scanning.
 const (
 	DefaultMaxConnsPerClient      = 100
 	DefaultMaxHandshakesPerClient = 32
@@ -65,6 +74,8 @@ const (
 	DefaultRequestMemory          = 256 << 20
 	DefaultRequestMemoryPerClient = 48 << 20
 	DefaultRequestMemoryPerConn   = 24 << 20
+	DefaultRefusedReadAllowance   = 2 * MaxRequestSize
+	DefaultRefusedReadRate        = 4 << 20
 )
 
 // DefaultLimits returns the limits a Listener applies unless told others.
@@ -78,6 +89,8 @@ func DefaultLimits() Limits {
 		RequestMemory:          DefaultRequestMemory,
 		RequestMemoryPerClient: DefaultRequestMemoryPerClient,
 		RequestMemoryPerConn:   DefaultRequestMemoryPerConn,
+		RefusedReadAllowance:   DefaultRefusedReadAllowance,
+		RefusedReadRate:        DefaultRefusedReadRate,
 	}
 }
 
@@ -107,6 +120,12 @@ func (l Limits) WithDefaults() Limits {
 	}
 	if l.RequestMemoryPerConn <= 0 {
 		l.RequestMemoryPerConn = d.RequestMemoryPerConn
+	}
+	if l.RefusedReadAllowance <= 0 {
+		l.RefusedReadAllowance = d.RefusedReadAllowance
+	}
+	if l.RefusedReadRate <= 0 {
+		l.RefusedReadRate = d.RefusedReadRate
 	}
 	return l
 }
@@ -259,7 +278,7 @@ func (l *Listener) admit(conn net.Conn) net.Conn {
 		conn.Close()
 		return nil
 	}
-	lc := &limitedConn{Conn: conn, ip: ip, clients: &l.clients, deadline: time.Now().Add(l.limits.HandshakeTimeout)}
+	lc := &limitedConn{Conn: conn, ip: ip, clients: &l.clients, deadline: time.Now().Add(l.limits.HandshakeTimeout), done: make(chan struct{})}
 	lc.activity = activity{conn: lc, idle: l.limits.IdleTimeout, logger: l.logger}
 	conn.SetReadDeadline(lc.deadline)
 	return lc
@@ -308,7 +327,8 @@ type limitedConn struct {
 	clients  *clientCounts
 	once     sync.Once
 	activity activity
-	mem      *connMemory // set once identified, unless it carries Raft
+	mem      *connMemory   // set once identified, unless it carries Raft
+	done     chan struct{} // closed by Close
 
 	// Under clients.mu: which count holds the connection.
 	key        clientKey
@@ -319,10 +339,18 @@ type limitedConn struct {
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
+		close(c.done)
 		c.clients.release(c)
 		c.activity.stop()
 	})
 	return err
+}
+
+// Read reads once the client has paid off what refused requests made it
+// owe beyond its allowance (refusals.go).
+func (c *limitedConn) Read(p []byte) (int, error) {
+	c.mem.throttle(c.done)
+	return c.Conn.Read(p)
 }
 
 // NetConn returns the accepted connection, as tls.Conn does.

@@ -60,6 +60,8 @@ type memBudget struct {
 	perClient int64
 	perConn   int64
 	high      atomic.Int64 // the most total has held
+	refused   *refusals
+	onRefused func(clientKey) // a client has just gone past its allowance of refused bytes
 
 	mu      sync.Mutex
 	clients map[clientKey]*clientMemory
@@ -73,7 +75,7 @@ type clientMemory struct {
 }
 
 func newMemBudget(l Limits) *memBudget {
-	b := &memBudget{perClient: l.RequestMemoryPerClient, perConn: l.RequestMemoryPerConn, clients: map[clientKey]*clientMemory{}}
+	b := &memBudget{perClient: l.RequestMemoryPerClient, perConn: l.RequestMemoryPerConn, clients: map[clientKey]*clientMemory{}, refused: newRefusals(l)}
 	b.total.limit = l.RequestMemory
 	b.unproven.limit = l.RequestMemory / 2
 	return b
@@ -91,7 +93,7 @@ func (b *memBudget) open(key clientKey, cut func()) (*connMemory, error) {
 	}
 	cm.conns++
 	b.mu.Unlock()
-	c := &connMemory{memAccount: memAccount{limit: b.perConn}, budget: b, client: cm, key: key, peer: key.peer(), cutConn: cut}
+	c := &connMemory{memAccount: memAccount{limit: b.perConn}, budget: b, client: cm, key: key, peer: key.peer(), cutConn: cut, debt: b.refused.hold(key)}
 	if err := c.takeOverhead(connOverhead); err != nil {
 		c.close()
 		return nil, err
@@ -116,6 +118,7 @@ type connMemory struct {
 	key     clientKey
 	peer    bool
 	cutConn func()
+	debt    *refusalDebt // the client's, for refused bytes
 	closed  sync.Once
 	// overhead is the fixed cost charged to a peer's own shares only.
 	overhead atomic.Int64
@@ -208,10 +211,40 @@ func (c *connMemory) giveOverhead(n int64) {
 	c.client.give(n)
 }
 
-// cut closes the connection: its caller asked for more than its share.
+// cut closes the connection: its caller asked for more than its share,
+// which its client owes as refused bytes (it would send as much again on
+// the connection it opens next).
 func (c *connMemory) cut() {
 	if c != nil && c.cutConn != nil {
+		c.refuseShare()
 		c.cutConn()
+	}
+}
+
+// refuseShare charges the connection's whole share as refused bytes.
+func (c *connMemory) refuseShare() {
+	if c != nil {
+		c.refuse(c.limit)
+	}
+}
+
+// refuse charges n bytes read past for a refused request to the client's
+// debt (refusals.go).
+func (c *connMemory) refuse(n int64) {
+	if c == nil {
+		return
+	}
+	b := c.budget
+	if b.refused.charge(c.debt, n) && b.onRefused != nil {
+		b.onRefused(c.key)
+	}
+}
+
+// throttle waits as long as the connection's client must before it is
+// read from again, or until done is closed.
+func (c *connMemory) throttle(done <-chan struct{}) {
+	if c != nil {
+		c.budget.refused.throttle(c.debt, done)
 	}
 }
 
@@ -241,6 +274,7 @@ func (c *connMemory) close() {
 		if c.client.conns--; c.client.conns == 0 && b.clients[c.key] == c.client {
 			delete(b.clients, c.key)
 		}
+		b.refused.letGo(c.key, c.debt)
 	})
 }
 
@@ -291,6 +325,7 @@ func (m *yamuxMeter) count(p []byte) error {
 		return nil
 	}
 	if err := m.mem.take(yamuxBufferFactor * data); err != nil {
+		m.mem.refuseShare()
 		if m.onCut != nil {
 			m.onCut(err)
 		}

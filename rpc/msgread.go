@@ -166,11 +166,14 @@ func (m *msgReader) discard(limit int) error {
 // scanOver scans on from m.off to the end of the value the scanner is in,
 // dropping its bytes as they are scanned (the scanner remembers what it
 // needs of them) and reading more into the buffer as it is, never grown.
+// It reads past refused requests only: what it scans is charged to the
+// client as refused bytes (refusals.go).
 func (m *msgReader) scanOver() error {
 	for {
 		if m.off < m.end {
 			n, done, err := m.scan.Scan(m.buf[m.off:m.end])
 			m.off += n
+			m.mem.refuse(int64(n))
 			if err != nil {
 				if errors.Is(err, msgpackscan.ErrTooLarge) {
 					return fmt.Errorf("%w (%v)", ErrTooLarge, err)

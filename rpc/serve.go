@@ -53,6 +53,13 @@ func NewListener(rpcServer *Server, logger hclog.Logger, raft func(net.Conn), op
 		o(l)
 	}
 	l.mem = newMemBudget(l.limits)
+	l.mem.onRefused = func(key clientKey) {
+		if !l.mem.refused.shouldWarn() {
+			return
+		}
+		l.logger.Warn("reading slowly from a client that made this process read past its allowance of refused requests (further ones logged at most every 10s)",
+			"client", key, "allowance", byteSize(l.limits.RefusedReadAllowance), "rate_per_second", byteSize(l.limits.RefusedReadRate))
+	}
 	return l
 }
 
