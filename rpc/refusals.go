@@ -26,6 +26,10 @@ import (
 
 // refusalDebt is what one client owes for refused bytes.
 type refusalDebt struct {
+	// over says it may owe more than its allowance: every read of every
+	// connection of the client looks at it, so a client that owes
+	// nothing to wait for costs a read one atomic load.
+	over  atomic.Bool
 	mu    sync.Mutex
 	owed  float64 // bytes, as of at
 	at    time.Time
@@ -66,15 +70,22 @@ func (d *refusalDebt) charge(p refusalPolicy, n int64, now time.Time) (crossed b
 	d.paidAt(p, now)
 	before := d.owed
 	d.owed = min(d.owed+float64(n), p.ceiling)
+	if d.owed > p.allowance {
+		d.over.Store(true)
+	}
 	return before <= p.allowance && d.owed > p.allowance
 }
 
 // wait is how long the client's reads must wait, as of now.
 func (d *refusalDebt) wait(p refusalPolicy, now time.Time) time.Duration {
+	if !d.over.Load() {
+		return 0
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.paidAt(p, now)
 	if d.owed <= p.allowance {
+		d.over.Store(false)
 		return 0
 	}
 	return time.Duration((d.owed - p.allowance) / p.rate * float64(time.Second))
@@ -167,7 +178,7 @@ func (r *refusals) throttle(d *refusalDebt, done <-chan struct{}) {
 	if d == nil {
 		return
 	}
-	for {
+	for d.over.Load() {
 		wait := d.wait(r.policy, r.now())
 		if wait <= 0 {
 			return
