@@ -63,7 +63,10 @@ func (r *Run) watchQueues(ctx context.Context, capacity int64) {
 		if err != nil {
 			continue // a second without a sample: the leader was busy or changing
 		}
-		second := int(time.Since(r.stats.start) / time.Second)
+		if r.warming.Load() {
+			continue
+		}
+		second := int(time.Since(r.stats.Start()) / time.Second)
 		share := func(v int64) float64 { return float64(v) / float64(max(1, capacity)) }
 		r.queues.mu.Lock()
 		for _, q := range resp.Queues {

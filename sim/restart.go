@@ -93,7 +93,7 @@ func (r *Run) restartAt(runCtx, ctx context.Context) {
 	sum := &RestartSummary{Signal: signalName(rc.Signal), AtSeconds: rc.At.Seconds()}
 	r.restart = sum
 	select {
-	case <-time.After(time.Until(r.stats.start.Add(rc.At))):
+	case <-time.After(time.Until(r.stats.Start().Add(rc.At))):
 	case <-runCtx.Done():
 		sum.Error = "the run ended before the restart"
 		return

@@ -29,6 +29,9 @@ type Summary struct {
 	NodesRegistered int     `json:"nodes_registered"`
 	DurationSeconds float64 `json:"duration_seconds"`
 	RegisterSeconds float64 `json:"register_seconds"`
+	// WarmupSeconds is how long the workload ran, after registration,
+	// before the measured time began (Config.Warmup).
+	WarmupSeconds   float64 `json:"warmup_seconds,omitempty"`
 	AppsSubmitted   uint64  `json:"apps_submitted"`
 	AppsFinished    uint64  `json:"apps_finished"`
 	AppsFailed      uint64  `json:"apps_failed"`
@@ -121,6 +124,7 @@ func (r *Run) result(end time.Time) *Result {
 	dur := end.Sub(s.start)
 	sum := Summary{
 		Nodes: len(r.nodes), NodesRegistered: r.registered, DurationSeconds: dur.Seconds(), RegisterSeconds: r.registerTook.Seconds(),
+		WarmupSeconds: r.cfg.Warmup.Seconds(),
 		AppsSubmitted: s.appsSubmitted, AppsFinished: s.appsFinished, AppsFailed: s.appsFailed, SubmitErrors: s.submitErrors,
 		LastSubmitError: s.lastSubmitErr, AMsStarted: r.amsStarted.Load(), TasksSubmitted: s.tasksSubmitted,
 		TasksFinished: s.tasksDone, TasksOfFinished: s.tasksOfFinished, TasksDoneOfFin: s.tasksDoneFinished,
@@ -152,20 +156,25 @@ func (r *Run) result(end time.Time) *Result {
 	res := &Result{Summary: sum}
 	res.Queues, res.Summary.Queues = r.queues.summarise()
 	var utilSum, inUseSum float64
+	sampled := 0
 	// Heartbeats answered while the run winds down are not in the series.
 	secs := s.seconds[:min(len(s.seconds), int(dur/time.Second)+1)]
 	for i, sec := range secs {
 		res.Series = append(res.Series, SeriesPoint{Second: i, Allocations: sec.Allocations, AtProxy: sec.AtProxy,
 			ProxyP99MS: ms(sec.ProxyAlloc.Quantile(0.99)), Completions: sec.Completions,
 			Running: sec.Running, Utilisation: sec.Utilisation, HeartbeatP99MS: ms(sec.Heartbeats.Quantile(0.99))})
+		res.Summary.AllocationsPeak = max(res.Summary.AllocationsPeak, sec.Allocations)
+		if sec.Samples == 0 {
+			continue // the sampler's ticks missed this second: it is no idle second
+		}
+		sampled++
 		utilSum += sec.Utilisation
 		inUseSum += sec.InUse
 		res.Summary.UtilisationPeak = max(res.Summary.UtilisationPeak, sec.Utilisation)
-		res.Summary.AllocationsPeak = max(res.Summary.AllocationsPeak, sec.Allocations)
 	}
-	if len(secs) > 0 {
-		res.Summary.UtilisationMean = utilSum / float64(len(secs))
-		res.Summary.InUseMean = inUseSum / float64(len(secs))
+	if sampled > 0 {
+		res.Summary.UtilisationMean = utilSum / float64(sampled)
+		res.Summary.InUseMean = inUseSum / float64(sampled)
 	}
 	window, perS := s.fill()
 	res.Summary.FillSeconds, res.Summary.FillPerS = window.Seconds(), perS
@@ -176,7 +185,11 @@ func (r *Run) result(end time.Time) *Result {
 func (s *Summary) Text() string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
-	p("weft sim: %d nodes (%d registered), %.0f s measured (after %.1f s of registrations)", s.Nodes, s.NodesRegistered, s.DurationSeconds, s.RegisterSeconds)
+	warm := ""
+	if s.WarmupSeconds > 0 {
+		warm = fmt.Sprintf(" and %.0f s of warm-up", s.WarmupSeconds)
+	}
+	p("weft sim: %d nodes (%d registered), %.0f s measured (after %.1f s of registrations%s)", s.Nodes, s.NodesRegistered, s.DurationSeconds, s.RegisterSeconds, warm)
 	p("apps:        %d submitted, %d finished, %d failed, %d refused (AMs started: %d)", s.AppsSubmitted, s.AppsFinished, s.AppsFailed, s.SubmitErrors, s.AMsStarted)
 	if s.LastSubmitError != "" {
 		p("             last refusal: %s", s.LastSubmitError)

@@ -39,8 +39,14 @@ type Config struct {
 	// NoTurnAwayFeedback keeps the AMRMProxies from hearing that a node
 	// turned a container away.
 	NoTurnAwayFeedback bool
-	// Duration is how long the run lasts once the nodes have registered.
+	// Duration is how long the run is measured once the nodes have
+	// registered and Warmup has passed.
 	Duration time.Duration
+	// Warmup, if set, runs the workload this long before measuring: a
+	// cluster-bound run builds its backlog first, and what is measured is
+	// the steady state, not the seconds in which the cluster was still
+	// short of work.
+	Warmup time.Duration
 	// Jobs are submitted at their times from the start of the run.
 	Jobs []Job
 	// Progress, if set, receives a progress line every ProgressEvery.
@@ -67,6 +73,7 @@ type Run struct {
 
 	amsStarted atomic.Int64
 	leaderID   atomic.Pointer[string] // the last leader seen
+	warming    atomic.Bool            // the workload runs, not measured yet (Config.Warmup)
 	queues     queueWatch             // each leaf queue's share, every second
 	serverCPU  []ServerCPU
 	amWG       sync.WaitGroup
@@ -152,7 +159,7 @@ func Simulate(ctx context.Context, cfg Config) (*Result, error) {
 	r.registerTook = time.Since(began)
 	r.stats = r.restartStats()
 	cpuBefore := cfg.Started.cpu()
-	runCtx, stopRun := context.WithTimeout(ctx, cfg.Duration)
+	runCtx, stopRun := context.WithTimeout(ctx, cfg.Warmup+cfg.Duration)
 	defer stopRun()
 	var wg sync.WaitGroup
 	var capacity int64
@@ -170,10 +177,23 @@ func Simulate(ctx context.Context, cfg Config) (*Result, error) {
 		// nodes heartbeat until it is over.
 		go func() { defer wg.Done(); r.restartAt(runCtx, ctx) }()
 	}
+	if cfg.Warmup > 0 {
+		r.warming.Store(true)
+		select {
+		case <-time.After(cfg.Warmup):
+			cpuBefore = cfg.Started.cpu()
+			r.restartStats()
+			r.warming.Store(false)
+			if cfg.Progress != nil {
+				fmt.Fprintf(cfg.Progress, "sim: warmed up for %s; measuring from now\n", cfg.Warmup)
+			}
+		case <-runCtx.Done():
+		}
+	}
 	<-runCtx.Done()
 	wg.Wait()
 	end := time.Now()
-	r.serverCPU = cpuUsed(cfg.Started, cpuBefore, cfg.Started.cpu(), end.Sub(r.stats.start), r.leaderID.Load())
+	r.serverCPU = cpuUsed(cfg.Started, cpuBefore, cfg.Started.cpu(), end.Sub(r.stats.Start()), r.leaderID.Load())
 	r.stats.Freeze()
 	// Which nodes the servers hold DOWN while every simulated node still
 	// heartbeats: all of them are spurious.
@@ -189,18 +209,15 @@ func Simulate(ctx context.Context, cfg Config) (*Result, error) {
 	return r.result(end), ctx.Err()
 }
 
-// restartStats starts the measurements afresh once every node has
-// registered: the registration storm is not the steady state. Heartbeat
-// statistics keep flowing to the same Stats the nodes hold.
+// restartStats starts the measurements afresh: once every node has
+// registered (the registration storm is not the steady state), and again
+// when a warm-up ends. The nodes keep the same Stats.
 func (r *Run) restartStats() *Stats {
-	r.stats.mu.Lock()
-	defer r.stats.mu.Unlock()
-	r.stats.start = time.Now()
-	r.stats.seconds = nil
-	r.stats.heartbeats = Hist{}
-	r.stats.heartbeatFailures = 0
-	r.stats.heartbeatFailedBy = nil
-	r.stats.ticks = nil
+	r.stats.restart(time.Now())
+	r.amsStarted.Store(0)
+	r.queues.mu.Lock()
+	r.queues.points = nil
+	r.queues.mu.Unlock()
 	return r.stats
 }
 

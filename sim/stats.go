@@ -90,18 +90,20 @@ type Second struct {
 	Heartbeats  Hist
 	// Running, Utilisation (vcores allocated to running containers) and
 	// InUse (vcores they are measured to use: a simulated AM uses none)
-	// are sampled once in the second.
+	// are sampled about once a second: Samples says how many samples of
+	// this second the last two average (a second the sampler's ticks
+	// missed has none, and counts in no mean).
 	Running     int
 	Utilisation float64
 	InUse       float64
+	Samples     int
 }
 
 // Stats gathers a run's measurements, per second from its start. It is
 // safe for concurrent use.
 type Stats struct {
-	start time.Time
-
 	mu                 sync.Mutex
+	start              time.Time
 	seconds            []*Second
 	heartbeats         Hist
 	heartbeatFailures  uint64
@@ -135,6 +137,25 @@ func (s *Stats) Freeze() {
 	s.mu.Lock()
 	s.frozen = true
 	s.mu.Unlock()
+}
+
+// restart forgets everything gathered and gathers afresh from now on.
+func (s *Stats) restart(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.start, s.seconds, s.ticks = now, nil, nil
+	s.heartbeats, s.heartbeatFailures, s.heartbeatFailedBy = Hist{}, 0, nil
+	s.askToAlloc, s.byKind = Hist{}, [3]Hist{}
+	s.tasksRetried, s.retriedBy, s.allocations, s.tasksDone, s.opportunisticAlloc = 0, nil, 0, 0, 0
+	s.appsSubmitted, s.appsFinished, s.appsFailed, s.tasksSubmitted = 0, 0, 0, 0
+	s.tasksOfFinished, s.tasksDoneFinished, s.leaderChanges, s.submitErrors, s.lastSubmitErr = 0, 0, 0, 0, ""
+}
+
+// Start returns when the measured time began.
+func (s *Stats) Start() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.start
 }
 
 // NewStats starts gathering at start.
@@ -339,5 +360,9 @@ func (s *Stats) Sample(now time.Time, running int, utilisation, inUse float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sec := s.second(now)
-	sec.Running, sec.Utilisation, sec.InUse = running, utilisation, inUse
+	sec.Samples++
+	n := float64(sec.Samples)
+	sec.Running = running
+	sec.Utilisation += (utilisation - sec.Utilisation) / n
+	sec.InUse += (inUse - sec.InUse) / n
 }

@@ -25,7 +25,7 @@ func runSim(args []string) error {
 	var proxy, sharedList, turnAway, pause bool
 	var loadComparator, queuePolicy, eviction, overcommit string
 	var maxQueueWait time.Duration
-	var heartbeat, amHeartbeat, duration, taskMin, taskMax, restartAt time.Duration
+	var heartbeat, amHeartbeat, duration, warmup, taskMin, taskMax, restartAt time.Duration
 	var rate, opp, joinRate float64
 	var seed uint64
 	fs.StringVar(&servers, "servers", "", "comma-separated RPC `ADDRS` of a running server quorum")
@@ -52,7 +52,8 @@ func runSim(args []string) error {
 	fs.StringVar(&overcommit, "overcommit", "", "nodes start opportunistic containers into allocated but idle capacity while measured use stays under these fractions of capacity, `memory_mb=F,vcores=F` (a simulated AM uses no CPU)")
 	fs.DurationVar(&maxQueueWait, "max-queue-wait", 0, "a queued container that waited longer goes to the head (0: never)")
 	fs.BoolVar(&turnAway, "turn-away-feedback", true, "AMRMProxies hear that a node turned a container away and place nothing more there until their next list")
-	fs.DurationVar(&duration, "duration", time.Minute, "how long to run once the nodes have registered")
+	fs.DurationVar(&duration, "duration", time.Minute, "how long to measure once the nodes have registered (and -warmup has passed)")
+	fs.DurationVar(&warmup, "warmup", 0, "run the workload this long before measuring, so that a cluster-bound run is measured once its backlog has built up")
 	fs.StringVar(&trace, "trace", "", "YARN SLS JSON trace `FILE` to replay (else the synthetic workload below)")
 	fs.Float64Var(&rate, "apps-per-second", 1, "synthetic: mean app arrival rate (0: no apps, heartbeats only)")
 	fs.IntVar(&apps, "apps", 0, "synthetic: how many apps in all (0: as many as -duration allows)")
@@ -81,6 +82,9 @@ func runSim(args []string) error {
 	}
 	if nodes < 1 || racks < 1 || heartbeat <= 0 || duration <= 0 {
 		return usagef("-nodes, -racks, -heartbeat and -duration must be positive")
+	}
+	if warmup < 0 || warmup > 0 && restartAt > 0 {
+		return usagef("-warmup: give a positive duration, without -restart-at (a restart is timed from the start of the measured run)")
 	}
 	if nodesUsed < 0 || nodesUsed > 0 && startServers == 0 {
 		return usagef("-nodes-used: give a positive count, with -start-servers (servers given with -servers keep their configuration)")
@@ -135,7 +139,7 @@ func runSim(args []string) error {
 		if err != nil {
 			return usagef("-queues: %v", err)
 		}
-		syn := sim.Synthetic{AppsPerSecond: rate, Apps: apps, Duration: duration, TasksMin: tasksMin, TasksMax: tasksMax,
+		syn := sim.Synthetic{AppsPerSecond: rate, Apps: apps, Duration: warmup + duration, TasksMin: tasksMin, TasksMax: tasksMax,
 			TaskMin: taskMin, TaskMax: taskMax, Resources: taskR, Queues: mix, Opportunistic: opp, Seed: seed}
 		if jobs, err = syn.Generate(); err != nil {
 			return usagef("%v", err)
@@ -210,7 +214,7 @@ func runSim(args []string) error {
 		defer pprof.StopCPUProfile()
 	}
 	res, err := sim.Simulate(ctx, sim.Config{Servers: addrs, Nodes: nodes, NodeResources: capacity, Racks: racks, Heartbeat: heartbeat, JoinRate: joinRate,
-		QueueLength: queueLen, AMRMProxy: proxy, AMHeartbeat: amHeartbeat, NoTurnAwayFeedback: !turnAway, Policy: policy, Duration: duration, Jobs: jobs, Progress: stderr, Logger: logger, Restart: restart, Started: started})
+		QueueLength: queueLen, AMRMProxy: proxy, AMHeartbeat: amHeartbeat, NoTurnAwayFeedback: !turnAway, Policy: policy, Duration: duration, Warmup: warmup, Jobs: jobs, Progress: stderr, Logger: logger, Restart: restart, Started: started})
 	if err != nil {
 		return err
 	}
