@@ -62,12 +62,16 @@ func TestGossipKeyringOnASecureCluster(t *testing.T) {
 	if _, errOut, code := cli(t, "operator", "gossip", "keyring", "-list", "-address", addr, "-token", reader); code == 0 || !strings.Contains(errOut, "lacks operator:write") {
 		t.Fatalf("listing keys with a token without operator:write: exit %d, %s", code, errOut)
 	}
+	// The keyring commands ask the members s2 knows of: wait until its
+	// gossip has heard of every one (the agent joined through s1).
+	waitForMembers(t, addr, "s1", "s2", "s3", "a1")
 	if list, code, errOut := keyring(t, addr, "-list"); code != 0 || list.held()[oldKey] != [2]int{4, 4} {
 		t.Fatalf("keys before: exit %d (%s), %+v; want the key on the three servers and the agent", code, errOut, list)
 	}
 
 	join := net.JoinHostPort(w.ips[0], strconv.Itoa(w.serfPort))
 	rogue := testutil.RogueGossipMember(t, "rogue", oldKey, map[string]string{"role": "agent", "id": "rogue", "rpc_addr": "127.0.0.1:1"}, join)
+	waitForMembers(t, addr, "s1", "s2", "s3", "a1", "rogue")
 	planted, newKey := keygen(t), keygen(t)
 	if r, _ := rogue.KeyManager().InstallKey(planted); r == nil || r.NumResp != 1 {
 		t.Fatalf("the key holder's install was answered by %+v; want by itself alone", r)
@@ -118,6 +122,28 @@ func TestGossipKeyringOnASecureCluster(t *testing.T) {
 			t.Fatalf("node %s is %s after the rotation", n.ID, n.Status)
 		}
 	}
+}
+
+// waitForMembers waits until `weft members` against addr lists each of
+// names alive.
+func waitForMembers(t *testing.T, addr string, names ...string) {
+	t.Helper()
+	waitFor(t, 30*time.Second, fmt.Sprintf("%s to know %v alive", addr, names), func() error {
+		var ms []member
+		if err := cliJSON(t, &ms, "members", "-address", addr); err != nil {
+			return err
+		}
+		alive := map[string]bool{}
+		for _, m := range ms {
+			alive[m.Name] = m.Status == "alive"
+		}
+		for _, n := range names {
+			if !alive[n] {
+				return fmt.Errorf("%s is not alive among %+v", n, ms)
+			}
+		}
+		return nil
+	})
 }
 
 // keygen makes a gossip key with `weft operator keygen`.
