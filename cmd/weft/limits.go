@@ -6,7 +6,8 @@ import (
 )
 
 // rpcLimits is a config file's limits block (defaults applied) as the RPC
-// listener takes it.
+// listener takes it; what the block does not set (how fast a refused
+// client is read) keeps rpc's defaults.
 func rpcLimits(l *config.Limits) rpc.Limits {
 	r := l.Resolve()
 	return rpc.Limits{
@@ -18,5 +19,5 @@ func rpcLimits(l *config.Limits) rpc.Limits {
 		RequestMemory:          r.RequestMemory,
 		RequestMemoryPerClient: r.RequestMemoryPerClient,
 		RequestMemoryPerConn:   r.RequestMemoryPerConn,
-	}
+	}.WithDefaults()
 }
