@@ -198,3 +198,63 @@ func Leftover(list []LeastLoadedNode, windows [][]int) []int {
 	}
 	return out
 }
+
+// GroupHolders is how a list too short for a window of its own for every
+// holder is dealt: in at most groups groups of holders, each dealt a
+// window as one holder (its members' demand summed, new if one of them
+// is), whose room its members divide (ShareOf). Holders go to groups
+// round-robin in dealing order (new first, then by demand, most first),
+// so each group mixes the hungriest and the least hungry. It returns the
+// groups as holders (each named by its first member) and each group's
+// members as indexes into holders.
+func GroupHolders(holders []ListHolder, groups int) ([]ListHolder, [][]int) {
+	groups = max(1, min(groups, len(holders)))
+	order := make([]int, len(holders))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if holders[a].New != holders[b].New {
+			if holders[a].New {
+				return -1
+			}
+			return 1
+		}
+		if c := cmp.Compare(holders[b].Demand, holders[a].Demand); c != 0 {
+			return c
+		}
+		return cmp.Compare(holders[a].NodeID, holders[b].NodeID)
+	})
+	out := make([]ListHolder, groups)
+	members := make([][]int, groups)
+	for k, i := range order {
+		g := k % groups
+		if members[g] == nil {
+			out[g].NodeID = holders[i].NodeID
+		}
+		members[g] = append(members[g], i)
+		out[g].Demand += holders[i].Demand
+		out[g].New = out[g].New || holders[i].New
+	}
+	return out, members
+}
+
+// ShareOf is member j's share, of a group of g, of the entry at position
+// pos of the group's window: the queue places divided among the members
+// (the remainder going to different members at different positions), and
+// the free room, which one container takes, to one member, a different
+// one at each position. No place is then handed out by two proxies.
+func ShareOf(e LeastLoadedNode, pos, j, g int) LeastLoadedNode {
+	if g <= 1 {
+		return e
+	}
+	out := e
+	out.QueueSpace = e.QueueSpace / g
+	if (j+pos)%g < e.QueueSpace%g {
+		out.QueueSpace++
+	}
+	if pos%g != j {
+		out.Free = Resources{}
+	}
+	return out
+}

@@ -167,3 +167,69 @@ func TestWindowsGiveANewHolderUnheldNodesFirst(t *testing.T) {
 		t.Fatalf("windows %v, want [[2 3]]: the nodes no one held", wins)
 	}
 }
+
+// A list too short for a window of two nodes for every holder is dealt
+// to groups of holders: every holder is in exactly one group, at most the
+// number asked for, new holders and the hungriest spread over them, and
+// each group named by a member. Members divide each entry's room: their
+// queue places add up to the entry's, and its free room goes to exactly
+// one of them, a different one from entry to entry.
+func TestGroupedHoldersDivideTheirWindowsRoom(t *testing.T) {
+	holders := []ListHolder{{NodeID: "a", Demand: 9}, {NodeID: "b", Demand: 1}, {NodeID: "c", New: true}, {NodeID: "d", Demand: 5}, {NodeID: "e", Demand: 7}}
+	groups, members := GroupHolders(holders, 2)
+	if len(groups) != 2 || len(members) != 2 {
+		t.Fatalf("%d groups, want 2", len(groups))
+	}
+	seen := map[int]bool{}
+	for g, ms := range members {
+		demand, named := 0, false
+		for _, i := range ms {
+			if seen[i] {
+				t.Fatalf("holder %s is in two groups", holders[i].NodeID)
+			}
+			seen[i] = true
+			demand += holders[i].Demand
+			named = named || holders[i].NodeID == groups[g].NodeID
+		}
+		if demand != groups[g].Demand || !named {
+			t.Fatalf("group %+v of %v: want its members' demand summed and a member's name", groups[g], ms)
+		}
+	}
+	if len(seen) != len(holders) {
+		t.Fatalf("%d of %d holders grouped", len(seen), len(holders))
+	}
+	// Dealing order is c (new), a, e, d, b: c and e and b in one group,
+	// a and d in the other.
+	if got := members[0]; len(got) != 3 || holders[got[0]].NodeID != "c" || !groups[0].New || groups[1].New {
+		t.Fatalf("groups %+v members %v: want the new holder first, in the first group only", groups, members)
+	}
+	if g, _ := GroupHolders(holders, 0); len(g) != 1 {
+		t.Fatalf("asked for no group: %d groups, want one", len(g))
+	}
+
+	free := Resources{MemoryMB: 4096, Vcores: 4}
+	for g := 1; g <= 4; g++ {
+		for pos := 0; pos < 5; pos++ {
+			for qs := 0; qs <= 5; qs++ {
+				e := LeastLoadedNode{NodeID: "n", Free: free, QueueSpace: qs}
+				places, freeTo := 0, -1
+				for j := 0; j < g; j++ {
+					s := ShareOf(e, pos, j, g)
+					places += s.QueueSpace
+					if !s.Free.IsZero() {
+						if freeTo >= 0 {
+							t.Fatalf("g %d pos %d: free room handed to members %d and %d", g, pos, freeTo, j)
+						}
+						freeTo = j
+					}
+				}
+				if places != qs || freeTo < 0 {
+					t.Fatalf("g %d pos %d: %d queue places of %d handed out, free room to member %d", g, pos, places, qs, freeTo)
+				}
+				if g > 1 && freeTo != pos%g {
+					t.Fatalf("g %d pos %d: free room to member %d, want a different member at each position", g, pos, freeTo)
+				}
+			}
+		}
+	}
+}
