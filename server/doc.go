@@ -22,8 +22,7 @@
 // and no heartbeat is answered before the leader's barrier), the
 // least-loaded node list dealt out in windows to the agents that run AMs
 // (opportunistic.go: left out when unchanged, grown at once for the demand
-// a heartbeat reports, dealt to groups of agents that divide a window's
-// room when the list is too short for one each) and queue limit pushed to agents, centralized opportunistic allocation and promotions, the
+// a heartbeat reports) and queue limit pushed to agents, centralized opportunistic allocation and promotions, the
 // drain of a node (Node.Drain; at its deadline what still runs there is
 // killed as drained) and garbage collection of finished apps and DOWN
 // nodes by one leader-proposed command naming exactly what to remove
