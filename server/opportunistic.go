@@ -155,8 +155,8 @@ func opportunisticConfig(st *fsm.State) scheduler.OpportunisticConfig {
 	return cfg
 }
 
-// minWindow is the fewest nodes a window may average: with fewer, agents
-// share windows in groups and divide their room (see refreshBoard).
+// minWindow is the fewest nodes a window may average: with fewer, the
+// list is shared (see refreshBoard).
 const minWindow = 2
 
 // maxReportedDemand bounds the opportunistic demand the leader takes from
@@ -352,51 +352,22 @@ func (s *Server) refreshBoard(st *fsm.State, now time.Time) bool {
 	ranked := scheduler.RankNodes(loads, len(loads), cfg.LoadComparator)
 	limit := scheduler.QueueLimit(queued, cfg.QueueLimitStdev, cfg.MinQueueLength, cfg.MaxQueueLength)
 	list := ranked[:min(len(ranked), cfg.NodesUsed)]
-	shared := cfg.SharedList
+	// Windows of fewer than two nodes each would make an AM queue behind
+	// running work while another agent's nodes stand free: a list that
+	// short for the agents that run AMs is shared whole, as before
+	// windows (a herd of at most half as many proxies as nodes).
+	shared := cfg.SharedList || len(ranked) < minWindow*len(holders)
 	if shared {
 		holders = nil // every agent gets list, whole
 	}
-	// Windows of fewer than two nodes each would make an AM queue behind
-	// running work while another agent's nodes stand free: a list that
-	// short for the agents that run AMs (a cluster with fewer nodes than
-	// twice its AMs' agents, or one so busy that few nodes have room) is
-	// dealt to groups of agents instead, a window of two nodes or more
-	// each, whose members divide its room: each queue place and each free
-	// node still goes to one proxy.
-	dealTo, dealPrev, members := holders, prevOwner, [][]int(nil)
-	if len(ranked) < minWindow*len(holders) {
-		dealTo, members = scheduler.GroupHolders(holders, len(ranked)/minWindow)
-		groupOf := make(map[string]string, len(holders))
-		for g, ms := range members {
-			for _, i := range ms {
-				groupOf[holders[i].NodeID] = dealTo[g].NodeID
-			}
-		}
-		dealPrev = make(map[string]string, len(prevOwner))
-		for node, owner := range prevOwner {
-			if g, ok := groupOf[owner]; ok {
-				dealPrev[node] = g
-			}
-		}
-	}
-	dealt := scheduler.DealWindows(ranked, dealTo, dealPrev, cfg.NodesUsed)
+	dealt := scheduler.DealWindows(ranked, holders, prevOwner, cfg.NodesUsed)
 	byAgent := make(map[string][]scheduler.LeastLoadedNode, len(holders))
-	for i, h := range dealTo {
-		if members == nil {
-			w := make([]scheduler.LeastLoadedNode, len(dealt[i]))
-			for j, p := range dealt[i] {
-				w[j] = ranked[p]
-			}
-			byAgent[h.NodeID] = w
-			continue
+	for i, h := range holders {
+		w := make([]scheduler.LeastLoadedNode, len(dealt[i]))
+		for j, p := range dealt[i] {
+			w[j] = ranked[p]
 		}
-		for m, hi := range members[i] {
-			w := make([]scheduler.LeastLoadedNode, len(dealt[i]))
-			for j, p := range dealt[i] {
-				w[j] = scheduler.ShareOf(ranked[p], j, m, len(members[i]))
-			}
-			byAgent[holders[hi].NodeID] = w
-		}
+		byAgent[h.NodeID] = w
 	}
 	rest := scheduler.Leftover(ranked, dealt)
 	leftover := make([]scheduler.LeastLoadedNode, len(rest))
